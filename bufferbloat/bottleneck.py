@@ -1,0 +1,155 @@
+"""The qdisc trees that realise a topology's links, above all the bottleneck's.
+
+Where everything sits (and why):
+
+* Every link direction is shaped on its sender's egress by ``htb 1:`` with one class
+  ``1:1`` at the link rate; the class's leaf ``10:`` is where that direction queues.
+* The bottleneck egress (switch port s0 -> receiver) has the AQM as that leaf, so the
+  standing queue builds in the AQM and the AQM's own statistics measure it. An AQM
+  installed as the root would replace the shaper and never see a queue.
+* Propagation delay, jitter and loss are netem, never the router buffer:
+  - on non-bottleneck directions netem is the shaper's leaf with a limit far above any
+    window (:data:`NETEM_LIMIT_PKTS`), so it delays and drops at random, nothing else;
+  - for the bottleneck's forward direction (s0 -> receiver) netem sits *after* the queue:
+    on the receiver's ingress, redirected through an IFB device in the receiver's
+    namespace. The packet leaves the AQM at the link rate, then travels the wire.
+* Non-bottleneck leaves without impairment are a pfifo of :data:`HOST_QUEUE_PKTS`
+  packets: links at host rate never hold a queue worth the name, and if they did it
+  would show in the readback rather than silently cap the experiment.
+
+Building is planning (:func:`plan_network`, pure, unit-tested) plus executing the plan
+(:class:`bufferbloat.network.Network`). A plan is a list of :class:`Step`: an argument
+list for ``tc`` or ``ip`` and the namespace (host name, or None for the root namespace
+where the switch ports live).
+"""
+
+from dataclasses import dataclass
+
+NETEM_LIMIT_PKTS = 100_000
+HOST_QUEUE_PKTS = 10_000
+ROOT = "1:"
+CLASS = "1:1"
+LEAF_HANDLES = ("10:", "20:")  # alternated on a live swap: `replace` can't change kind
+IFB_DEV = "ifb0"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a plan: ``argv`` run in host ``ns`` (None: root namespace)."""
+
+    ns: str | None
+    argv: tuple
+    why: str
+
+    def to_dict(self):
+        """JSON-ready form for the run record."""
+        return {"ns": self.ns, "argv": list(self.argv), "why": self.why}
+
+
+def rate_arg(rate_mbit):
+    """tc rate in bit/s (exact integer, no unit rounding by tc)."""
+    return f"{int(round(rate_mbit * 1e6))}bit"
+
+
+def netem_args(imp, limit=NETEM_LIMIT_PKTS):
+    """netem arguments for an :class:`~bufferbloat.topology.Impairment`."""
+    args = ["netem", "limit", str(limit), "delay", f"{imp.delay_ms:g}ms"]
+    if imp.jitter_ms:
+        args.append(f"{imp.jitter_ms:g}ms")
+    if imp.loss_pct:
+        args += ["loss", "random", f"{imp.loss_pct:g}%"]
+    return args
+
+
+def shaped(ns, dev, rate_mbit, leaf, why, handle=LEAF_HANDLES[0]):
+    """Steps for ``htb`` at ``rate_mbit`` on ``dev`` with qdisc ``leaf`` (argument list)."""
+    rate = rate_arg(rate_mbit)
+    return [
+        Step(ns, ("tc", "qdisc", "replace", "dev", dev, "root", "handle", ROOT, "htb",
+                  "default", "1"), f"{why}: rate shaper root"),
+        Step(ns, ("tc", "class", "replace", "dev", dev, "parent", ROOT, "classid", CLASS,
+                  "htb", "rate", rate, "ceil", rate), f"{why}: {rate_mbit:g} Mbit/s class"),
+        Step(ns, ("tc", "qdisc", "replace", "dev", dev, "parent", CLASS, "handle", handle)
+             + tuple(leaf), f"{why}: leaf {leaf[0]}"),
+    ]
+
+
+def ingress_netem(ns, dev, imp, why):
+    """Steps putting ``imp`` on ``dev``'s ingress through an IFB device in ``ns``."""
+    return [
+        Step(ns, ("ip", "link", "add", IFB_DEV, "type", "ifb"), f"{why}: IFB device"),
+        Step(ns, ("ip", "link", "set", IFB_DEV, "up"), f"{why}: IFB up"),
+        Step(ns, ("tc", "qdisc", "replace", "dev", dev, "handle", "ffff:", "ingress"),
+             f"{why}: ingress hook"),
+        Step(ns, ("tc", "filter", "replace", "dev", dev, "parent", "ffff:", "protocol", "all",
+                  "prio", "1", "u32", "match", "u32", "0", "0", "action", "mirred", "egress",
+                  "redirect", "dev", IFB_DEV), f"{why}: redirect ingress to IFB"),
+        Step(ns, ("tc", "qdisc", "replace", "dev", IFB_DEV, "root", "handle", ROOT)
+             + tuple(netem_args(imp)), f"{why}: delay/loss after the queue"),
+    ]
+
+
+def node_ns(node, hosts):
+    """Namespace of a node: hosts have their own, the switch lives in the root one."""
+    return node if node in hosts else None
+
+
+def plan_network(topo, intfs):
+    """Plan every qdisc of ``topo``.
+
+    topo: a built :class:`~bufferbloat.topology.BaseDumbbell`. intfs: {(a, b): (ifname at
+    a, ifname at b)} for every link spec. Returns the list of :class:`Step`.
+    """
+    hosts = set(topo.senders) | {topo.receiver}
+    steps = []
+    for spec in topo.link_specs:
+        if_a, if_b = intfs[(spec.a, spec.b)]
+        ns_a, ns_b = node_ns(spec.a, hosts), node_ns(spec.b, hosts)
+        name = f"{spec.a}->{spec.b}"
+        if spec.bottleneck:
+            steps += shaped(ns_a, if_a, spec.rate_mbit,
+                            topo.qdisc.tc_args(spec.rate_mbit), f"bottleneck {name}")
+            if spec.ab.active:
+                steps += ingress_netem(ns_b, if_b, spec.ab, f"bottleneck {name} wire")
+        else:
+            steps += shaped(ns_a, if_a, spec.rate_mbit, _plain_leaf(spec.ab), f"link {name}")
+        steps += shaped(ns_b, if_b, spec.rate_mbit, _plain_leaf(spec.ba),
+                        f"link {spec.b}->{spec.a}")
+    return steps
+
+
+def _plain_leaf(imp):
+    return netem_args(imp) if imp.active else ["pfifo", "limit", str(HOST_QUEUE_PKTS)]
+
+
+def swap_steps(ns, dev, spec, rate_mbit, current_handle):
+    """Steps replacing the AQM leaf of a running bottleneck with ``spec``.
+
+    Returns (steps, new_handle). The new leaf gets the other handle of
+    :data:`LEAF_HANDLES`: the kernel refuses ``replace`` to another kind on the same handle.
+    """
+    new = LEAF_HANDLES[1] if current_handle == LEAF_HANDLES[0] else LEAF_HANDLES[0]
+    step = Step(ns, ("tc", "qdisc", "replace", "dev", dev, "parent", CLASS, "handle", new)
+                + tuple(spec.tc_args(rate_mbit)), f"live swap to {spec.kind}")
+    return [step], new
+
+
+def features_for(topo):
+    """Kernel features and tools that building ``topo`` needs (for the capability check)."""
+    need = {"netns", "veth", "sch_htb", "sch_fifo", topo.qdisc.module, "tc", "ip",
+            "ethtool", "nsenter", "mnexec", "mininet"}
+    for spec in topo.link_specs:
+        if spec.ab.active or spec.ba.active:
+            need.add("sch_netem")
+        if spec.bottleneck and spec.ab.active:
+            need |= {"ifb", "sch_ingress", "act_mirred", "cls_u32"}
+    need |= set(topo.ccas.values())
+    return sorted(need)
+
+
+def leaf_of(readback, dev_qdiscs_key="qdiscs"):
+    """The qdisc dict at parent 1:1 in a ``tc -j qdisc show`` readback, or None."""
+    for q in readback.get(dev_qdiscs_key, []):
+        if q.get("parent") == CLASS:
+            return q
+    return None

@@ -1,0 +1,62 @@
+"""Small, reusable measurement recipes on a running :class:`~bufferbloat.network.Network`.
+
+They are what the fidelity tests and the benchmark share: one long TCP flow with ping
+probes and the bottleneck's qdisc statistics, and idle pings.
+"""
+
+import statistics
+from dataclasses import dataclass, field
+
+from .bottleneck import CLASS
+from .traffic import Iperf3Flow, PingProbe, QdiscPoller
+
+
+@dataclass
+class LongFlowResult:
+    """What :func:`long_flow` measured."""
+
+    goodput_mbit: float
+    ping: object
+    leaf_samples: list = field(default_factory=list)  # [(t_s, qdisc dict)] of the AQM leaf
+    all_samples: list = field(default_factory=list)   # [(t_s, [qdisc dicts])]
+    iperf: dict = field(default_factory=dict)
+
+    def after(self, warmup_s):
+        """Leaf samples later than ``warmup_s`` after the first one."""
+        if not self.leaf_samples:
+            return []
+        t0 = self.leaf_samples[0][0]
+        return [q for t, q in self.leaf_samples if t - t0 >= warmup_s]
+
+    def max_rtt_ms(self):
+        """Largest ping RTT, ms."""
+        return max(self.ping.rtts)
+
+    def median_rtt_ms(self, warmup_s=0.0):
+        """Median ping RTT after ``warmup_s``, ms."""
+        t0 = self.ping.probes[0][0] if self.ping.probes else 0
+        return statistics.median(r for t, _, r in self.ping.probes if t - t0 >= warmup_s)
+
+
+def long_flow(net, duration_s, src=None, dst=None, ping_interval_s=0.1, poll_period_s=0.1):
+    """One iperf3 flow src -> dst for ``duration_s`` with pings and qdisc polling."""
+    src = src or net.topo.senders[0]
+    dst = dst or net.topo.receiver
+    ping = PingProbe(net, src, dst, ping_interval_s).start()
+    poll = QdiscPoller(net, poll_period_s).start()
+    flow = Iperf3Flow(net, src, dst, duration_s, cca=net.topo.ccas.get(src)).start()
+    try:
+        flow.wait()
+    finally:
+        poll.stop()
+        ping_result = ping.stop()
+    return LongFlowResult(flow.goodput_mbit, ping_result, poll.series(parent=CLASS),
+                          poll.samples, flow.result)
+
+
+def idle_ping(net, count, interval_s=0.1, src=None, dst=None):
+    """``count`` pings on an idle network; returns a PingResult."""
+    src = src or net.topo.senders[0]
+    dst = dst or net.topo.receiver
+    probe = PingProbe(net, src, dst, interval_s, count=count).start()
+    return probe.wait(timeout_s=count * interval_s + 30)

@@ -1,0 +1,310 @@
+"""A running emulated network: build a topology, own everything it creates, tear it down.
+
+:class:`Network` checks every kernel feature and tool the topology needs *before* it
+creates anything, then builds the Mininet hosts and switch, turns segmentation offloads
+off on every emulated interface (so a "packet" is one MTU frame, not a 32 KB GSO
+super-packet), installs the qdisc plan of :mod:`bufferbloat.bottleneck`, sets each
+sender's congestion control, and reads the installed trees back for the record.
+
+It owns what it starts: processes are tracked by PID and ended by PID; nothing is ever
+killed by name. Use it as a context manager so that teardown runs on errors and signals.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+from . import bottleneck as bn
+from .capabilities import auto_switch, needed_for_switch, probe
+from .errors import UsageError
+
+OFFLOADS = ("tso", "gso", "gro")
+
+
+class CommandError(RuntimeError):
+    """A tool we ran to build or measure the network failed."""
+
+
+def _terminate_on_sigterm():
+    """Turn SIGTERM into KeyboardInterrupt so that ``finally`` blocks tear down."""
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        def handler(_sig, _frame):
+            raise KeyboardInterrupt("SIGTERM")
+        signal.signal(signal.SIGTERM, handler)
+
+
+class Network:
+    """An emulated network built from a topology (see :mod:`bufferbloat.topology`).
+
+    topo: a dumbbell topology. switch: 'auto' | 'ovs' | 'bridge' (overrides the topology's
+    own ``switch`` parameter when given). caps: a
+    :class:`~bufferbloat.capabilities.Capabilities` (default: probe this machine).
+    """
+
+    def __init__(self, topo, switch=None, caps=None):
+        self.topo = topo
+        self.caps = caps or probe()
+        kind = switch or topo.params.get("switch", "auto")
+        self.switch_kind = auto_switch(self.caps) if kind == "auto" else kind
+        self.features = sorted(set(bn.features_for(topo))
+                               | set(needed_for_switch(self.switch_kind)))
+        self.net = None
+        self.procs = []
+        self.plan = []
+        self.leaf_handle = bn.LEAF_HANDLES[0]
+        self.timings = {}
+        self._saved_sysctls = {}
+        self.intfs = {}
+
+    # ----------------------------------------------------------------- lifecycle
+    def check(self):
+        """Raise before touching anything if this machine lacks what the topology needs."""
+        if os.geteuid() != 0:
+            raise UsageError("building a network needs root: run with sudo")
+        self.caps.require(self.features)
+
+    def start(self):
+        """Check, then build and configure the network. Returns self."""
+        self.check()
+        _terminate_on_sigterm()
+        t0 = time.monotonic()
+        try:
+            self._allow_ccas()
+            if self.switch_kind == "bridge":
+                self._bridge_without_netfilter()
+            self._build_mininet()
+            self._configure()
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["build_s"] = time.monotonic() - t0
+        return self
+
+    def stop(self):
+        """End every process we started (by PID), remove the network, restore sysctls."""
+        t0 = time.monotonic()
+        for proc in reversed(self.procs):
+            stop_process(proc)
+        self.procs.clear()
+        if self.net is not None:
+            net, self.net = self.net, None
+            net.stop()
+        for path, value in reversed(list(self._saved_sysctls.items())):
+            _write_sysctl(path, value)
+        self._saved_sysctls.clear()
+        self.timings["teardown_s"] = time.monotonic() - t0
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    # ----------------------------------------------------------------- building
+    def _allow_ccas(self):
+        """Make the senders' CCAs selectable inside namespaces (loading modules if need be).
+
+        Non-root namespaces may only pick algorithms listed in the global
+        net.ipv4.tcp_allowed_congestion_control; the original list is restored on stop.
+        """
+        wanted = set(self.topo.ccas.values())
+        available = set(_read_sysctl("net/ipv4/tcp_available_congestion_control").split())
+        for cca in sorted(wanted - available):
+            self.run(None, ["modprobe", f"tcp_{cca}"])
+        allowed = _read_sysctl("net/ipv4/tcp_allowed_congestion_control").split()
+        if not wanted <= set(allowed):
+            self._set_sysctl("net/ipv4/tcp_allowed_congestion_control",
+                             " ".join(allowed + sorted(wanted - set(allowed))))
+
+    def _bridge_without_netfilter(self):
+        """Keep bridged frames out of the host's iptables (br_netfilter), for the run."""
+        for table in ("arptables", "iptables", "ip6tables"):
+            path = f"net/bridge/bridge-nf-call-{table}"
+            if os.path.exists(f"/proc/sys/{path}"):
+                self._set_sysctl(path, "0")
+
+    def _set_sysctl(self, path, value):
+        """Set a global sysctl for the run; the first value seen is restored on stop."""
+        self._saved_sysctls.setdefault(path, _read_sysctl(path))
+        _write_sysctl(path, value)
+
+    def _build_mininet(self):
+        from mininet.link import Link
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import OVSBridge
+        from mininet.nodelib import LinuxBridge
+
+        setLogLevel(os.environ.get("BUFFERBLOAT_MININET_LOG", "warning"))
+        switch = OVSBridge if self.switch_kind == "ovs" else LinuxBridge
+        self.net = Mininet(topo=None, switch=switch, controller=None, link=Link,
+                           autoSetMacs=True, build=False, waitConnected=False)
+        # Build through our reference so that a failure half-way is still torn down.
+        self.net.topo = self.topo
+        self.net.build()
+        self.net.start()
+        for spec in self.topo.link_specs:
+            link = self.net.linksBetween(self.net[spec.a], self.net[spec.b])[0]
+            i1, i2 = link.intf1, link.intf2
+            if i1.node.name != spec.a:
+                i1, i2 = i2, i1
+            self.intfs[(spec.a, spec.b)] = (i1.name, i2.name)
+
+    def _configure(self):
+        hosts = set(self.topo.senders) | {self.topo.receiver}
+        for (a, b), (ia, ib) in self.intfs.items():
+            self.offloads_off(bn.node_ns(a, hosts), ia)
+            self.offloads_off(bn.node_ns(b, hosts), ib)
+        self.plan = bn.plan_network(self.topo, self.intfs)
+        for step in self.plan:
+            self.run(step.ns, list(step.argv))
+            if step.argv[:4] == ("ip", "link", "set", bn.IFB_DEV):
+                self.offloads_off(step.ns, bn.IFB_DEV)
+        for host, cca in self.topo.ccas.items():
+            self.run(host, ["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cca}"])
+            got = self.run(host, ["sysctl", "-n", "net.ipv4.tcp_congestion_control"]).strip()
+            if got != cca:
+                raise CommandError(f"{host}: congestion control is {got!r}, wanted {cca!r}")
+
+    def offloads_off(self, ns, dev):
+        """Turn TSO/GSO/GRO off on ``dev`` and verify it."""
+        args = ["ethtool", "-K", dev]
+        for o in OFFLOADS:
+            args += [o, "off"]
+        self.run(ns, args)
+        state = self.run(ns, ["ethtool", "-k", dev])
+        for line in state.splitlines():
+            key, _, val = line.partition(":")
+            if key.strip() in ("tcp-segmentation-offload", "generic-segmentation-offload",
+                               "generic-receive-offload") and val.strip().startswith("on"):
+                raise CommandError(f"{dev}: {key.strip()} is still on")
+
+    # ----------------------------------------------------------------- commands
+    def ns_prefix(self, ns):
+        """argv prefix that runs a command in host ``ns`` (None: the root namespace)."""
+        if ns is None:
+            return []
+        return ["nsenter", "-t", str(self.net[ns].pid), "-n", "--"]
+
+    def run(self, ns, argv, check=True, timeout=60):
+        """Run ``argv`` (a list, never a shell string) in ``ns``; return its stdout."""
+        full = self.ns_prefix(ns) + [str(a) for a in argv]
+        res = subprocess.run(full, capture_output=True, text=True, timeout=timeout,
+                             check=False)
+        if check and res.returncode != 0:
+            raise CommandError(f"{' '.join(full)} failed ({res.returncode}): "
+                               f"{res.stderr.strip() or res.stdout.strip()}")
+        return res.stdout
+
+    def popen(self, ns, argv, **kwargs):
+        """Start ``argv`` in ``ns``; the process is ours and ends with the network."""
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+        kwargs.setdefault("text", True)
+        proc = subprocess.Popen(self.ns_prefix(ns) + [str(a) for a in argv],
+                                start_new_session=True, **kwargs)
+        self.procs.append(proc)
+        return proc
+
+    def ip(self, host):
+        """IPv4 address of ``host``."""
+        return self.net[host].IP()
+
+    # ----------------------------------------------------------------- bottleneck
+    @property
+    def bottleneck_dev(self):
+        """(namespace, interface) of the bottleneck egress: the switch port to the
+        receiver."""
+        spec = self.topo.bottleneck
+        return None, self.intfs[(spec.a, spec.b)][0]
+
+    def qdisc_show(self, ns, dev, stats=True):
+        """``tc -j [-s] qdisc show dev`` parsed."""
+        args = ["tc", "-j"] + (["-s"] if stats else []) + ["qdisc", "show", "dev", dev]
+        return json.loads(self.run(ns, args) or "[]")
+
+    def readback(self):
+        """The installed qdiscs and classes of every configured interface, as tc reports
+        them: {"ns/dev": {"qdiscs": [...], "classes": "text"}}.
+
+        Classes are kept as tc's text: iproute2 6.1 has no JSON output for HTB classes.
+        """
+        out = {}
+        for ns, dev in sorted({(s.ns, s.argv[4]) for s in self.plan
+                               if s.argv[:2] == ("tc", "qdisc")}, key=str):
+            classes = self.run(ns, ["tc", "class", "show", "dev", dev])
+            out[f"{ns or 'root'}/{dev}"] = {"qdiscs": self.qdisc_show(ns, dev),
+                                            "classes": classes.strip()}
+        return out
+
+    def bottleneck_tree(self):
+        """Readback of the bottleneck egress, checked: htb root, AQM leaf at 1:1."""
+        ns, dev = self.bottleneck_dev
+        qdiscs = self.qdisc_show(ns, dev)
+        root = next((q for q in qdiscs if q.get("root")), None)
+        leaf = bn.leaf_of({"qdiscs": qdiscs})
+        if not root or root.get("kind") != "htb":
+            raise CommandError(f"{dev}: root qdisc is {root and root.get('kind')}, not htb")
+        if not leaf:
+            raise CommandError(f"{dev}: no leaf qdisc under htb class {bn.CLASS}")
+        return {"dev": dev, "root": root, "leaf": leaf, "qdiscs": qdiscs}
+
+    def set_bottleneck_qdisc(self, spec):
+        """Replace the bottleneck's AQM with ``spec`` (a QdiscSpec) while running.
+
+        The shaper and every flow stay up; the packets queued in the old leaf are dropped
+        by the kernel as it swaps. Returns the new leaf as read back.
+        """
+        ns, dev = self.bottleneck_dev
+        if not self.caps.has(spec.module):
+            self.caps.require([spec.module])
+        steps, handle = bn.swap_steps(ns, dev, spec, self.topo.bottleneck.rate_mbit,
+                                      self.leaf_handle)
+        for step in steps:
+            self.run(step.ns, list(step.argv))
+        self.plan += steps
+        self.leaf_handle = handle
+        self.topo.qdisc = spec
+        leaf = self.bottleneck_tree()["leaf"]
+        if leaf.get("kind") != spec.tc_kind:
+            raise CommandError(f"{dev}: leaf is {leaf.get('kind')} after swap to {spec.kind}")
+        return leaf
+
+    def describe(self):
+        """JSON-ready record: topology, switch, plan, installed trees, timings."""
+        return {"topology": self.topo.describe(), "switch": self.switch_kind,
+                "interfaces": {f"{a}-{b}": list(v) for (a, b), v in self.intfs.items()},
+                "plan": [s.to_dict() for s in self.plan],
+                "installed": self.readback() if self.net else None,
+                "timings": dict(self.timings)}
+
+
+def stop_process(proc, grace_s=3.0):
+    """End a process we started: SIGTERM to its process group, SIGKILL after grace_s."""
+    if proc.poll() is not None:
+        return proc.returncode
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    try:
+        return proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return proc.wait(timeout=grace_s)
+
+
+def _read_sysctl(path):
+    with open(f"/proc/sys/{path}") as f:
+        return f.read().strip()
+
+
+def _write_sysctl(path, value):
+    with open(f"/proc/sys/{path}", "w") as f:
+        f.write(value)

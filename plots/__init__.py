@@ -1,0 +1,1 @@
+"""Figures drawn from stored run results only (one module per figure kind)."""

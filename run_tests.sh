@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The test command: unit and host-kernel tests on this machine, then the full-kernel
+# tests inside the project VM (built on first use, cached afterwards).
+#   sudo ./run_tests.sh            everything
+#   sudo ./run_tests.sh --host     unit + host-kernel tests only
+#   sudo ./run_tests.sh --vm       VM tests only
+# Extra arguments after -- go to pytest (both phases).
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")"
+phase=all
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --host) phase=host; shift ;;
+    --vm) phase=vm; shift ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "run_tests.sh: unknown option $1 (valid: --host, --vm, -- PYTEST_ARGS)" >&2; exit 2 ;;
+  esac
+done
+if [ "$(id -u)" -ne 0 ]; then
+  echo "run_tests.sh: needs root (network namespaces, qdiscs, the VM): run it with sudo" >&2
+  exit 2
+fi
+./scripts/install-deps.sh || exit 2
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PY=/usr/bin/python3  # Debian's python: mininet, numpy, matplotlib are its packages
+rc=0
+if [ "$phase" != vm ]; then
+  echo "=== unit and host-kernel tests (host: $(uname -r)) ==="
+  $PY -m pytest -p no:cacheprovider tests/unit tests/host "$@" || rc=1
+fi
+if [ "$phase" != host ]; then
+  echo "=== full-kernel tests in the project VM ==="
+  vm/run -- python3 -m pytest -p no:cacheprovider tests/vm "$@" || rc=1
+fi
+exit $rc

@@ -1,0 +1,27 @@
+"""Fixtures for tests that build real networks: they must leave nothing behind."""
+import os
+import subprocess
+
+import pytest
+
+
+def _links():
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+
+
+def _pids(name):
+    out = subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout
+    return set(out.split())
+
+
+@pytest.fixture
+def host_net_guard():
+    """Require root; after the test, assert no new links, bridges or tool processes."""
+    assert os.geteuid() == 0, "network tests need root: run them through ./run_tests.sh"
+    before = (_links(), _pids("iperf3"), _pids("ping"))
+    yield
+    after = (_links(), _pids("iperf3"), _pids("ping"))
+    assert after[0] - before[0] == set(), f"links left behind: {after[0] - before[0]}"
+    assert after[1] - before[1] == set(), "iperf3 processes left behind"
+    assert after[2] - before[2] == set(), "ping processes left behind"

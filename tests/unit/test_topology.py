@@ -1,0 +1,148 @@
+"""Topologies and the qdisc plan that realises them (no root, no network needed)."""
+import pytest
+
+from bufferbloat import bottleneck as bn
+from bufferbloat.errors import ParameterError, UsageError
+from bufferbloat.topology import DumbbellTopo, KDumbbellTopo, make_topo
+
+INTFS = {("h1", "s0"): ("h1-eth0", "s0-eth1"), ("s0", "h2"): ("s0-eth2", "h2-eth0")}
+
+
+def plan_for(topo, intfs=INTFS):
+    return bn.plan_network(topo, intfs)
+
+
+def steps_on(plan, dev):
+    return [s for s in plan if dev in s.argv]
+
+
+def test_dumbbell_shape():
+    t = DumbbellTopo(bottleneck_mbit=1.5, delay_ms=5, buffer_pkts=100)
+    assert sorted(t.hosts()) == ["h1", "h2"] and t.switches() == ["s0"]
+    assert {tuple(sorted(l)) for l in t.links()} == {("h1", "s0"), ("h2", "s0")}
+    assert t.base_rtt_ms() == 20
+    assert t.bottleneck.a == "s0" and t.bottleneck.b == "h2" and t.bottleneck.rate_mbit == 1.5
+    assert t.qdisc.kind == "fifo" and t.qdisc.params["limit_pkts"] == 100
+
+
+def test_aqm_is_the_shapers_leaf_on_the_bottleneck_port():
+    t = DumbbellTopo(bottleneck_mbit=1.5, qdisc="pie", qdisc_params={"target_ms": 20})
+    steps = steps_on(plan_for(t), "s0-eth2")
+    root, cls, leaf = steps
+    assert root.ns is None  # the switch port lives in the root namespace
+    assert root.argv[:9] == ("tc", "qdisc", "replace", "dev", "s0-eth2", "root", "handle",
+                             "1:", "htb")
+    assert ("rate", "1500000bit") == cls.argv[cls.argv.index("rate"):][:2]
+    assert leaf.argv[5:9] == ("parent", "1:1", "handle", "10:")
+    assert leaf.argv[9] == "pie" and "20ms" in leaf.argv
+    # nothing but the AQM may hold the bottleneck's queue: no netem on the port
+    assert not any("netem" in s.argv for s in steps)
+
+
+def test_delay_never_shares_a_queue_with_the_aqm():
+    t = DumbbellTopo(bottleneck_mbit=1.5, delay_ms=5, qdisc="pie")
+    plan = plan_for(t)
+    # forward bottleneck delay: netem on an IFB after the queue, in the receiver's namespace
+    ifb = [s for s in plan if s.ns == "h2" and bn.IFB_DEV in s.argv]
+    netem = [s for s in ifb if "netem" in s.argv]
+    assert len(netem) == 1 and "5ms" in netem[0].argv
+    assert any("mirred" in s.argv for s in ifb)
+    # every netem has a limit far above any window, so it is never the buffer
+    for s in plan:
+        if "netem" in s.argv:
+            limit = int(s.argv[s.argv.index("limit") + 1])
+            assert limit >= 10000
+    # access link: netem is the leaf of the 1000 Mbit/s shaper in both directions
+    for dev, ns in (("h1-eth0", "h1"), ("s0-eth1", None)):
+        leaf = steps_on(plan, dev)[2]
+        assert leaf.ns == ns and "netem" in leaf.argv and "5ms" in leaf.argv
+
+
+def test_no_impairment_means_no_netem_and_no_ifb():
+    plan = plan_for(DumbbellTopo(bottleneck_mbit=10))
+    assert not any("netem" in s.argv or bn.IFB_DEV in s.argv for s in plan)
+
+
+@pytest.mark.parametrize("link,direction,where", [
+    ("access", "forward", [("h1-eth0", "h1")]),
+    ("access", "reverse", [("s0-eth1", None)]),
+    ("access", "both", [("h1-eth0", "h1"), ("s0-eth1", None)]),
+    ("bottleneck", "forward", [(bn.IFB_DEV, "h2")]),
+    ("bottleneck", "reverse", [("h2-eth0", "h2")]),
+])
+def test_loss_lands_on_the_chosen_link_and_direction(link, direction, where):
+    t = DumbbellTopo(loss_pct=2, loss_link=link, loss_dir=direction)
+    lossy = {(s.argv[4], s.ns) for s in plan_for(t) if "loss" in s.argv}
+    assert lossy == set(where)
+    for s in plan_for(t):
+        if "loss" in s.argv:
+            assert s.argv[s.argv.index("loss"):][:3] == ("loss", "random", "2%")
+
+
+def test_k_dumbbell_per_sender_rtt_and_cca():
+    t = KDumbbellTopo(k=3, delay_ms=0, bottleneck_delay_ms=5, rtt_ms="20,40,60",
+                      ccas="reno,cubic,bbr")
+    assert t.senders == ["h1", "h2", "h3"] and t.receiver == "h4"
+    assert [t.base_rtt_ms(h) for h in t.senders] == [20, 40, 60]
+    assert t.ccas == {"h1": "reno", "h2": "cubic", "h3": "bbr"}
+    assert t.bottleneck.b == "h4"
+
+
+@pytest.mark.parametrize("params,name", [
+    (dict(bottleneck_mbit=0), "bottleneck_mbit"),
+    (dict(bottleneck_mbit=-1.5), "bottleneck_mbit"),
+    (dict(host_mbit="fast"), "host_mbit"),
+    (dict(delay_ms=-1), "delay_ms"),
+    (dict(loss_pct=101), "loss_pct"),
+    (dict(loss_pct=-0.5), "loss_pct"),
+    (dict(delay_ms=5, jitter_ms=6), "jitter_ms"),
+    (dict(loss_link="h7"), "loss_link"),
+    (dict(loss_dir="up"), "loss_dir"),
+    (dict(qdisc="sfq"), "qdisc"),
+    (dict(cca="westwood"), "cca"),
+    (dict(buffer_pkts=0), "buffer_pkts"),
+    (dict(buffer_bytes=100), "buffer_bytes"),
+    (dict(switch="p4"), "switch"),
+])
+def test_bad_topology_parameters(params, name):
+    with pytest.raises(ParameterError) as err:
+        DumbbellTopo(**params)
+    assert name in str(err.value)
+
+
+@pytest.mark.parametrize("params,name", [
+    (dict(k=0), "k"),
+    (dict(k=2, rtt_ms="10,20,30"), "rtt_ms"),
+    (dict(k=2, rtt_ms="10;20"), "rtt_ms"),
+    (dict(k=2, bottleneck_delay_ms=10, rtt_ms="10"), "rtt_ms"),
+    (dict(k=2, ccas="cubic,westwood"), "ccas"),
+])
+def test_bad_k_dumbbell_parameters(params, name):
+    with pytest.raises(ParameterError) as err:
+        KDumbbellTopo(**params)
+    assert name in str(err.value)
+
+
+def test_unknown_topology_parameter_is_refused():
+    with pytest.raises(UsageError, match="bottleneck_mbit"):
+        make_topo("dumbbell", bandwidth=10)
+    with pytest.raises(UsageError, match="dumbbell"):
+        make_topo("star")
+
+
+def test_features_follow_what_the_topology_uses():
+    plain = bn.features_for(DumbbellTopo())
+    assert "sch_netem" not in plain and "ifb" not in plain and "sch_fifo" in plain
+    assert "cubic" in plain
+    lossy = bn.features_for(DumbbellTopo(qdisc="pie", delay_ms=5, cca="vegas"))
+    assert {"sch_netem", "ifb", "act_mirred", "sch_pie", "vegas"} <= set(lossy)
+
+
+def test_live_swap_alternates_handles():
+    t = DumbbellTopo(qdisc="fifo")
+    from bufferbloat.qdisc import make_qdisc
+    steps, handle = bn.swap_steps(None, "s0-eth2", make_qdisc("pie"), 1.5, "10:")
+    assert handle == "20:" and steps[0].argv[5:9] == ("parent", "1:1", "handle", "20:")
+    _, back = bn.swap_steps(None, "s0-eth2", make_qdisc("fifo"), 1.5, handle)
+    assert back == "10:"
+    assert t.qdisc.kind == "fifo"

@@ -1,0 +1,1 @@
+"""The web server run on the receiver for web-fetch experiments."""
