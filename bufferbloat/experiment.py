@@ -20,6 +20,7 @@ class LongFlowResult:
     leaf_samples: list = field(default_factory=list)  # [(t_s, qdisc dict)] of the AQM leaf
     all_samples: list = field(default_factory=list)   # [(t_s, [qdisc dicts])]
     iperf: dict = field(default_factory=dict)
+    others: dict = field(default_factory=dict)        # {(ns, dev): [(t_s, [qdiscs])]}
 
     def after(self, warmup_s):
         """Leaf samples later than ``warmup_s`` after the first one."""
@@ -38,12 +39,14 @@ class LongFlowResult:
         return statistics.median(r for t, _, r in self.ping.probes if t - t0 >= warmup_s)
 
 
-def long_flow(net, duration_s, src=None, dst=None, ping_interval_s=0.1, poll_period_s=0.1):
-    """One iperf3 flow src -> dst for ``duration_s`` with pings and qdisc polling."""
+def long_flow(net, duration_s, src=None, dst=None, ping_interval_s=0.1, poll_period_s=0.1,
+              extra_polls=()):
+    """One iperf3 flow src -> dst for ``duration_s`` with pings and qdisc polling
+    (of the bottleneck, and of ``extra_polls`` [(ns, dev)], kept in ``result.others``)."""
     src = src or net.topo.senders[0]
     dst = dst or net.topo.receiver
     ping = PingProbe(net, src, dst, ping_interval_s).start()
-    poll = QdiscPoller(net, poll_period_s).start()
+    poll = QdiscPoller(net, poll_period_s, extra_polls).start()
     flow = Iperf3Flow(net, src, dst, duration_s, cca=net.topo.ccas.get(src)).start()
     try:
         flow.wait()
@@ -51,7 +54,7 @@ def long_flow(net, duration_s, src=None, dst=None, ping_interval_s=0.1, poll_per
         poll.stop()
         ping_result = ping.stop()
     return LongFlowResult(flow.goodput_mbit, ping_result, poll.series(parent=CLASS),
-                          poll.samples, flow.result)
+                          poll.samples, flow.result, poll.others)
 
 
 def idle_ping(net, count, interval_s=0.1, src=None, dst=None):

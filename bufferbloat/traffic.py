@@ -147,13 +147,16 @@ class QdiscPoller:
     """Polls ``tc -s -j qdisc show`` of the bottleneck every ``period_s`` in a thread.
 
     A stop-gap for tests and the benchmark of the emulation core; it forks ``tc`` each
-    tick, so keep the period >= 50 ms. Samples: [(monotonic_s, [qdisc dicts])].
+    tick, so keep the period >= 50 ms. Samples: [(monotonic_s, [qdisc dicts])] of the
+    bottleneck; ``others`` {(ns, dev): samples} of any ``extra`` (ns, dev) polled too.
     """
 
-    def __init__(self, net, period_s=0.1):
+    def __init__(self, net, period_s=0.1, extra=()):
         import threading
         self.net, self.period_s = net, period_s
         self.samples = []
+        self.extra = list(extra)
+        self.others = {key: [] for key in self.extra}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -173,6 +176,8 @@ class QdiscPoller:
         nxt = time.monotonic()
         while not self._stop.is_set():
             self.samples.append((time.monotonic(), self.net.qdisc_show(ns, dev)))
+            for key in self.extra:
+                self.others[key].append((time.monotonic(), self.net.qdisc_show(*key)))
             nxt += self.period_s
             self._stop.wait(max(0.0, nxt - time.monotonic()))
 

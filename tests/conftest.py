@@ -1,8 +1,37 @@
 """Shared pytest setup: the repository root on sys.path and the fixture directory."""
 import os
+import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+
+def _links():
+    """Interface names of the root namespace. ``ovs-system`` is left out: it is Open
+    vSwitch's own datapath device, created by ovs-vswitchd with the first bridge and
+    kept by it."""
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()} - {
+        "ovs-system"}
+
+
+def _pids(name):
+    out = subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout
+    return set(out.split())
+
+
+@pytest.fixture
+def net_guard():
+    """Require root; after the test, assert no new links, bridges or tool processes."""
+    assert os.geteuid() == 0, "network tests need root: run them through ./run_tests.sh"
+    before = (_links(), _pids("iperf3"), _pids("ping"))
+    yield
+    after = (_links(), _pids("iperf3"), _pids("ping"))
+    assert after[0] - before[0] == set(), f"links left behind: {after[0] - before[0]}"
+    assert after[1] - before[1] == set(), "iperf3 processes left behind"
+    assert after[2] - before[2] == set(), "ping processes left behind"

@@ -16,7 +16,7 @@ DURATION_S = 20
 
 
 @pytest.mark.parametrize("rate_mbit", [1.5, 10])
-def test_full_fifo_rtt_and_goodput(rate_mbit, host_net_guard):
+def test_full_fifo_rtt_and_goodput(rate_mbit, net_guard):
     topo = DumbbellTopo(bottleneck_mbit=rate_mbit, buffer_pkts=100, cca="cubic",
                         switch="bridge")
     with Network(topo) as net:

@@ -7,10 +7,10 @@ from bufferbloat.network import Network
 from bufferbloat.qdisc import make_qdisc
 from bufferbloat.topology import DumbbellTopo, KDumbbellTopo
 
-from .conftest import _links
+from conftest import _links
 
 
-def test_tree_readback_offloads_and_ccas(host_net_guard):
+def test_tree_readback_offloads_and_ccas(net_guard):
     topo = KDumbbellTopo(k=2, bottleneck_mbit=10, buffer_pkts=50, ccas="reno,cubic",
                          switch="bridge")
     with Network(topo) as net:
@@ -36,7 +36,7 @@ def test_tree_readback_offloads_and_ccas(host_net_guard):
         assert net.timings["build_s"] > 0
 
 
-def test_live_swap_between_fifo_kinds(host_net_guard):
+def test_live_swap_between_fifo_kinds(net_guard):
     topo = DumbbellTopo(bottleneck_mbit=10, buffer_pkts=100, switch="bridge")
     with Network(topo) as net:
         leaf = net.set_bottleneck_qdisc(make_qdisc("fifo", limit_bytes=30280))
@@ -60,7 +60,7 @@ def test_live_swap_between_fifo_kinds(host_net_guard):
     (dict(cca="vegas"), "vegas"),
 ])
 def test_host_refuses_what_its_kernel_lacks_before_touching_the_network(params, missing,
-                                                                        host_net_guard):
+                                                                        net_guard):
     if probe().has(missing):
         pytest.fail(f"this host has {missing}: these host tests assume the project's "
                     "host kernel (PLATFORM.md); run the VM suite instead")
