@@ -71,15 +71,20 @@ class Capabilities:
         row = self._by_name.get(name)
         return bool(row and row.ok)
 
-    def require(self, names, hint=None):
-        """Raise :class:`MissingFeature` naming every missing one of ``names``."""
-        missing = []
-        for n in names:
+    def missing(self, names):
+        """One line per missing feature of ``names``: name, kind and why."""
+        out = []
+        for n in sorted(set(names)):
             row = self._by_name.get(n)
             if row is None:
-                missing.append(f"{n}: unknown feature")
+                out.append(f"{n}: unknown feature")
             elif not row.ok:
-                missing.append(f"{n} ({row.kind}): {row.detail}")
+                out.append(f"{n} ({row.kind}): {row.detail}")
+        return out
+
+    def require(self, names, hint=None):
+        """Raise :class:`MissingFeature` naming every missing one of ``names``."""
+        missing = self.missing(names)
         if missing:
             raise MissingFeature(missing, hint)
 

@@ -35,10 +35,20 @@ def _overrides(pairs):
     return out
 
 
+def _needs(names):
+    """(capabilities, features the named scenarios need on this machine)."""
+    from .capabilities import probe
+    from .network import Network
+    caps = probe()
+    needed = set()
+    for name in names:
+        needed |= set(Network(_scenario(name).build_topo(hz=caps.hz), caps=caps).features)
+    return caps, sorted(needed)
+
+
 def cmd_check(args):
     """Print what this machine can emulate; with --scenario, exit 2 if it can't run it."""
     from .capabilities import probe
-    from .network import Network
     caps = probe()
     if args.json:
         print(json.dumps(caps.to_dict(), indent=1))
@@ -47,8 +57,7 @@ def cmd_check(args):
     names = list(_scenarios()) if args.scenario == ["all"] else (args.scenario or [])
     blocked = []
     for name in names:
-        net = Network(_scenario(name).build_topo(hz=caps.hz), caps=caps)
-        missing = [f for f in net.features if not caps.has(f)]
+        missing = [f for f in _needs([name])[1] if not caps.has(f)]
         if missing:
             blocked.append(f"{name}: needs {', '.join(missing)}")
     if blocked:
@@ -81,8 +90,8 @@ def cmd_run_all(args):
     from .runner import run_scenario, write_json_atomic
     cat = _scenarios()
     names = args.only or list(cat)
-    for n in names:
-        _scenario(n)
+    caps, needed = _needs(names)
+    caps.require(needed)  # refuse up front, before any network state, what can't run here
     t0 = time.monotonic()
     index, failed = [], []
     for i, name in enumerate(names, 1):

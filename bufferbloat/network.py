@@ -10,6 +10,7 @@ It owns what it starts: processes are tracked by PID and ended by PID; nothing i
 killed by name. Use it as a context manager so that teardown runs on errors and signals.
 """
 
+import fcntl
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from .capabilities import auto_switch, needed_for_switch, probe
 from .errors import UsageError
 
 OFFLOADS = ("tso", "gso", "gro")
+LOCK_PATH = "/run/bufferbloat-network.lock"
 
 
 class CommandError(RuntimeError):
@@ -57,6 +59,7 @@ class Network:
         self.timings = {}
         self._saved_sysctls = {}
         self.intfs = {}
+        self._lock = None
 
     # ----------------------------------------------------------------- lifecycle
     def check(self):
@@ -68,6 +71,7 @@ class Network:
     def start(self):
         """Check, then build and configure the network. Returns self."""
         self.check()
+        self._take_lock()
         _terminate_on_sigterm()
         t0 = time.monotonic()
         try:
@@ -95,6 +99,27 @@ class Network:
             _write_sysctl(path, value)
         self._saved_sysctls.clear()
         self.timings["teardown_s"] = time.monotonic() - t0
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases the lock
+            self._lock = None
+
+    def _take_lock(self):
+        """One emulated network per machine: Mininet's names (h1, s0, s0-eth1) are
+        global, and a second network would collide with, or tear down, the first."""
+        lock = open(LOCK_PATH, "a+")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            owner = lock.read().strip() or "unknown"
+            lock.close()
+            raise UsageError(f"another bufferbloat network is running on this machine "
+                             f"(pid {owner}); wait for it to finish") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        self._lock = lock
 
     def __enter__(self):
         return self.start()
@@ -163,6 +188,12 @@ class Network:
             self.run(step.ns, list(step.argv))
             if step.argv[:4] == ("ip", "link", "set", bn.IFB_DEV):
                 self.offloads_off(step.ns, bn.IFB_DEV)
+        rcvbuf = self.topo.params["rcvbuf_bytes"]
+        for host in sorted(hosts):
+            # Mininet lowers tcp_rmem's default to 87380 B: then a flow through a 100-packet
+            # buffer is receive-window-limited for seconds while autotuning catches up.
+            self.run(host, ["sysctl", "-q", "-w",
+                            f"net.ipv4.tcp_rmem=4096 {rcvbuf} {max(rcvbuf, 16 << 20)}"])
         for host, cca in self.topo.ccas.items():
             self.run(host, ["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cca}"])
             got = self.run(host, ["sysctl", "-n", "net.ipv4.tcp_congestion_control"]).strip()

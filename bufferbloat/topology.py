@@ -79,6 +79,9 @@ _COMMON = (
           lo=1514, hi=1_000_000_000),
     Param("cca", str, "cubic", "TCP congestion control of every sender",
           choices=CCA_CHOICES),
+    Param("rcvbuf_bytes", int, 1 << 20, "initial TCP receive buffer of every host "
+          "(the default of net.ipv4.tcp_rmem): large, so that the receive window never "
+          "limits a flow before the bottleneck does", lo=4096, hi=1 << 30),
     Param("switch", str, "auto", "switch kind: OVS kernel datapath, Linux bridge, or "
           "auto (OVS where the kernel has it)", choices=("auto", "ovs", "bridge")),
 )

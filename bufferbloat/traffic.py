@@ -19,12 +19,15 @@ class Iperf3Flow:
     """One iperf3 TCP flow from ``src`` to ``dst``.
 
     duration_s: seconds of sending; cca: congestion control of the socket (``-C``);
-    port: server port; parallel: number of parallel streams (``-P``).
+    port: server port; parallel: number of parallel streams (``-P``); omit_s: seconds at
+    the start (slow start) left out of iperf3's totals (``-O``), sent in addition to
+    duration_s.
     """
 
-    def __init__(self, net, src, dst, duration_s, cca=None, port=5201, parallel=1):
+    def __init__(self, net, src, dst, duration_s, cca=None, port=5201, parallel=1, omit_s=0):
         self.net, self.src, self.dst = net, src, dst
         self.duration_s, self.cca, self.port, self.parallel = duration_s, cca, port, parallel
+        self.omit_s = omit_s
         self.server = self.client = None
         self.result = None
 
@@ -34,6 +37,8 @@ class Iperf3Flow:
         _wait_listening(self.net, self.dst, self.port)
         args = ["iperf3", "-c", self.net.ip(self.dst), "-p", self.port, "-t",
                 f"{self.duration_s:g}", "-J", "-i", "1", "-P", self.parallel]
+        if self.omit_s:
+            args += ["-O", f"{self.omit_s:g}"]
         if self.cca:
             args += ["-C", self.cca]
         self.client = self.net.popen(self.src, args)
@@ -41,7 +46,8 @@ class Iperf3Flow:
 
     def wait(self, timeout_s=None):
         """Wait for the client to finish; parse and return its JSON result."""
-        out, err = self.client.communicate(timeout=timeout_s or self.duration_s + 30)
+        out, err = self.client.communicate(
+            timeout=timeout_s or self.duration_s + self.omit_s + 30)
         stop_process(self.server)
         try:
             self.result = json.loads(out)
@@ -53,7 +59,7 @@ class Iperf3Flow:
 
     @property
     def goodput_mbit(self):
-        """Receiver-side goodput over the whole flow, Mbit/s."""
+        """Receiver-side goodput over the flow (after ``omit_s``), Mbit/s."""
         return self.result["end"]["sum_received"]["bits_per_second"] / 1e6
 
     def interval_mbit(self):

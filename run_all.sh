@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Run the whole scenario catalogue and record every run under results/.
+#   sudo ./run_all.sh            on this host if its kernel has what the scenarios need,
+#                                otherwise inside the project VM (built on first use)
+#   sudo ./run_all.sh --host     force the host     sudo ./run_all.sh --vm   force the VM
+#   sudo ./run_all.sh --quick    short durations (any option after -- goes to run-all)
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")"
+where=auto
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --host) where=host; shift ;;
+    --vm) where=vm; shift ;;
+    --quick) args+=(--quick); shift ;;
+    --) shift; args+=("$@"); break ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "run_all.sh: unknown option $1 (valid: --host, --vm, --quick, -- RUN_ALL_ARGS)" >&2; exit 2 ;;
+  esac
+done
+if [ "$(id -u)" -ne 0 ]; then
+  echo "run_all.sh: needs root (network namespaces, qdiscs, the VM): run it with sudo" >&2
+  exit 2
+fi
+./scripts/install-deps.sh || exit 2
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+PY=/usr/bin/python3
+if [ "$where" = auto ]; then
+  if $PY -m bufferbloat check --scenario all --quiet; then
+    where=host
+  else
+    echo "This kernel ($(uname -r)) lacks what some scenarios need:"
+    $PY -m bufferbloat check --scenario all | sed -n '/cannot run/,$p'
+    echo "=> running the catalogue inside the project VM (./run_all.sh --host to refuse)"
+    where=vm
+  fi
+fi
+if [ "$where" = host ]; then
+  exec $PY -m bufferbloat run-all "${args[@]}"
+else
+  exec vm/run -- python3 -m bufferbloat run-all "${args[@]}"
+fi
