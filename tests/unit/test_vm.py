@@ -1,0 +1,329 @@
+"""Unit tests of the pure parts of bufferbloat.vm (no VM is booted, nothing is built)."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bufferbloat import vm  # noqa: E402
+
+
+# ---------------------------------------------------------------------------- cache key
+
+@pytest.fixture
+def vm_dir(tmp_path):
+    """A copy of the real vm/ recipe files."""
+    d = tmp_path / "vm"
+    (d / "guest").mkdir(parents=True)
+    for name in ("packages.txt", "provision.sh"):
+        shutil.copy2(vm.VM_DIR / name, d / name)
+    for p in (vm.VM_DIR / "guest").iterdir():
+        shutil.copy2(p, d / "guest" / p.name)
+    return d
+
+
+def test_cache_key_is_stable_and_ignores_timestamps_and_other_files(vm_dir):
+    k1 = vm.compute_cache_key(vm_dir)
+    assert len(k1) == 64 and int(k1, 16) >= 0
+    (vm_dir / "provision.sh").touch()                       # mtime only
+    (vm_dir / "build").write_text("#!/bin/bash\necho other\n")  # not an input
+    (vm_dir / "README").write_text("notes\n")
+    assert vm.compute_cache_key(vm_dir) == k1
+
+
+def test_cache_key_changes_with_provision_script(vm_dir):
+    k1 = vm.compute_cache_key(vm_dir)
+    with open(vm_dir / "provision.sh", "a") as f:
+        f.write("# a change\n")
+    assert vm.compute_cache_key(vm_dir) != k1
+
+
+def test_cache_key_changes_with_a_same_length_edit(vm_dir):
+    k1 = vm.compute_cache_key(vm_dir)
+    unit = vm_dir / "guest" / "bb-run.service"
+    text = unit.read_text()
+    unit.write_text(text.replace("Type=oneshot", "Type=oneshoT", 1))
+    assert len(unit.read_text()) == len(text)
+    assert vm.compute_cache_key(vm_dir) != k1
+
+
+def test_cache_key_changes_with_packages_guest_files_and_recipe(vm_dir):
+    k1 = vm.compute_cache_key(vm_dir)
+    assert vm.compute_cache_key(vm_dir, recipe=vm.RECIPE_VERSION + "x") != k1
+    with open(vm_dir / "packages.txt", "a") as f:
+        f.write("tcpdump\n")
+    k2 = vm.compute_cache_key(vm_dir)
+    assert k2 != k1
+    (vm_dir / "guest" / "extra.conf").write_text("x\n")
+    k3 = vm.compute_cache_key(vm_dir)
+    assert k3 not in (k1, k2)
+    # renaming a guest file changes the key even with identical content
+    (vm_dir / "guest" / "extra.conf").rename(vm_dir / "guest" / "other.conf")
+    assert vm.compute_cache_key(vm_dir) != k3
+
+
+def test_cache_key_of_the_real_recipe_matches_a_copy(vm_dir):
+    assert vm.compute_cache_key(vm_dir) == vm.compute_cache_key()
+
+
+def test_cache_key_requires_the_recipe_files(vm_dir):
+    (vm_dir / "packages.txt").unlink()
+    with pytest.raises(vm.VMError, match="packages.txt"):
+        vm.compute_cache_key(vm_dir)
+
+
+def test_cache_dir_env_override_and_refuses_the_checkout(monkeypatch, tmp_path):
+    monkeypatch.delenv(vm.CACHE_ENV, raising=False)
+    assert vm.cache_dir() == Path(vm.DEFAULT_CACHE_DIR)
+    monkeypatch.setenv(vm.CACHE_ENV, str(tmp_path / "c"))
+    assert vm.cache_dir() == tmp_path / "c"
+    monkeypatch.setenv(vm.CACHE_ENV, str(vm.REPO_ROOT / "cache"))
+    with pytest.raises(vm.VMError, match="inside the checkout"):
+        vm.cache_dir()
+
+
+def test_cached_image_needs_matching_key_and_files(tmp_path):
+    import json
+    for name in ("image-k.ext4", "vmlinuz-k", "initrd-k"):
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "image.json").write_text(json.dumps(
+        {"key": "abc", "image": "image-k.ext4", "kernel": "vmlinuz-k", "initrd": "initrd-k"}))
+    paths = vm.cached_image(tmp_path, "abc")
+    assert paths and paths.image == tmp_path / "image-k.ext4"
+    assert vm.cached_image(tmp_path, "other") is None
+    (tmp_path / "initrd-k").unlink()
+    assert vm.cached_image(tmp_path, "abc") is None
+
+
+# ---------------------------------------------------------------------------- qemu args
+
+def _paths(tmp_path):
+    return vm.ImagePaths(key="k" * 64, image=tmp_path / "image.ext4",
+                         kernel=tmp_path / "vmlinuz", initrd=tmp_path / "initrd")
+
+
+def _opt(args, flag):
+    return [args[i + 1] for i, a in enumerate(args) if a == flag]
+
+
+def test_qemu_args_tcg(tmp_path):
+    share = tmp_path / "share"
+    args = vm.qemu_args(_paths(tmp_path), "run-1", share, tmp_path / "con.log",
+                        tmp_path / "out.log", accel="tcg", memory_mb=2048, cpus=3)
+    assert _opt(args, "-accel") == ["tcg,thread=multi"]
+    assert _opt(args, "-cpu") == ["max"]
+    assert _opt(args, "-nic") == ["none"]
+    assert _opt(args, "-m") == ["2048"] and _opt(args, "-smp") == ["3"]
+    assert "-no-reboot" in args
+    (drive,) = _opt(args, "-drive")
+    assert drive.split(",") == [f"file={tmp_path / 'image.ext4'}", "if=virtio",
+                                "format=raw", "snapshot=on"]
+    (virtfs,) = _opt(args, "-virtfs")
+    opts = virtfs.split(",")
+    assert opts[0] == "local" and f"path={share}" in opts
+    assert "mount_tag=bb" in opts and "security_model=none" in opts
+    assert _opt(args, "-serial") == [f"file:{tmp_path / 'con.log'}",
+                                     f"file:{tmp_path / 'out.log'}"]
+    (append,) = _opt(args, "-append")
+    words = append.split()
+    assert "bb.run=run-1" in words and "console=ttyS0" in words
+    assert "root=/dev/vda" in words and "quiet" in words
+    assert _opt(args, "-kernel") == [str(tmp_path / "vmlinuz")]
+    assert _opt(args, "-initrd") == [str(tmp_path / "initrd")]
+
+
+def test_qemu_args_kvm_and_bad_accel(tmp_path):
+    args = vm.qemu_args(_paths(tmp_path), "r", tmp_path, "c", "o", accel="kvm")
+    assert _opt(args, "-accel") == ["kvm"] and _opt(args, "-cpu") == ["host"]
+    assert "tcg,thread=multi" not in args
+    with pytest.raises(vm.VMError):
+        vm.qemu_args(_paths(tmp_path), "r", tmp_path, "c", "o", accel="xen")
+
+
+def test_qemu_args_escape_commas_in_paths(tmp_path):
+    share = tmp_path / "a,b"
+    args = vm.qemu_args(_paths(tmp_path), "r", share, "c", "o")
+    (virtfs,) = _opt(args, "-virtfs")
+    assert f"path={tmp_path}/a,,b," in virtfs
+
+
+@pytest.mark.parametrize("bad", ["", "../x", "a b", "a;b", "x" * 80, "-x"])
+def test_run_id_is_validated(bad):
+    with pytest.raises(vm.VMError):
+        vm.kernel_cmdline(bad)
+
+
+def test_new_run_ids_are_valid_and_unique():
+    ids = {vm.new_run_id() for _ in range(50)}
+    assert len(ids) == 50
+    for i in ids:
+        assert vm._RUN_ID.match(i)
+        vm.kernel_cmdline(i)
+
+
+# ---------------------------------------------------------------------------- command script
+
+NASTY = ["a b", "it's", '"dq"', "$HOME", "${PATH}", "`id`", "$(echo pwned)", "; echo pwned",
+         "*", "", "back\\slash", "new\nline", "-n", "tab\there", "!bang"]
+
+
+def _run_script(tmp_path, script):
+    path = tmp_path / "cmd"
+    path.write_text(script)
+    return subprocess.run(["/bin/bash", str(path)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=30)
+
+
+def test_command_list_is_quoted_safely(tmp_path):
+    argv = [sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))", *NASTY]
+    script = vm.make_command_script(argv)
+    assert script.startswith("#!/bin/bash\n")
+    assert "\nexec " in script
+    out = _run_script(tmp_path, script)
+    assert out.returncode == 0, out.stderr
+    import json
+    assert json.loads(out.stdout) == NASTY       # nothing expanded, split or executed
+
+
+def test_command_exit_code_passes_through(tmp_path):
+    assert _run_script(tmp_path, vm.make_command_script(["sh", "-c", "exit 7"])).returncode == 7
+    assert _run_script(tmp_path, vm.make_command_script("false\nexit 9")).returncode == 9
+
+
+def test_env_values_are_quoted_and_names_checked(tmp_path):
+    env = {"FOO": "a b $HOME `id` it's \"q\"", "EMPTY": "", "N": 5}
+    script = vm.make_command_script([sys.executable, "-c",
+                                     "import os, json; print(json.dumps([os.environ['FOO'],"
+                                     " os.environ['EMPTY'], os.environ['N']]))"], env)
+    out = _run_script(tmp_path, script)
+    import json
+    assert json.loads(out.stdout) == [env["FOO"], "", "5"]
+    for bad in ("1X", "A-B", "A B", "X;rm"):
+        with pytest.raises(vm.VMError):
+            vm.make_command_script(["true"], {bad: "v"})
+
+
+def test_empty_commands_are_refused():
+    with pytest.raises(vm.VMError):
+        vm.make_command_script([])
+    with pytest.raises(vm.VMError):
+        vm.make_command_script("  \n")
+
+
+# ---------------------------------------------------------------------------- apt sources
+
+DEB822 = """\
+Types: deb
+# http://snapshot.example.net/archive/debian/20250520T000000Z
+URIs: http://mirror.example.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://security.example.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+"""
+
+
+def test_mirror_from_deb822():
+    entries = vm.parse_apt_sources(DEB822)
+    assert [e["uris"] for e in entries] == [["http://mirror.example.org/debian"],
+                                           ["http://security.example.org/debian-security"]]
+    assert vm.pick_mirrors(entries) == ("http://mirror.example.org/debian",
+                                        "http://security.example.org/debian-security")
+
+
+def test_mirror_from_deb822_security_first_disabled_and_deb_src():
+    text = """\
+Types: deb
+URIs: http://security.example.org/debian-security/
+Suites: bookworm-security
+Components: main
+
+Types: deb-src
+URIs: http://src.example.org/debian
+Suites: bookworm
+Components: main
+
+Types: deb
+Enabled: no
+URIs: http://disabled.example.org/debian
+Suites: bookworm
+
+Types: deb
+URIs: https://one.example.org/debian https://two.example.org/debian
+Suites: bookworm
+Components: main
+"""
+    assert vm.pick_mirrors(vm.parse_apt_sources(text)) == (
+        "https://one.example.org/debian", "http://security.example.org/debian-security")
+
+
+def test_mirror_from_one_line_format():
+    text = ("# comment\n"
+            "deb [arch=amd64 signed-by=/k.gpg] http://mirror.example.org/debian bookworm main\n"
+            "deb http://security.example.org/debian-security bookworm-security main\n")
+    assert vm.pick_mirrors(vm.parse_apt_sources(text)) == (
+        "http://mirror.example.org/debian", "http://security.example.org/debian-security")
+
+
+def test_mirror_listing_our_suite_is_preferred():
+    text = ("deb http://sid.example.org/debian sid main\n"
+            "deb http://bookworm.example.org/debian bookworm main\n")
+    assert vm.pick_mirrors(vm.parse_apt_sources(text))[0] == "http://bookworm.example.org/debian"
+
+
+def test_mirror_of_another_release_is_still_used():
+    text = "Types: deb\nURIs: http://m.example.org/debian\nSuites: trixie trixie-updates\n"
+    assert vm.pick_mirrors(vm.parse_apt_sources(text)) == ("http://m.example.org/debian", None)
+
+
+def test_no_mirror_is_an_error():
+    with pytest.raises(vm.VMError):
+        vm.pick_mirrors(vm.parse_apt_sources("# nothing\n"))
+
+
+def test_guest_sources_and_redaction():
+    text = vm.guest_sources_list("http://m.example.org/debian", "http://s.example.org/sec")
+    assert text.splitlines() == ["deb http://m.example.org/debian bookworm main",
+                                 "deb http://m.example.org/debian bookworm-updates main",
+                                 "deb http://s.example.org/sec bookworm-security main"]
+    redact = vm.redactor(["http://m.example.org/debian", "http://s.example.org/sec", None])
+    line = "Get:1 http://m.example.org/debian bookworm InRelease; s.example.org too"
+    out = redact(line)
+    assert "example.org" not in out and out.count("<mirror>") == 2
+
+
+# ---------------------------------------------------------------------------- misc
+
+def test_missing_tool_names_the_package(monkeypatch):
+    with pytest.raises(vm.MissingTool, match="apt-get install no-such-package") as e:
+        vm.check_tools({"bb-no-such-tool-xyz": "no-such-package"})
+    assert e.value.exit_code == 2
+
+
+def test_accel_env_override(monkeypatch):
+    monkeypatch.setenv(vm.ACCEL_ENV, "tcg")
+    assert vm.probe_kvm(progress=None) is False
+    monkeypatch.setenv(vm.ACCEL_ENV, "kvm")
+    assert vm.probe_kvm(progress=None) is True
+    monkeypatch.setenv(vm.ACCEL_ENV, "bogus")
+    with pytest.raises(vm.VMError):
+        vm.probe_kvm(progress=None)
+
+
+def test_cli_rejects_empty_run_and_bad_env(capsys):
+    with pytest.raises(SystemExit) as e:
+        vm.main(["run", "--"])
+    assert e.value.code == 2
+    assert vm.main(["run", "--env", "1BAD=x", "--", "true"]) == 1
+    assert "NAME=VALUE" in capsys.readouterr().err
