@@ -25,6 +25,7 @@ from .network import Network
 from .topology import make_topo
 
 RESULT_FILE = "result.json"
+PING_INTERVAL_S = 0.1
 SCHEMA_VERSION = 1
 
 
@@ -119,7 +120,7 @@ def run_scenario(scn, overrides=None, duration_s=None, out_root="results", quick
             record["network"] = net.describe()
             log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
                 f"{duration:g} s of traffic")
-            res = long_flow(net, duration)
+            res = long_flow(net, duration, ping_interval_s=PING_INTERVAL_S)
             record["network"]["installed_after"] = net.readback()
         record["measurements"] = {
             "goodput_mbit": res.goodput_mbit,
@@ -153,8 +154,12 @@ def summarize(topo, res):
            "tcp_goodput_ceiling_mbit": theory.tcp_goodput_ceiling(rate),
            "max_backlog_pkts": max((q.get("qlen", 0) for q in leaf), default=None)}
     if topo.qdisc.kind == "fifo" and topo.qdisc.params.get("limit_pkts"):
-        out["theory_full_queue_rtt_ms"] = theory.full_queue_rtt_ms(
-            topo.base_rtt_ms(), topo.qdisc.params["limit_pkts"], rate)
+        limit = topo.qdisc.params["limit_pkts"]
+        out["theory_full_queue_rtt_ms"] = theory.full_queue_rtt_ms(topo.base_rtt_ms(), limit,
+                                                                   rate)
+        # what a ping can see: the pings take slots of a packet-limited buffer too
+        out["theory_full_queue_rtt_with_probes_ms"] = theory.full_queue_rtt_ms(
+            topo.base_rtt_ms(), limit, rate, probe_interval_s=PING_INTERVAL_S)
     if topo.qdisc.kind == "pie":
         delays = [q["options"].get("delay") for q in leaf if "options" in q]
         out["pie_target_ms"] = topo.qdisc.params["target_ms"]
