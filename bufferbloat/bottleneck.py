@@ -7,15 +7,27 @@ Where everything sits (and why):
 * The bottleneck egress (switch port s0 -> receiver) has the AQM as that leaf, so the
   standing queue builds in the AQM and the AQM's own statistics measure it. An AQM
   installed as the root would replace the shaper and never see a queue.
-* Propagation delay, jitter and loss are netem, never the router buffer:
-  - on non-bottleneck directions netem is the shaper's leaf with a limit far above any
-    window (:data:`NETEM_LIMIT_PKTS`), so it delays and drops at random, nothing else;
-  - for the bottleneck's forward direction (s0 -> receiver) netem sits *after* the queue:
-    on the receiver's ingress, redirected through an IFB device in the receiver's
-    namespace. The packet leaves the AQM at the link rate, then travels the wire.
-* Non-bottleneck leaves without impairment are a pfifo of :data:`HOST_QUEUE_PKTS`
-  packets: links at host rate never hold a queue worth the name, and if they did it
-  would show in the readback rather than silently cap the experiment.
+* Propagation delay is netem, never the router buffer, and each direction of each
+  sender's path crosses exactly one delaying netem: every netem stage costs a timer
+  wake-up (measured in the TCG VM: ~0.3 ms each, on top of ~0.6-1 ms of the emulator's
+  own forwarding), so a path is not split into one stage per link.
+  - forward (sender -> receiver): the access link's and the bottleneck's one-way delays
+    together, on the sender's egress, before the queue. A constant delay commutes with
+    the queue: every sender's packets reach the bottleneck shifted by the same bottleneck
+    delay, so arrival order, queue dynamics and RTT are those of the delay placed on the
+    wire after the queue;
+  - reverse (ACKs): the bottleneck's and the access link's reverse delays together, on
+    the switch port towards that sender;
+  - netem's limit there (:data:`NETEM_LIMIT_PKTS`) is far above any window: it delays
+    and drops at random, nothing else.
+* Random loss sits where its link is: on the sender's egress or the switch port towards
+  it for an access link; for the bottleneck's forward direction *after* the queue (a
+  lost packet has taken its place in the queue first), on the receiver's ingress through
+  an IFB device in the receiver's namespace; for its reverse direction on the receiver's
+  egress.
+* Leaves without impairment are a pfifo of :data:`HOST_QUEUE_PKTS` packets: links at host
+  rate never hold a queue worth the name, and if they did it would show in the readback
+  rather than silently cap the experiment.
 
 Building is planning (:func:`plan_network`, pure, unit-tested) plus executing the plan
 (:class:`bufferbloat.network.Network`). A plan is a list of :class:`Step`: an argument
@@ -100,21 +112,30 @@ def plan_network(topo, intfs):
     topo: a built :class:`~bufferbloat.topology.BaseDumbbell`. intfs: {(a, b): (ifname at
     a, ifname at b)} for every link spec. Returns the list of :class:`Step`.
     """
-    hosts = set(topo.senders) | {topo.receiver}
+    from .topology import Impairment
+
+    bnl = topo.bottleneck
+    bn_out, rx_in = intfs[(bnl.a, bnl.b)]
+    rx = bnl.b
     steps = []
-    for spec in topo.link_specs:
-        if_a, if_b = intfs[(spec.a, spec.b)]
-        ns_a, ns_b = node_ns(spec.a, hosts), node_ns(spec.b, hosts)
-        name = f"{spec.a}->{spec.b}"
-        if spec.bottleneck:
-            steps += shaped(ns_a, if_a, spec.rate_mbit,
-                            topo.qdisc.tc_args(spec.rate_mbit), f"bottleneck {name}")
-            if spec.ab.active:
-                steps += ingress_netem(ns_b, if_b, spec.ab, f"bottleneck {name} wire")
-        else:
-            steps += shaped(ns_a, if_a, spec.rate_mbit, _plain_leaf(spec.ab), f"link {name}")
-        steps += shaped(ns_b, if_b, spec.rate_mbit, _plain_leaf(spec.ba),
-                        f"link {spec.b}->{spec.a}")
+    for acc in topo.link_specs:
+        if acc.bottleneck:
+            continue
+        host_if, port_if = intfs[(acc.a, acc.b)]
+        fwd = Impairment(acc.ab.delay_ms + bnl.ab.delay_ms, acc.ab.jitter_ms, acc.ab.loss_pct)
+        rev = Impairment(acc.ba.delay_ms + bnl.ba.delay_ms, acc.ba.jitter_ms, acc.ba.loss_pct)
+        steps += shaped(acc.a, host_if, acc.rate_mbit, _plain_leaf(fwd),
+                        f"{acc.a}->{rx} path (delay of both links)")
+        steps += shaped(None, port_if, acc.rate_mbit, _plain_leaf(rev),
+                        f"{rx}->{acc.a} path (delay of both links)")
+    steps += shaped(None, bn_out, bnl.rate_mbit, topo.qdisc.tc_args(bnl.rate_mbit),
+                    f"bottleneck {bnl.a}->{rx}")
+    if bnl.ab.loss_pct:
+        steps += ingress_netem(rx, rx_in, Impairment(0.0, 0.0, bnl.ab.loss_pct),
+                               f"bottleneck {bnl.a}->{rx} wire loss")
+    steps += shaped(rx, rx_in, bnl.rate_mbit,
+                    _plain_leaf(Impairment(0.0, 0.0, bnl.ba.loss_pct)),
+                    f"bottleneck {rx}->{bnl.a}")
     return steps
 
 
@@ -141,7 +162,7 @@ def features_for(topo):
     for spec in topo.link_specs:
         if spec.ab.active or spec.ba.active:
             need.add("sch_netem")
-        if spec.bottleneck and spec.ab.active:
+        if spec.bottleneck and spec.ab.loss_pct:
             need |= {"ifb", "sch_ingress", "act_mirred", "cls_u32"}
     need |= set(topo.ccas.values())
     return sorted(need)

@@ -64,7 +64,8 @@ _COMMON = (
           "(base RTT of the dumbbell = 4 x delay_ms)", lo=0, hi=10_000),
     Param("bottleneck_delay_ms", float, None, "one-way delay of the bottleneck link, ms "
           "(default delay_ms)", lo=0, hi=10_000),
-    Param("jitter_ms", float, 0.0, "delay variation of every link, ms (<= its delay)",
+    Param("jitter_ms", float, 0.0, "delay variation (uniform +/-) of each direction of "
+          "each sender's path, ms (<= every link's delay)",
           lo=0, hi=10_000),
     Param("loss_pct", float, 0.0, "random loss on loss_link in loss_dir, %", lo=0, hi=100),
     Param("loss_link", str, "access", "link that loses packets: 'access' (every "

@@ -7,6 +7,8 @@ machine-readable output: ``iperf3 -J`` JSON, ``ping -D`` per-probe lines with ti
 
 import json
 import re
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -33,7 +35,11 @@ class Iperf3Flow:
 
     def start(self):
         """Start the server on dst, wait until it listens, then the client on src."""
-        self.server = self.net.popen(self.dst, ["iperf3", "-s", "-1", "-p", self.port, "-J"])
+        # Output goes to files, not pipes: nobody reads a pipe while the tool runs, and a
+        # full pipe would block the tool.
+        self.server_out = tempfile.TemporaryFile(mode="w+")
+        self.server = self.net.popen(self.dst, ["iperf3", "-s", "-1", "-p", self.port, "-J"],
+                                     stdout=self.server_out, stderr=subprocess.STDOUT)
         _wait_listening(self.net, self.dst, self.port)
         args = ["iperf3", "-c", self.net.ip(self.dst), "-p", self.port, "-t",
                 f"{self.duration_s:g}", "-J", "-i", "1", "-P", self.parallel]
@@ -49,6 +55,9 @@ class Iperf3Flow:
         out, err = self.client.communicate(
             timeout=timeout_s or self.duration_s + self.omit_s + 30)
         stop_process(self.server)
+        self.server_out.seek(0)
+        self.server_raw = self.server_out.read()
+        self.server_out.close()
         try:
             self.result = json.loads(out)
         except json.JSONDecodeError:
@@ -101,11 +110,14 @@ class PingProbe:
         args = ["ping", "-D", "-n", "-i", f"{self.interval_s:g}", "-s", self.size_bytes]
         if self.count:
             args += ["-c", self.count]
-        self.proc = self.net.popen(self.src, args + [self.net.ip(self.dst)])
+        # a file, not a pipe: nobody reads while ping runs, and a full pipe would block it
+        self.out = tempfile.TemporaryFile(mode="w+")
+        self.proc = self.net.popen(self.src, args + [self.net.ip(self.dst)],
+                                   stdout=self.out, stderr=subprocess.STDOUT)
         return self
 
     def stop(self):
-        """Stop (SIGINT-equivalent end) and parse."""
+        """End the probe (by PID) and parse what it printed."""
         stop_process(self.proc)
         return self._parse()
 
@@ -115,8 +127,10 @@ class PingProbe:
         return self._parse()
 
     def _parse(self):
-        out = self.proc.stdout.read() if self.proc.stdout else ""
-        self.result = parse_ping(out)
+        self.out.seek(0)
+        self.raw = self.out.read()
+        self.out.close()
+        self.result = parse_ping(self.raw)
         return self.result
 
 

@@ -42,20 +42,26 @@ def test_aqm_is_the_shapers_leaf_on_the_bottleneck_port():
 def test_delay_never_shares_a_queue_with_the_aqm():
     t = DumbbellTopo(bottleneck_mbit=1.5, delay_ms=5, qdisc="pie")
     plan = plan_for(t)
-    # forward bottleneck delay: netem on an IFB after the queue, in the receiver's namespace
-    ifb = [s for s in plan if s.ns == "h2" and bn.IFB_DEV in s.argv]
-    netem = [s for s in ifb if "netem" in s.argv]
-    assert len(netem) == 1 and "5ms" in netem[0].argv
-    assert any("mirred" in s.argv for s in ifb)
-    # every netem has a limit far above any window, so it is never the buffer
-    for s in plan:
-        if "netem" in s.argv:
-            limit = int(s.argv[s.argv.index("limit") + 1])
-            assert limit >= 10000
-    # access link: netem is the leaf of the 1000 Mbit/s shaper in both directions
-    for dev, ns in (("h1-eth0", "h1"), ("s0-eth1", None)):
-        leaf = steps_on(plan, dev)[2]
-        assert leaf.ns == ns and "netem" in leaf.argv and "5ms" in leaf.argv
+    netems = [s for s in plan if "netem" in s.argv]
+    # one delaying stage per path direction: both links' delay together (5 + 5 ms)
+    assert {(s.ns, s.argv[4]) for s in netems} == {("h1", "h1-eth0"), (None, "s0-eth1")}
+    for s in netems:
+        assert s.argv[s.argv.index("delay") + 1] == "10ms"
+        assert s.argv[5:9] == ("parent", "1:1", "handle", "10:")  # the shaper's leaf
+        assert int(s.argv[s.argv.index("limit") + 1]) >= 10000  # never the buffer
+    # the bottleneck port and the receiver hold no netem; no IFB without bottleneck loss
+    assert not any("netem" in s.argv for s in steps_on(plan, "s0-eth2") + steps_on(plan, "h2-eth0"))
+    assert not any(bn.IFB_DEV in s.argv for s in plan)
+
+
+def test_k_senders_get_their_own_path_delay():
+    t = KDumbbellTopo(k=2, bottleneck_delay_ms=5, rtt_ms="20,60")
+    intfs = {("h1", "s0"): ("h1-eth0", "s0-eth1"), ("h2", "s0"): ("h2-eth0", "s0-eth2"),
+             ("s0", "h3"): ("s0-eth3", "h3-eth0")}
+    plan = plan_for(t, intfs)
+    delay = {s.argv[4]: s.argv[s.argv.index("delay") + 1] for s in plan if "netem" in s.argv}
+    assert delay == {"h1-eth0": "10ms", "s0-eth1": "10ms", "h2-eth0": "30ms",
+                     "s0-eth2": "30ms"}
 
 
 def test_no_impairment_means_no_netem_and_no_ifb():
@@ -67,7 +73,7 @@ def test_no_impairment_means_no_netem_and_no_ifb():
     ("access", "forward", [("h1-eth0", "h1")]),
     ("access", "reverse", [("s0-eth1", None)]),
     ("access", "both", [("h1-eth0", "h1"), ("s0-eth1", None)]),
-    ("bottleneck", "forward", [(bn.IFB_DEV, "h2")]),
+    ("bottleneck", "forward", [(bn.IFB_DEV, "h2")]),  # after the queue
     ("bottleneck", "reverse", [("h2-eth0", "h2")]),
 ])
 def test_loss_lands_on_the_chosen_link_and_direction(link, direction, where):
@@ -134,8 +140,10 @@ def test_features_follow_what_the_topology_uses():
     plain = bn.features_for(DumbbellTopo())
     assert "sch_netem" not in plain and "ifb" not in plain and "sch_fifo" in plain
     assert "cubic" in plain
-    lossy = bn.features_for(DumbbellTopo(qdisc="pie", delay_ms=5, cca="vegas"))
-    assert {"sch_netem", "ifb", "act_mirred", "sch_pie", "vegas"} <= set(lossy)
+    delayed = bn.features_for(DumbbellTopo(qdisc="pie", delay_ms=5, cca="vegas"))
+    assert {"sch_netem", "sch_pie", "vegas"} <= set(delayed) and "ifb" not in delayed
+    lossy = bn.features_for(DumbbellTopo(loss_pct=1, loss_link="bottleneck"))
+    assert {"sch_netem", "ifb", "act_mirred", "sch_ingress", "cls_u32"} <= set(lossy)
 
 
 def test_live_swap_alternates_handles():
