@@ -194,6 +194,8 @@ class Network:
             # buffer is receive-window-limited for seconds while autotuning catches up.
             self.run(host, ["sysctl", "-q", "-w",
                             f"net.ipv4.tcp_rmem=4096 {rcvbuf} {max(rcvbuf, 16 << 20)}"])
+            # every flow starts afresh: no ssthresh/RTT cached from an earlier flow
+            self.run(host, ["sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"])
         for host, cca in self.topo.ccas.items():
             self.run(host, ["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cca}"])
             got = self.run(host, ["sysctl", "-n", "net.ipv4.tcp_congestion_control"]).strip()

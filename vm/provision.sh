@@ -25,6 +25,9 @@ fi
 # In a chroot (vm/build sets BB_IN_CHROOT=1; otherwise compare / with PID 1's root)
 # no service may be started: a policy-rc.d forbids it while apt runs.
 in_chroot=${BB_IN_CHROOT:-0}
+# Marks the project VM (either build path): results record that they came from it.
+write_if_changed /etc/bufferbloat-vm "project VM, provisioned by vm/provision.sh"
+
 if [ "$in_chroot" != 1 ] && [ -d /proc/1 ] &&
    [ "$(stat -c %d:%i /)" != "$(stat -L -c %d:%i /proc/1/root 2>/dev/null || stat -c %d:%i /)" ]; then
     in_chroot=1
@@ -77,6 +80,9 @@ write_if_changed /etc/sysctl.d/60-bufferbloat.conf "# written by vm/provision.sh
 net.ipv4.tcp_no_metrics_save = 1
 # a kernel panic reboots (the project VM runs with -no-reboot, so qemu exits)
 kernel.panic = 5"
+
+# Marks the project VM (either build path): results record that they came from it.
+write_if_changed /etc/bufferbloat-vm "project VM, provisioned by vm/provision.sh"
 
 if [ "$in_chroot" != 1 ] && [ -d /run/systemd/system ]; then
     systemctl restart systemd-modules-load.service || true
