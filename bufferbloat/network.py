@@ -23,6 +23,7 @@ from .errors import UsageError
 
 OFFLOADS = ("tso", "gso", "gro")
 LOCK_PATH = "/run/bufferbloat-network.lock"
+LOCK_WAIT_ENV = "BUFFERBLOAT_NETWORK_WAIT_S"  # how long to wait for another network
 
 
 class CommandError(RuntimeError):
@@ -107,14 +108,22 @@ class Network:
         """One emulated network per machine: Mininet's names (h1, s0, s0-eth1) are
         global, and a second network would collide with, or tear down, the first."""
         lock = open(LOCK_PATH, "a+")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.seek(0)
-            owner = lock.read().strip() or "unknown"
-            lock.close()
-            raise UsageError(f"another bufferbloat network is running on this machine "
-                             f"(pid {owner}); wait for it to finish") from None
+        wait_s = float(os.environ.get(LOCK_WAIT_ENV) or 0)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.5)
+                    continue
+                lock.seek(0)
+                owner = lock.read().strip() or "unknown"
+                lock.close()
+                raise UsageError(f"another bufferbloat network is running on this machine "
+                                 f"(pid {owner}); wait for it to finish (or set "
+                                 f"{LOCK_WAIT_ENV}=SECONDS to wait)") from None
         lock.seek(0)
         lock.truncate()
         lock.write(str(os.getpid()))

@@ -449,13 +449,13 @@ def _chroot_mounts(root: Path):
 
 
 @contextlib.contextmanager
-def _locked(path: Path, progress: Progress):
+def _locked(path: Path, progress: Progress, waiting: str | None = None):
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            progress(f"vm: waiting for another build of the VM image ({path})")
+            progress(waiting or f"vm: waiting for another build of the VM image ({path})")
             fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -884,6 +884,7 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
     timed_out = interrupted = terminated = False
     old_handler = None
     in_main = threading.current_thread() is threading.main_thread()
+    one_at_a_time = contextlib.ExitStack()
 
     def on_sigterm(signum, frame):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)   # cleanup runs once
@@ -893,6 +894,12 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
         old_handler = signal.signal(signal.SIGTERM, on_sigterm)
     t0 = time.monotonic()
     try:
+        # One project VM per machine: two TCG guests share the host's cores and distort
+        # each other's timing (and every measurement with it).
+        one_at_a_time.enter_context(_locked(
+            cache_dir() / "run.lock", progress,
+            "vm: another project VM is running on this machine; waiting for it to end"))
+        t0 = time.monotonic()
         ctl.mkdir(parents=True)
         (ctl / "cmd").write_text(script)
         tmp = Path(tempfile.mkdtemp(prefix=f"bb-vm-{run_id}-"))
@@ -976,6 +983,7 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
         shutil.rmtree(ctl, ignore_errors=True)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        one_at_a_time.close()
 
 
 def _stop_qemu(proc: subprocess.Popen) -> None:

@@ -9,6 +9,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+# one network per machine: a test waits for another one's network rather than failing
+os.environ.setdefault("BUFFERBLOAT_NETWORK_WAIT_S", "1800")
 
 
 def _links():

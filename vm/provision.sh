@@ -25,8 +25,6 @@ fi
 # In a chroot (vm/build sets BB_IN_CHROOT=1; otherwise compare / with PID 1's root)
 # no service may be started: a policy-rc.d forbids it while apt runs.
 in_chroot=${BB_IN_CHROOT:-0}
-# Marks the project VM (either build path): results record that they came from it.
-write_if_changed /etc/bufferbloat-vm "project VM, provisioned by vm/provision.sh"
 
 if [ "$in_chroot" != 1 ] && [ -d /proc/1 ] &&
    [ "$(stat -c %d:%i /)" != "$(stat -L -c %d:%i /proc/1/root 2>/dev/null || stat -c %d:%i /)" ]; then
