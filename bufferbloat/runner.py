@@ -22,40 +22,12 @@ from .capabilities import probe
 from .errors import UsageError
 from .experiment import long_flow
 from .network import Network
+from .scenario import Scenario  # noqa: F401  (re-exported)
 from .topology import make_topo
 
 RESULT_FILE = "result.json"
 PING_INTERVAL_S = 0.1
 SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """An experiment as data: topology name and parameters, the bottleneck qdisc's own
-    parameters, and how long it runs (``duration_s``; ``quick_duration_s`` for the quick
-    profile)."""
-
-    name: str
-    description: str
-    topology: str
-    params: dict = field(default_factory=dict)
-    qdisc_params: dict = field(default_factory=dict)
-    duration_s: float = 60.0
-    quick_duration_s: float = 20.0
-
-    def build_topo(self, overrides=None, hz=None):
-        """The validated topology with ``overrides`` ({key: value}; keys ``qdisc.X`` set
-        the qdisc's parameter X)."""
-        params, qparams = dict(self.params), dict(self.qdisc_params)
-        for key, value in (overrides or {}).items():
-            if key.startswith("qdisc."):
-                qparams[key[len("qdisc."):]] = value
-            else:
-                params[key] = value
-        if "qdisc" in (overrides or {}) and overrides["qdisc"] != self.params.get("qdisc"):
-            qparams = {k[len("qdisc."):]: v for k, v in overrides.items()
-                       if k.startswith("qdisc.")}
-        return make_topo(self.topology, qdisc_params=qparams, hz=hz, **params)
 
 
 def machine_record(caps):

@@ -1,0 +1,503 @@
+"""Metrics of a run, computed from what the run stored (a :class:`~bufferbloat.results.Run`).
+
+Every metric is a row ``{scope, name, metric, value, unit}``: scope is ``flow``, ``link``,
+``network``, ``web``, ``ping`` or ``udp``; name is the flow/link/probe/stream label. The
+definitions (docs/RESULTS.md, "Metrics"):
+
+- percentiles are numpy's ``linear`` method (type 7: the q-th percentile of n sorted values
+  interpolates linearly at rank (n - 1) * q / 100);
+- ``warmup_s`` excludes the first seconds of traffic: samples earlier than
+  ``traffic start + warmup_s`` are left out, where traffic start is the record's
+  ``traffic_start_s`` when present, else the earliest time in the traffic series (tcp,
+  iperf, udp, web, ping). Cumulative counters (bytes_acked, retrans_total, the qdisc's
+  sent/drops/marks) are differenced from their last sample at or before the cut, so a
+  rate after warm-up covers exactly the kept span;
+- throughputs are Mbit/s (1e6 bit/s), times in the unit their name ends with.
+
+All functions are pure: they read the run and return numbers; only :func:`write_metrics`
+writes (metrics.csv and metrics.json, into the run directory).
+"""
+
+import csv
+import io
+import math
+import os
+
+import numpy as np
+
+from .results import SCHEMA_VERSION, load_run, write_json_atomic
+
+METRICS_CSV = "metrics.csv"
+METRICS_JSON = "metrics.json"
+FIELDS = ("scope", "name", "metric", "value", "unit")
+#: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
+NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"}
+TRAFFIC_SERIES = (("tcp", "t"), ("iperf", "t_start"), ("udp", "t_sent"), ("web", "t"),
+                  ("ping", "t"))
+PERCENTILES = (50, 95, 99)
+COV_BIN_S = 1.0
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _values(xs):
+    """``xs`` as a 1-d float array without NaNs."""
+    arr = np.asarray(xs, dtype=float).ravel()
+    return arr[~np.isnan(arr)]
+
+
+def percentile(xs, q):
+    """The ``q``-th percentile (0..100) of ``xs``, NaNs ignored, numpy's ``linear``
+    method. Raises ValueError when there is no value."""
+    arr = _values(xs)
+    if arr.size == 0:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile q={q!r} outside 0..100")
+    return float(np.percentile(arr, q, method="linear"))
+
+
+def jain_index(xs):
+    """Jain's fairness index (sum x)^2 / (n * sum x^2) of non-negative shares: 1 when all
+    are equal, 1/n when one of n takes everything. Raises ValueError for no shares or a
+    negative one; NaN when every share is 0."""
+    arr = np.asarray(xs, dtype=float).ravel()
+    if arr.size == 0:
+        raise ValueError("Jain's index of no values")
+    if np.isnan(arr).any() or (arr < 0).any():
+        raise ValueError(f"Jain's index needs non-negative numbers, got {arr.tolist()}")
+    sq = float(np.sum(arr * arr))
+    if sq == 0:
+        return math.nan
+    return float(np.sum(arr)) ** 2 / (arr.size * sq)
+
+
+def cov(xs):
+    """Coefficient of variation: population standard deviation / mean (NaNs ignored).
+    Raises ValueError for no values; NaN when the mean is 0."""
+    arr = _values(xs)
+    if arr.size == 0:
+        raise ValueError("coefficient of variation of no values")
+    mean = float(np.mean(arr))
+    if mean == 0:
+        return math.nan
+    if np.all(arr == arr[0]):
+        return 0.0  # exactly, without the rounding of np.std
+    return float(np.std(arr)) / mean
+
+
+def rfc3550_jitter(t_sent, t_recv):
+    """RFC 3550 (section 6.4.1) interarrival jitter after the last packet, in the unit of
+    the inputs. Packets are taken in arrival order; for each consecutive pair
+    D = (R_j - R_i) - (S_j - S_i) and J += (|D| - J) / 16, from J = 0. Raises ValueError
+    for no packets or mismatched lengths; 0 for one packet."""
+    s = np.asarray(t_sent, dtype=float).ravel()
+    r = np.asarray(t_recv, dtype=float).ravel()
+    if s.size != r.size:
+        raise ValueError(f"{s.size} send times but {r.size} receive times")
+    keep = ~(np.isnan(s) | np.isnan(r))
+    s, r = s[keep], r[keep]
+    if s.size == 0:
+        raise ValueError("jitter of no packets")
+    order = np.argsort(r, kind="stable")
+    transit = r[order] - s[order]
+    jitter = 0.0
+    for d in np.abs(np.diff(transit)):
+        jitter += (d - jitter) / 16.0
+    return float(jitter)
+
+
+def counter_delta(t, values, cutoff_s=-math.inf):
+    """(dt_s, delta) of a cumulative counter over the samples at or after ``cutoff_s``,
+    starting from the last sample at or before the cut when there is one. NaN samples
+    are skipped; (0, 0) when fewer than two samples remain. A counter that went backwards
+    (reset) counts from its new value."""
+    t = np.asarray(t, dtype=float)
+    v = np.asarray(values, dtype=float)
+    ok = ~(np.isnan(t) | np.isnan(v))
+    t, v = t[ok], v[ok]
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    before = np.nonzero(t <= cutoff_s)[0]
+    start = before[-1] if before.size else 0
+    t, v = t[start:], v[start:]
+    if t.size < 2:
+        return 0.0, 0.0
+    steps = np.diff(v)
+    delta = float(np.sum(np.where(steps >= 0, steps, v[1:])))
+    return float(t[-1] - t[0]), delta
+
+
+def binned_rates(t, counter, bin_s=COV_BIN_S, cutoff_s=-math.inf):
+    """Per-bin rates (counter units per second) of a cumulative counter, in consecutive
+    ``bin_s`` bins from max(cut, first sample) to the last sample (the counter linearly
+    interpolated at bin edges)."""
+    t = np.asarray(t, dtype=float)
+    v = np.asarray(counter, dtype=float)
+    ok = ~(np.isnan(t) | np.isnan(v))
+    t, v = t[ok], v[ok]
+    if t.size < 2:
+        return np.array([])
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    start = max(t[0], cutoff_s)
+    n = int(math.floor((t[-1] - start) / bin_s + 1e-9))
+    if n < 1:
+        return np.array([])
+    edges = start + bin_s * np.arange(n + 1)
+    return np.diff(np.interp(edges, t, v)) / bin_s
+
+
+def queue_delay_ms(backlog_bytes, rate_mbit):
+    """Time to drain ``backlog_bytes`` at ``rate_mbit``, ms: 8 B / R."""
+    return np.asarray(backlog_bytes, dtype=float) * 8 / (rate_mbit * 1e6) * 1e3
+
+
+def traffic_start_s(run):
+    """When traffic started, s since t0: the record's ``traffic_start_s``, else the
+    earliest time in the traffic series, else 0."""
+    value = run.record.get("traffic_start_s")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    firsts = []
+    for name, col in TRAFFIC_SERIES:
+        if run.has(name):
+            arr = _values(run.series(name).get(col, []))
+            if arr.size:
+                firsts.append(float(arr.min()))
+    return min(firsts) if firsts else 0.0
+
+
+def _groups(data, key):
+    """{label: boolean mask} of a series by its label column ``key`` (order of first
+    appearance)."""
+    labels = data.get(key)
+    if labels is None:
+        return {}
+    out = {}
+    for label in dict.fromkeys(labels.tolist()):
+        out[str(label)] = labels == label
+    return out
+
+
+class _Rows(list):
+    """Metric rows; ``add`` skips values that are missing or not finite."""
+
+    def add(self, scope, name, metric, value, unit):
+        if value is None:
+            return
+        value = float(value)
+        if math.isfinite(value):
+            self.append({"scope": scope, "name": str(name), "metric": metric,
+                         "value": value, "unit": unit})
+
+    def stats(self, scope, name, stem, unit, values, mean=True, pcts=PERCENTILES,
+              maximum=False, std=False):
+        arr = _values(values)
+        if arr.size == 0:
+            return
+        if mean:
+            self.add(scope, name, f"{stem}_mean_{unit}", float(np.mean(arr)), unit)
+        if std:
+            self.add(scope, name, f"{stem}_std_{unit}", float(np.std(arr)), unit)
+        for q in pcts:
+            self.add(scope, name, f"{stem}_p{q}_{unit}", percentile(arr, q), unit)
+        if maximum:
+            self.add(scope, name, f"{stem}_max_{unit}", float(np.max(arr)), unit)
+
+
+# ----------------------------------------------------------------------------- per scope
+
+def flow_metrics(run, cutoff_s=-math.inf):
+    """Per-flow rows from iperf.csv and tcp.csv, and {flow: throughput_mbit} for the
+    network scope (iperf's where present, else from bytes_acked).
+
+    iperf.csv: ``throughput_mbit`` (bytes of the intervals starting at or after the cut /
+    their span), ``throughput_cov`` (over the intervals' bits_per_second),
+    ``retransmits``, ``fct_s`` (last t_end - first t_start, whole flow).
+    tcp.csv: ``acked_throughput_mbit`` (bytes_acked delta / time), ``acked_throughput_cov``
+    (over 1 s bins), ``srtt_{mean,p50,p95,p99}_ms``, ``cwnd_{...}_pkts``,
+    ``retrans_pkts`` (retrans_total delta), ``fct_s`` when iperf has no such flow (last t -
+    first t, whole flow).
+    """
+    rows, throughput = _Rows(), {}
+    if run.has("iperf"):
+        ip = run.series("iperf")
+        for flow, mask in _groups(ip, "flow").items():
+            t0s, t1s = ip["t_start"][mask], ip["t_end"][mask]
+            rows.add("flow", flow, "fct_s", np.nanmax(t1s) - np.nanmin(t0s)
+                     if np.isfinite(t1s).any() and np.isfinite(t0s).any() else None, "s")
+            keep = t0s >= cutoff_s - 1e-9
+            span = np.nansum(t1s[keep] - t0s[keep])
+            if keep.any() and span > 0:
+                mbit = np.nansum(ip["bytes"][mask][keep]) * 8 / span / 1e6
+                throughput[flow] = mbit
+                rows.add("flow", flow, "throughput_mbit", mbit, "Mbit/s")
+                bps = _values(ip["bits_per_second"][mask][keep])
+                if bps.size:
+                    rows.add("flow", flow, "throughput_cov", cov(bps), "")
+                retr = _values(ip["retransmits"][mask][keep])
+                if retr.size:
+                    rows.add("flow", flow, "retransmits", np.sum(retr), "pkts")
+    if run.has("tcp"):
+        tcp = run.series("tcp")
+        for flow, mask in _groups(tcp, "flow").items():
+            t = tcp["t"][mask]
+            if flow not in throughput and np.isfinite(t).sum() >= 1:
+                rows.add("flow", flow, "fct_s", np.nanmax(t) - np.nanmin(t), "s")
+            dt, acked = counter_delta(t, tcp["bytes_acked"][mask], cutoff_s)
+            if dt > 0:
+                mbit = acked * 8 / dt / 1e6
+                rows.add("flow", flow, "acked_throughput_mbit", mbit, "Mbit/s")
+                throughput.setdefault(flow, mbit)
+            rates = binned_rates(t, tcp["bytes_acked"][mask], cutoff_s=cutoff_s)
+            if rates.size:
+                rows.add("flow", flow, "acked_throughput_cov", cov(rates), "")
+            keep = t >= cutoff_s
+            rows.stats("flow", flow, "srtt", "ms", tcp["srtt_us"][mask][keep] / 1e3)
+            rows.stats("flow", flow, "cwnd", "pkts", tcp["cwnd_pkts"][mask][keep])
+            if "retrans_total" in tcp and np.isfinite(tcp["retrans_total"][mask]).any():
+                rows.add("flow", flow, "retrans_pkts",
+                         counter_delta(t, tcp["retrans_total"][mask], cutoff_s)[1], "pkts")
+    return rows, throughput
+
+
+def _leaf_groups(run):
+    """{(dev, handle, kind): mask} of the AQM leaf qdiscs in qdisc.csv (kinds other than
+    htb/netem/...; only ``record['bottleneck_dev']``'s when the record names it)."""
+    q = run.series("qdisc")
+    n = len(q.get("t", []))
+    dev = q.get("dev", np.array([""] * n))
+    handle = q.get("handle", np.array([""] * n))
+    kind = q.get("kind", np.array([""] * n))
+    want_dev = run.record.get("bottleneck_dev")
+    if isinstance(want_dev, (list, tuple)):  # (namespace, dev)
+        want_dev = want_dev[-1] if want_dev else None
+    out = {}
+    for key in dict.fromkeys(zip(dev.tolist(), handle.tolist(), kind.tolist())):
+        if key[2] in NOT_LEAF_KINDS or (want_dev and key[0] != want_dev):
+            continue
+        out[key] = (dev == key[0]) & (handle == key[1]) & (kind == key[2])
+    return out
+
+
+def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
+    """Rows for each AQM leaf in qdisc.csv: queue length (``qlen_*_pkts``,
+    ``backlog_*_bytes``), queueing delay (``qdelay_*_ms`` = backlog x 8 / bottleneck
+    rate; ``aqm_delay_*_ms`` from delay_us when the qdisc reports it), ``drops``,
+    ``drop_pct`` (drops / (sent + drops)), ``drops_per_s`` (mean) and
+    ``drops_per_s_max`` (largest per-interval rate), ``marks``, ``early_drops`` and
+    ``utilization`` (sent_bytes delta x 8 / time / rate). ``rate_mbit`` defaults to the
+    record's params ``bottleneck_mbit``."""
+    rows = _Rows()
+    if not run.has("qdisc"):
+        return rows
+    rate = rate_mbit if rate_mbit is not None else run.bottleneck_mbit
+    q = run.series("qdisc")
+    for (dev, handle, kind), mask in _leaf_groups(run).items():
+        name = ":".join(p for p in (dev, kind) if p) or handle or "leaf"
+        t = q["t"][mask]
+        keep = t >= cutoff_s
+        col = lambda c: q[c][mask] if c in q else np.full(mask.sum(), np.nan)  # noqa: E731
+        rows.stats("link", name, "qlen", "pkts", col("qlen_pkts")[keep], maximum=True)
+        rows.stats("link", name, "backlog", "bytes", col("backlog_bytes")[keep], maximum=True)
+        if rate:
+            rows.stats("link", name, "qdelay", "ms",
+                       queue_delay_ms(col("backlog_bytes")[keep], rate), maximum=True)
+        rows.stats("link", name, "aqm_delay", "ms", col("delay_us")[keep] / 1e3)
+        dt, drops = counter_delta(t, col("drops"), cutoff_s)
+        if dt > 0:
+            rows.add("link", name, "drops", drops, "pkts")
+            rows.add("link", name, "drops_per_s", drops / dt, "pkts/s")
+            rates = _interval_rates(t, col("drops"), cutoff_s)
+            if rates.size:
+                rows.add("link", name, "drops_per_s_max", float(np.max(rates)), "pkts/s")
+            _, sent_pkts = counter_delta(t, col("sent_pkts"), cutoff_s)
+            if sent_pkts + drops > 0:
+                rows.add("link", name, "drop_pct", 100.0 * drops / (sent_pkts + drops), "%")
+        for counter, unit in (("marks", "pkts"), ("early_drops", "pkts")):
+            if np.isfinite(col(counter)).any():
+                rows.add("link", name, counter, counter_delta(t, col(counter), cutoff_s)[1],
+                         unit)
+        dt, sent_bytes = counter_delta(t, col("sent_bytes"), cutoff_s)
+        if dt > 0 and rate:
+            rows.add("link", name, "utilization", sent_bytes * 8 / dt / (rate * 1e6), "")
+    return rows
+
+
+def _interval_rates(t, counter, cutoff_s):
+    """Per-sample-interval rates of a cumulative counter, from the last sample at or
+    before the cut."""
+    t = np.asarray(t, dtype=float)
+    v = np.asarray(counter, dtype=float)
+    ok = ~(np.isnan(t) | np.isnan(v))
+    t, v = t[ok], v[ok]
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    before = np.nonzero(t <= cutoff_s)[0]
+    start = before[-1] if before.size else 0
+    t, v = t[start:], v[start:]
+    dt = np.diff(t)
+    dv = np.diff(v)
+    good = dt > 0
+    return np.clip(dv[good], 0, None) / dt[good]
+
+
+def network_metrics(throughput_mbit):
+    """``aggregate_throughput_mbit``, ``flows`` and ``jain_fairness`` over the per-flow
+    throughputs {flow: Mbit/s}."""
+    rows = _Rows()
+    if throughput_mbit:
+        shares = list(throughput_mbit.values())
+        rows.add("network", "all", "flows", len(shares), "")
+        rows.add("network", "all", "aggregate_throughput_mbit", sum(shares), "Mbit/s")
+        rows.add("network", "all", "jain_fairness", jain_index(shares), "")
+    return rows
+
+
+def _truthy(values):
+    """Booleans of an ``ok`` column: numbers (non-zero, not NaN) or words (1/true/yes)."""
+    if values.dtype.kind == "f":
+        return np.nan_to_num(values) != 0
+    return np.isin(np.char.lower(values.astype(str)), ["1", "true", "yes", "ok"])
+
+
+def web_metrics(run, cutoff_s=-math.inf):
+    """Rows over every fetch of web.csv started at or after the cut (name ``all``):
+    ``fetches``, ``failures`` (ok == 0), and ``total_{mean,std,p50,p95,p99}_s`` of the
+    successful ones."""
+    rows = _Rows()
+    if not run.has("web"):
+        return rows
+    w = run.series("web")
+    keep = w["t"] >= cutoff_s
+    ok = _truthy(w["ok"][keep]) if "ok" in w else np.ones(keep.sum(), dtype=bool)
+    rows.add("web", "all", "fetches", keep.sum(), "")
+    rows.add("web", "all", "failures", (~ok).sum(), "")
+    rows.stats("web", "all", "total", "s", w["total_s"][keep][ok], std=True)
+    return rows
+
+
+def ping_metrics(run, cutoff_s=-math.inf):
+    """Per probe of ping.csv: ``rtt_{mean,p50,p95,p99,max}_ms`` and ``loss_pct`` (rows with
+    an empty rtt_ms / all rows)."""
+    rows = _Rows()
+    if not run.has("ping"):
+        return rows
+    p = run.series("ping")
+    for probe, mask in _groups(p, "probe").items():
+        keep = mask & (p["t"] >= cutoff_s)
+        rtt = p["rtt_ms"][keep]
+        if rtt.size == 0:
+            continue
+        rows.stats("ping", probe, "rtt", "ms", rtt, maximum=True)
+        rows.add("ping", probe, "loss_pct", 100.0 * np.isnan(rtt).sum() / rtt.size, "%")
+    return rows
+
+
+def _udp_sent(run, stream):
+    """Packets sent on ``stream``, if the record's traffic list says."""
+    for item in run.record.get("traffic") or []:
+        if isinstance(item, dict) and stream in (item.get("label"), item.get("name"),
+                                                 item.get("stream")):
+            sent = item.get("sent_pkts")
+            if isinstance(sent, (int, float)) and not isinstance(sent, bool):
+                return int(sent)
+    return None
+
+
+def udp_metrics(run, cutoff_s=-math.inf):
+    """Per stream of udp.csv (one row per received packet; packets sent at or after the
+    cut): ``throughput_mbit`` (bytes after the first arrival x 8 / arrival span),
+    ``jitter_ms`` (RFC 3550), ``loss_pct`` (1 - distinct seqs received / expected;
+    expected = the record's traffic ``sent_pkts`` without warm-up, else
+    max seq - min seq + 1), ``owd_{mean,p50,p95,p99,max}_ms`` (t_recv - t_sent)."""
+    rows = _Rows()
+    if not run.has("udp"):
+        return rows
+    u = run.series("udp")
+    for stream, mask in _groups(u, "stream").items():
+        keep = mask & (u["t_sent"] >= cutoff_s)
+        if not keep.any():
+            continue
+        ts, tr = u["t_sent"][keep], u["t_recv"][keep]
+        order = np.argsort(tr, kind="stable")
+        span = tr[order][-1] - tr[order][0]
+        size = u["size_bytes"][keep][order]
+        if span > 0:
+            rows.add("udp", stream, "throughput_mbit", np.nansum(size[1:]) * 8 / span / 1e6,
+                     "Mbit/s")
+        rows.add("udp", stream, "jitter_ms", rfc3550_jitter(ts, tr) * 1e3, "ms")
+        seqs = np.unique(_values(u["seq"][keep]))
+        sent = _udp_sent(run, stream) if cutoff_s == -math.inf else None
+        expected = sent if sent else (seqs[-1] - seqs[0] + 1 if seqs.size else 0)
+        if expected:
+            rows.add("udp", stream, "loss_pct",
+                     100.0 * max(0.0, 1 - seqs.size / expected), "%")
+        rows.stats("udp", stream, "owd", "ms", (tr - ts) * 1e3, maximum=True)
+    return rows
+
+
+# ----------------------------------------------------------------------------- the run
+
+def compute_metrics(run, warmup_s=0.0):
+    """Every metric of ``run`` (a Run or a run directory) as rows {scope, name, metric,
+    value, unit}, leaving out samples of the first ``warmup_s`` seconds of traffic."""
+    if isinstance(run, (str, os.PathLike)):
+        run = load_run(run)
+    if warmup_s < 0:
+        raise ValueError(f"warmup_s must be >= 0, got {warmup_s!r}")
+    cutoff = traffic_start_s(run) + warmup_s if warmup_s > 0 else -math.inf
+    flows, throughput = flow_metrics(run, cutoff)
+    rows = list(flows)
+    rows += link_metrics(run, cutoff)
+    rows += network_metrics(throughput)
+    rows += web_metrics(run, cutoff)
+    rows += ping_metrics(run, cutoff)
+    rows += udp_metrics(run, cutoff)
+    return rows
+
+
+def write_metrics(run, rows, warmup_s=None):
+    """Write ``rows`` as metrics.csv and metrics.json into the run directory (each
+    atomically); returns the two paths."""
+    run_dir = run if isinstance(run, (str, os.PathLike)) else run.dir
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({**row, "value": repr(float(row["value"]))})
+    csv_path = os.path.join(run_dir, METRICS_CSV)
+    tmp = f"{csv_path}.tmp{os.getpid()}"
+    with open(tmp, "w", newline="") as f:
+        f.write(buf.getvalue())
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, csv_path)
+    json_path = os.path.join(run_dir, METRICS_JSON)
+    write_json_atomic(json_path, {"schema_version": SCHEMA_VERSION, "warmup_s": warmup_s,
+                                  "metrics": [dict(r) for r in rows]})
+    return csv_path, json_path
+
+
+def format_value(value):
+    """A number for a table: integers as such, others to 4 significant digits."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def format_table(rows):
+    """``rows`` as an aligned text table (scope, name, metric, value, unit)."""
+    header = ("scope", "name", "metric", "value", "unit")
+    body = [(r["scope"], r["name"], r["metric"], format_value(r["value"]), r["unit"])
+            for r in rows]
+    widths = [max(len(str(x[i])) for x in [header] + body) for i in range(len(header))]
+    lines = []
+    for n, line in enumerate([header] + body):
+        cells = [str(c).rjust(w) if i == 3 and n else str(c).ljust(w)
+                 for i, (c, w) in enumerate(zip(line, widths))]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)

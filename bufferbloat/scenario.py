@@ -1,0 +1,184 @@
+"""Scenarios as data: topology, bottleneck, traffic, duration, sweeps, figures.
+
+A scenario module in ``scenarios/`` defines ``SCENARIO = Scenario(...)``. Everything a run
+needs is in that object:
+
+* ``topology`` + ``params`` + ``qdisc_params``: the network (see :mod:`.topology`);
+* ``traffic``: a tuple of traffic specs, each a dict with a ``kind`` and its fields
+  (:data:`TRAFFIC_FIELDS`). Start and stop times are *fractions of the run's duration*
+  (``start``/``stop`` in 0..1), so that the quick profile, which shortens runs, keeps the
+  shape of the experiment. A value ``"$name"`` refers to the scenario knob ``name``;
+* ``knobs``: the scenario's own parameters (number of flows, fetch period...) with their
+  defaults; ``--set name=value`` changes them like any topology parameter;
+* ``duration_s`` / ``quick_duration_s``, ``quick``: overrides of the quick profile,
+  ``warmup_s``: excluded from the statistics; ``repeat``: repetitions a study averages;
+* ``sweep``: {key: values} that ``run_all.sh`` and ``bufferbloat sweep`` vary (cartesian);
+* ``variants``: named sets of overrides ("fifo", "pie", "pie10"...) chosen with the key
+  ``variant``, so that a sweep can vary several parameters together.
+
+Overrides (``--set``) are validated here, before any network exists: unknown keys are
+rejected with the list of valid ones.
+"""
+
+from dataclasses import dataclass, field
+
+from .errors import UsageError
+from .params import Param, check_params
+from .topology import TOPOLOGIES, make_topo
+
+#: The traffic kinds and the fields each accepts (besides kind/start/stop/name).
+TRAFFIC_FIELDS = {
+    "iperf": {"src", "dst", "parallel", "count", "stagger_s", "cca", "direction",
+              "mss_bytes", "rate_mbit", "protocol", "on_off_s"},
+    "ping": {"src", "dst", "interval_s"},
+    "web": {"client", "server", "every_s", "size_bytes"},
+    "udp": {"src", "dst", "rate_kbit", "size_bytes"},
+    "rrul": {"a", "b"},
+}
+
+#: Knobs a scenario may declare: their types and ranges.
+KNOBS = {k.name: k for k in (
+    Param("flows", int, 1, "parallel long-lived TCP flows of the main sender", lo=1, hi=200),
+    Param("web_every_s", float, 2.0, "period of the web fetches, s", lo=0.1, hi=3600),
+    Param("web_size_bytes", int, 100_000, "size of the fetched index.html, bytes",
+          lo=1, hi=1 << 30),
+    Param("udp_rate_kbit", float, 1000.0, "UDP stream rate, kbit/s", lo=1, hi=10_000_000),
+    Param("udp_size_bytes", int, 1200, "UDP payload per packet, bytes", lo=16, hi=1472),
+    Param("ping_interval_s", float, 0.1, "ping period, s", lo=0.01, hi=60),
+    Param("mss_bytes", int, None, "TCP maximum segment size of the iperf3 flows, bytes",
+          lo=88, hi=1460),
+    Param("extra", str, "none", "additional traffic next to the main load",
+          choices=("none", "udp", "tcp")),
+    Param("stagger_s", float, 0.0, "flows start uniformly within this many seconds",
+          lo=0, hi=86400),
+)}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """An experiment as data (see the module docstring)."""
+
+    name: str
+    description: str
+    topology: str = "dumbbell"
+    params: dict = field(default_factory=dict)
+    qdisc_params: dict = field(default_factory=dict)
+    traffic: tuple = ()
+    knobs: dict = field(default_factory=dict)
+    duration_s: float = 60.0
+    quick_duration_s: float = 20.0
+    quick: dict = field(default_factory=dict)
+    warmup_s: float = 0.0
+    repeat: int = 1
+    sweep: dict = field(default_factory=dict)
+    variants: dict = field(default_factory=dict)
+    family: str = ""
+    figures: tuple = ("cwnd", "rtt", "queue")
+
+    def __post_init__(self):
+        if self.topology not in TOPOLOGIES:
+            raise ValueError(f"{self.name}: unknown topology {self.topology!r}")
+        unknown = set(self.knobs) - set(KNOBS)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown knobs {sorted(unknown)}")
+        for spec in self.traffic:
+            kind = spec.get("kind")
+            if kind not in TRAFFIC_FIELDS:
+                raise ValueError(f"{self.name}: unknown traffic kind {kind!r}")
+            extra = set(spec) - TRAFFIC_FIELDS[kind] - {"kind", "start", "stop", "name",
+                                                         "when"}
+            if extra:
+                raise ValueError(f"{self.name}: {kind} traffic has unknown fields "
+                                 f"{sorted(extra)}")
+
+    # ------------------------------------------------------------ overrides
+    def valid_keys(self):
+        """Every key ``--set`` accepts for this scenario."""
+        topo_keys = {p.name for p in TOPOLOGIES[self.topology].PARAMS}
+        return sorted(topo_keys | set(self.knobs) | {"qdisc." + k for k in
+                                                     self._qdisc_keys()}
+                      | ({"variant"} if self.variants else set()))
+
+    def _qdisc_keys(self):
+        from .qdisc import KINDS
+        keys = set()
+        for kind in KINDS.values():
+            keys |= {p.name for p in kind.params}
+        return keys
+
+    def split(self, overrides=None, quick=False):
+        """(topology params, qdisc params, knob values) after the quick profile and
+        ``overrides``; unknown keys raise UsageError listing the valid ones."""
+        merged = dict(self.quick) if quick else {}
+        overrides = dict(overrides or {})
+        variant = overrides.pop("variant", None)
+        if variant is not None:
+            if variant not in self.variants:
+                raise UsageError(f"invalid value for variant: {variant!r} (allowed: "
+                                 f"{', '.join(self.variants) or 'none'})")
+            merged.update(self.variants[variant])
+        merged.update(overrides)
+        valid = set(self.valid_keys())
+        bad = sorted(set(merged) - valid)
+        if bad:
+            raise UsageError(f"unknown parameter {bad[0]!r} for scenario {self.name} "
+                             f"(valid: {', '.join(sorted(valid))})")
+        params, qparams = dict(self.params), dict(self.qdisc_params)
+        knobs = {k: KNOBS[k].default for k in self.knobs}
+        knobs.update(self.knobs)
+        if "qdisc" in merged and merged["qdisc"] != params.get("qdisc"):
+            qparams = {}  # another qdisc: its own defaults, not the scenario's
+        for key, value in merged.items():
+            if key.startswith("qdisc."):
+                qparams[key[len("qdisc."):]] = value
+            elif key in self.knobs:
+                knobs[key] = value
+            else:
+                params[key] = value
+        knobs = check_params(f"scenario {self.name}", [KNOBS[k] for k in self.knobs],
+                             knobs)
+        return params, qparams, knobs
+
+    def build(self, overrides=None, quick=False, hz=None):
+        """(topology, knob values, traffic specs resolved) — validated, nothing built."""
+        params, qparams, knobs = self.split(overrides, quick)
+        topo = make_topo(self.topology, qdisc_params=qparams, hz=hz, **params)
+        return topo, knobs, self.resolve_traffic(knobs, topo)
+
+    def build_topo(self, overrides=None, hz=None):
+        """The validated topology alone (kept for callers of the first runner)."""
+        return self.build(overrides, hz=hz)[0]
+
+    def resolve_traffic(self, knobs, topo):
+        """Traffic specs with knob references replaced, hosts checked and defaults set.
+
+        ``"$knob"`` takes a knob's value; host ``"receiver"`` is the topology's receiver and
+        ``src: "senders"`` makes one spec per sender; ``rate_mbit: "bottleneck"`` is the
+        bottleneck rate; ``when: {knob: value}`` keeps a spec only if the knobs match."""
+        hosts = set(topo.senders) | {topo.receiver}
+        out = []
+        for i, spec in enumerate(self.traffic):
+            if any(knobs.get(k) != v for k, v in spec.get("when", {}).items()):
+                continue
+            s = {k: (knobs[v[1:]] if isinstance(v, str) and v.startswith("$") else v)
+                 for k, v in spec.items() if k != "when"}
+            s.setdefault("name", f"{s['kind']}{i}")
+            s.setdefault("start", 0.0)
+            s.setdefault("stop", 1.0)
+            if s.get("rate_mbit") == "bottleneck":
+                s["rate_mbit"] = topo.bottleneck.rate_mbit
+            for role in ("dst", "server", "b"):
+                if s.get(role) == "receiver":
+                    s[role] = topo.receiver
+            if not 0 <= s["start"] < s["stop"] <= 1:
+                raise UsageError(f"{self.name}: traffic {s['name']}: start/stop must satisfy "
+                                 f"0 <= start < stop <= 1 (fractions of the run)")
+            each = ([dict(s, src=h, name=f"{s['name']}-{h}") for h in topo.senders]
+                    if s.get("src") == "senders" else [s])
+            for t in each:
+                for role in ("src", "dst", "client", "server", "a", "b"):
+                    if role in t and t[role] not in hosts:
+                        raise UsageError(f"{self.name}: traffic {t['name']}: unknown host "
+                                         f"{t[role]!r} (hosts: {', '.join(sorted(hosts))})")
+                out.append(t)
+        return out

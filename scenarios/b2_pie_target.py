@@ -1,0 +1,15 @@
+"""Family B.2: PIE tupdate 30 ms, target 5/10/15/20 ms under the RRUL-like load of B.1;
+average latency grows with the target (about target + base RTT)."""
+from bufferbloat.scenario import Scenario
+
+from ._common import B_NET, B_TRAFFIC
+
+SCENARIO = Scenario(
+    name="b2_pie_target", family="B",
+    description="PIE target 5/10/15/20 ms (tupdate 30 ms) under RRUL, 100 Mbit/s",
+    params=B_NET, qdisc_params=dict(target_ms=20, tupdate_ms=30),
+    traffic=B_TRAFFIC, knobs=dict(extra="none"),
+    duration_s=60, quick_duration_s=20, warmup_s=5,
+    sweep={"qdisc.target_ms": [5, 10, 15, 20], "extra": ["none", "udp", "tcp"]},
+    figures=("totals", "ellipsis", "drops", "qdelay"),
+)

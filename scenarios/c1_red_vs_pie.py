@@ -1,0 +1,28 @@
+"""Family C: RED against PI(E) at increasing load. 10 Mbit/s, 40 ms two-way propagation
+delay, 50 kB buffer, 536-byte segments; 20/40/60/80 long-lived flows starting uniformly
+within the first minute of 2-minute runs; statistics from the second minute; 5
+repetitions. RED: min 4 kB, max 12 kB, max_p 0.02, ECN. PI: the original controller
+holds the queue at 8 kB, i.e. 6.4 ms at 10 Mbit/s, which is PIE's target here."""
+from bufferbloat.scenario import Scenario
+
+SCENARIO = Scenario(
+    name="c1_red_vs_pie", family="C",
+    description="RED vs PIE with 20-80 staggered flows, 10 Mbit/s, 50 kB buffer",
+    params=dict(bottleneck_mbit=10, delay_ms=10, qdisc="red", buffer_bytes=50_000,
+                cca="reno"),
+    qdisc_params=dict(min_bytes=4000, max_bytes=12000, probability=0.02, ecn=True),
+    traffic=({"kind": "iperf", "name": "flow", "src": "h1", "dst": "h2", "count": "$flows",
+              "stagger_s": "$stagger_s", "mss_bytes": "$mss_bytes"},
+             {"kind": "ping", "name": "ping", "src": "h1", "dst": "h2",
+              "interval_s": 0.1}),
+    knobs=dict(flows=20, stagger_s=60, mss_bytes=536),
+    variants={"red": {"qdisc": "red", "qdisc.min_bytes": 4000, "qdisc.max_bytes": 12000,
+                      "qdisc.probability": 0.02, "qdisc.ecn": True},
+              # PIE's limit is in packets: 50 kB of 576-byte packets (536 + 40 B headers)
+              "pie": {"qdisc": "pie", "buffer_bytes": None, "buffer_pkts": 86,
+                      "qdisc.target_ms": 6.4, "qdisc.ecn": True}},
+    duration_s=120, quick_duration_s=30, warmup_s=60, repeat=5,
+    quick={"stagger_s": 10},
+    sweep={"variant": ["red", "pie"], "flows": [20, 40, 60, 80]},
+    figures=("queue", "qdelay", "cwnd"),
+)

@@ -1,0 +1,81 @@
+"""The scenario model and the catalogue: every scenario and every sweep point validates
+without building anything; bad overrides are refused with the valid keys."""
+import itertools
+
+import pytest
+
+from bufferbloat.errors import UsageError
+from bufferbloat.scenario import Scenario
+from scenarios import catalogue
+
+CAT = catalogue()
+
+
+def test_catalogue_covers_every_family():
+    assert {s.family for s in CAT.values()} == {"A", "B", "C", "D", "E"}
+
+
+@pytest.mark.parametrize("name", sorted(CAT))
+def test_every_sweep_point_and_the_quick_profile_validate(name):
+    scn = CAT[name]
+    topo, knobs, traffic = scn.build(quick=True)
+    assert traffic, "a scenario without traffic measures nothing"
+    for combo in itertools.product(*scn.sweep.values()):
+        point = dict(zip(scn.sweep, combo))
+        topo, knobs, traffic = scn.build(point)
+        for key, value in point.items():
+            if key in knobs:
+                assert knobs[key] == value
+            elif key.startswith("qdisc."):
+                assert topo.qdisc.params[key[6:]] == pytest.approx(value)
+            elif key != "variant":
+                assert topo.params[key] == value
+
+
+def test_unknown_key_lists_the_valid_ones():
+    with pytest.raises(UsageError) as err:
+        CAT["a1_fifo"].build({"bufer_pkts": 10})
+    assert "bufer_pkts" in str(err.value) and "buffer_pkts" in str(err.value)
+
+
+def test_bad_knob_value_names_the_knob():
+    with pytest.raises(UsageError) as err:
+        CAT["a3_pie_flows"].build({"flows": 0})
+    assert "flows" in str(err.value)
+
+
+def test_unknown_variant_lists_the_variants():
+    with pytest.raises(UsageError) as err:
+        CAT["a4_wifi_loss"].build({"variant": "red"})
+    assert "fifo" in str(err.value) and "pie10" in str(err.value)
+
+
+def test_variant_sets_several_parameters_and_overrides_win():
+    topo, knobs, _ = CAT["a4_wifi_loss"].build({"variant": "pie10", "loss_pct": 2})
+    assert topo.qdisc.kind == "pie" and topo.qdisc.params["target_ms"] == 20
+    assert knobs["flows"] == 10 and topo.params["loss_pct"] == 2
+
+
+def test_knob_references_conditions_and_sender_expansion():
+    scn = Scenario(name="t", description="t", topology="kdumbbell", params=dict(k=3),
+                   knobs=dict(flows=4, extra="none"),
+                   traffic=({"kind": "iperf", "src": "senders", "dst": "receiver",
+                             "parallel": "$flows"},
+                            {"kind": "iperf", "name": "x", "src": "h1", "dst": "receiver",
+                             "rate_mbit": "bottleneck", "when": {"extra": "udp"}}))
+    _, _, traffic = scn.build()
+    assert [t["src"] for t in traffic] == ["h1", "h2", "h3"]
+    assert all(t["dst"] == "h4" and t["parallel"] == 4 for t in traffic)
+    _, _, traffic = scn.build({"extra": "udp", "bottleneck_mbit": 7})
+    assert traffic[-1]["name"] == "x" and traffic[-1]["rate_mbit"] == 7
+
+
+def test_bad_traffic_declarations_are_caught_when_the_module_loads():
+    with pytest.raises(ValueError):
+        Scenario(name="t", description="t", traffic=({"kind": "ftp"},))
+    with pytest.raises(ValueError):
+        Scenario(name="t", description="t", traffic=({"kind": "ping", "rate": 1},))
+    scn = Scenario(name="t", description="t",
+                   traffic=({"kind": "ping", "src": "h9", "dst": "h2"},))
+    with pytest.raises(UsageError):
+        scn.build()
