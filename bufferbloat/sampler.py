@@ -1,0 +1,417 @@
+"""The 10 ms sampler: bottleneck qdiscs and TCP flows, through raw netlink, in its own
+process.
+
+:class:`Sampler` (the parent side) writes a JSON spec and starts
+``python3 -m bufferbloat.sampler SPEC.json`` through the network (``net.popen``), so the
+network owns and reaps it, its CPU cost is its own, and it can fail without taking the
+run down. The process (:func:`run`) samples on an absolute grid t0 + k * period, skipping
+(and counting) ticks it missed rather than drifting, and writes
+
+* ``series/qdisc.csv``: one row per qdisc of each given device per tick,
+* ``series/tcp.csv``: one row per TCP flow of interest per tick,
+
+with the columns of docs/SERIES.md (``t`` = CLOCK_MONOTONIC seconds since the run's t0),
+flushing every ``flush_s`` so that an interrupted run keeps what was sampled, and on exit
+``series/sampler.json``: ticks, missed ticks, achieved period p50/p99/max, CPU seconds.
+
+Flows of interest are given per sender host as destination ports (and/or source ports).
+iperf3 opens a control connection to the same port as its data connections; it carries a
+few hundred bytes. A socket counts as a data flow once its ``bytes_acked`` reaches
+``min_bytes_acked`` (64 KiB); until then its rows are held back (at most ``hold_s``, 2 s),
+and written from its first sample on once it qualifies. A socket that has not qualified
+within ``hold_s`` is taken for a control connection and left out (if it ever reaches the
+threshold later it is written from then on). ``min_bytes_acked=0`` writes every matching
+socket at once.
+"""
+
+import csv
+import json
+import math
+import os
+import resource
+import signal
+import sys
+import time
+
+from . import nlstats
+
+QDISC_COLUMNS = ("t", "dev", "handle", "parent", "kind", "qlen_pkts", "backlog_bytes",
+                 "sent_bytes", "sent_pkts", "drops", "overlimits", "requeues", "marks",
+                 "early_drops", "prob", "delay_us", "maxq_pkts")
+TCP_COLUMNS = ("t", "flow", "host", "src", "sport", "dst", "dport", "cca", "state",
+               "cwnd_pkts", "ssthresh_pkts", "srtt_us", "rttvar_us", "mss_bytes",
+               "in_flight_pkts", "retrans_total", "bytes_acked", "delivery_rate_bps",
+               "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us")
+MIN_PERIOD_S = 0.001
+DEFAULTS = {"period_s": 0.01, "flush_s": 0.5, "min_bytes_acked": 64 * 1024, "hold_s": 2.0,
+            "filter": "bytecode", "discover_s": 0.1, "duration_s": None, "rt_priority": 1}
+_U64_MAX = (1 << 64) - 1
+
+
+# ----------------------------------------------------------------- parent side
+class Sampler:
+    """Samples the qdiscs of ``qdisc_devs`` and the TCP flows ``flows`` every ``period_s``
+    (default 10 ms, >= 1 ms) in a process of its own, into ``out_dir/series/``.
+
+    net: a running :class:`~bufferbloat.network.Network`. t0: the run's
+    ``time.monotonic()`` origin. qdisc_devs: [(ns, dev)] with ns a host name or None (root
+    namespace: the switch ports; ``net.bottleneck_dev`` is such a pair); default the
+    bottleneck. flows: [{"host": "h1", "dports": [5201], "sports": [...] (optional),
+    "labels": {sport: label} (optional)}]; rows are labelled ``host:sport`` unless
+    labelled. filter: 'bytecode' | 'python' (where the port filter of the socket dump
+    runs). discover_s: how often the sockets are found by dump (a new flow's first row
+    comes at most this late; between dumps the known sockets are read by exact lookup,
+    see :class:`~bufferbloat.nlstats.TcpReader`); 0: dump every tick. min_bytes_acked,
+    hold_s: the control-connection rule (module docstring). flush_s: CSV flush interval
+    (s). duration_s: stop by itself after this long (default: at :meth:`stop`).
+    rt_priority: SCHED_FIFO priority of the sampler process (default 1, the lowest
+    real-time one: it wakes on time even when iperf3 and the emulation keep both cores
+    busy, and it runs ~0.1 ms per tick); None or 0 keeps the normal scheduler.
+    """
+
+    def __init__(self, net, out_dir, t0, period_s=0.01, qdisc_devs=None, flows=(),
+                 flush_s=0.5, min_bytes_acked=64 * 1024, hold_s=2.0, filter="bytecode",
+                 discover_s=0.1, duration_s=None, rt_priority=1):
+        if not MIN_PERIOD_S <= period_s <= 10:
+            raise ValueError(f"period_s={period_s!r}: must be between {MIN_PERIOD_S} and 10 s")
+        if filter not in ("bytecode", "python"):
+            raise ValueError(f"filter={filter!r}: must be 'bytecode' or 'python'")
+        self.net, self.out_dir, self.t0 = net, out_dir, t0
+        devs = qdisc_devs if qdisc_devs is not None else [net.bottleneck_dev]
+        self.spec = {
+            "t0": t0, "out_dir": os.path.abspath(out_dir), "period_s": period_s,
+            "flush_s": flush_s, "min_bytes_acked": min_bytes_acked, "hold_s": hold_s,
+            "filter": filter, "discover_s": discover_s, "duration_s": duration_s,
+            "rt_priority": rt_priority,
+            "qdisc_devs": [{"ns": ns, "pid": self._pid(ns), "dev": dev} for ns, dev in devs],
+            "flows": [self._flow(f) for f in flows],
+        }
+        self.proc = None
+
+    def _pid(self, ns):
+        return None if ns is None else self.net.net[ns].pid
+
+    def _flow(self, f):
+        unknown = set(f) - {"host", "dports", "sports", "labels"}
+        if unknown or "host" not in f or not (f.get("dports") or f.get("sports")):
+            raise ValueError(f"flow {f!r}: needs 'host' and 'dports' and/or 'sports' "
+                             f"(optional 'labels'); unknown keys {sorted(unknown)}")
+        return {"host": f["host"], "pid": self._pid(f["host"]),
+                "dports": [int(p) for p in f.get("dports", ())],
+                "sports": [int(p) for p in f.get("sports", ())],
+                "labels": {str(k): v for k, v in (f.get("labels") or {}).items()}}
+
+    @property
+    def series_dir(self):
+        """Where the CSVs and sampler.json go."""
+        return os.path.join(self.out_dir, "series")
+
+    def start(self, ready_timeout_s=10.0):
+        """Start the sampler process; return once it has opened its sockets and written
+        the CSV headers (or raise with its stderr if it died)."""
+        os.makedirs(self.series_dir, exist_ok=True)
+        spec_path = os.path.join(self.series_dir, "sampler-spec.json")
+        with open(spec_path, "w") as f:
+            json.dump(self.spec, f, indent=1)
+        for name in ("qdisc.csv", "tcp.csv", "sampler.json"):
+            path = os.path.join(self.series_dir, name)
+            if os.path.exists(path):
+                os.unlink(path)
+        self._log = open(os.path.join(self.series_dir, "sampler.log"), "w")
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"]
+                                    if env.get("PYTHONPATH") else "")
+        self.proc = self.net.popen(None, [sys.executable, "-m", "bufferbloat.sampler",
+                                          spec_path], stdout=self._log, stderr=self._log,
+                                   env=env)
+        deadline = time.monotonic() + ready_timeout_s
+        ready = os.path.join(self.series_dir, "tcp.csv")
+        while not os.path.exists(ready):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"sampler did not start: {self.log_text()[-2000:]}")
+            time.sleep(0.02)
+        return self
+
+    def alive(self):
+        """True while the sampler process runs."""
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s=10.0):
+        """SIGTERM to the sampler's PID, wait for it to write its last rows and stats;
+        return the stats (sampler.json) or None if it wrote none."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(timeout=timeout_s)
+            except Exception:  # subprocess.TimeoutExpired: the network's stop ends it
+                from .network import stop_process
+                stop_process(self.proc)
+        self._log.close()
+        return self.stats()
+
+    def stats(self):
+        """The sampler's final stats (series/sampler.json), or None."""
+        path = os.path.join(self.series_dir, "sampler.json")
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return json.load(f)
+
+    def log_text(self):
+        """What the sampler process printed (errors)."""
+        path = os.path.join(self.series_dir, "sampler.log")
+        with open(path) as f:
+            return f.read()
+
+
+# ----------------------------------------------------------------- sampler process
+class _Rows:
+    """CSV rows of one file, buffered between flushes."""
+
+    def __init__(self, path, columns):
+        self.f = open(path, "w", newline="")
+        self.w = csv.writer(self.f, lineterminator="\n")
+        self.w.writerow(columns)
+        self.f.flush()
+        self.rows = []
+
+    def flush(self, rows):
+        self.w.writerows(rows)
+        self.f.flush()
+
+    def close(self):
+        self.f.close()
+
+
+def qdisc_row(t, dev, q):
+    """A qdisc.csv row from a decoded qdisc (see :func:`bufferbloat.nlstats.parse_qdisc_dump`)."""
+    prob = q.get("prob")
+    return (t, dev, nlstats.tc_handle(q["handle"]), nlstats.tc_handle(q["parent"]),
+            q["kind"], q.get("qlen"), q.get("backlog"), q.get("bytes"), q.get("packets"),
+            q.get("drops"), q.get("overlimits"), q.get("requeues"), q.get("marks"),
+            q.get("early_drops"), None if prob is None else round(prob, 9), q.get("delay_us"),
+            q.get("maxq_pkts"))
+
+
+def tcp_row(t, label, host, s):
+    """A tcp.csv row from a decoded socket (see :func:`bufferbloat.nlstats.parse_diag_dump`)."""
+    i = s["info"]
+    ssth = i["snd_ssthresh"]
+    pacing = i["pacing_rate"]
+    dr = i["delivery_rate"]
+    bw = s["bbr_bw_Bps"]
+    return (t, label, host, s["src"], s["sport"], s["dst"], s["dport"], s["cca"], s["state"],
+            i["snd_cwnd"], None if ssth is None or ssth >= nlstats.TCP_INFINITE_SSTHRESH
+            else ssth, i["rtt"], i["rttvar"], i["snd_mss"], nlstats.in_flight_pkts(i),
+            i["total_retrans"], i["bytes_acked"], None if dr is None else dr * 8,
+            None if pacing is None or pacing >= _U64_MAX else pacing * 8,
+            None if bw is None else bw * 8, s["bbr_min_rtt_us"])
+
+
+class _FlowGroup:
+    """The flows of one sender namespace: one sock_diag socket, one read per tick, and the
+    control-connection rule (module docstring)."""
+
+    def __init__(self, specs, filter, min_bytes_acked, hold_s, discover_s):
+        self.host = specs[0]["host"]
+        self.dports = {p for f in specs for p in f["dports"]}
+        self.sports = {p for f in specs for p in f["sports"]}
+        self.labels = {}
+        for f in specs:
+            self.labels.update(f["labels"])
+        self.reader = nlstats.TcpReader(specs[0]["pid"], self.dports, self.sports, filter,
+                                        discover_s=discover_s)
+        self.min_bytes, self.hold_s = min_bytes_acked, hold_s
+        self.data = set()      # cookies of sockets that are flows of interest
+        self.ignored = set()   # cookies taken for control connections
+        self.pending = {}      # cookie -> (first t, [rows]) of undecided sockets
+
+    def sample(self, t, now, out):
+        for s in self.reader.read(now):
+            if s["info"] is None:
+                continue
+            c = s["cookie"]
+            label = self.labels.get(str(s["sport"])) or f"{self.host}:{s['sport']}"
+            row = tcp_row(t, label, self.host, s)
+            if c in self.data:
+                out.append(row)
+            elif (s["info"]["bytes_acked"] is None  # kernel < 4.1 can't tell: keep it
+                  or s["info"]["bytes_acked"] >= self.min_bytes):
+                self.data.add(c)
+                self.ignored.discard(c)
+                held = self.pending.pop(c, None)
+                if held:
+                    out.extend(held[1])
+                out.append(row)
+            elif c not in self.ignored:
+                held = self.pending.setdefault(c, (t, []))
+                held[1].append(row)
+        for c in [c for c, (t1, _) in self.pending.items() if t - t1 > self.hold_s]:
+            self.ignored.add(c)
+            del self.pending[c]
+
+    def horizon(self):
+        """Rows at or after this time may still be joined by held rows."""
+        return min((t1 for t1, _ in self.pending.values()), default=math.inf)
+
+
+def _percentile(sorted_vals, p):
+    if not sorted_vals:
+        return None
+    k = min(len(sorted_vals) - 1, max(0, math.ceil(p / 100 * len(sorted_vals)) - 1))
+    return sorted_vals[k]
+
+
+def _timely(rt_priority):
+    """Wake up on time: a 1 us timer slack (default 50 us) and, if asked and allowed,
+    SCHED_FIFO. Returns what was obtained, for sampler.json."""
+    got = {}
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        got["timer_slack_ns"] = 1000 if libc.prctl(29, 1000, 0, 0, 0) == 0 else None
+    except OSError:
+        got["timer_slack_ns"] = None  # PR_SET_TIMERSLACK = 29
+    got["sched"] = "other"
+    if rt_priority:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(rt_priority)))
+            got["sched"] = f"fifo:{int(rt_priority)}"
+        except OSError as exc:
+            got["sched"] = f"other (SCHED_FIFO refused: {exc.strerror})"
+    return got
+
+
+def run(spec):
+    """The sampler process's loop (until SIGTERM/SIGINT or ``duration_s``)."""
+    spec = {**DEFAULTS, **spec}
+    sched = _timely(spec["rt_priority"])
+    period, t0 = float(spec["period_s"]), float(spec["t0"])
+    series = os.path.join(spec["out_dir"], "series")
+    os.makedirs(series, exist_ok=True)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append("SIGTERM"))
+    signal.signal(signal.SIGINT, lambda *_: stop.append("SIGINT"))
+
+    qreaders = [(d["dev"], nlstats.QdiscReader(d["dev"], d.get("pid")))
+                for d in spec["qdisc_devs"]]
+    by_ns = {}
+    for f in spec["flows"]:
+        by_ns.setdefault((f["host"], f.get("pid")), []).append(f)
+    groups = [_FlowGroup(fs, spec["filter"], spec["min_bytes_acked"], spec["hold_s"],
+                         float(spec["discover_s"])) for fs in by_ns.values()]
+    qout = _Rows(os.path.join(series, "qdisc.csv"), QDISC_COLUMNS)
+    # tcp.csv last: its existence tells the parent that every socket is open
+    tout = _Rows(os.path.join(series, "tcp.csv"), TCP_COLUMNS)
+
+    cpu0 = time.process_time()
+    stamps = []
+    missed = 0
+    errors = {}
+    qrows, trows = [], []
+    now = time.monotonic()
+    k = max(0, math.ceil((now - t0) / period))
+    next_flush = now + spec["flush_s"]
+    end = None if spec["duration_s"] is None else now + float(spec["duration_s"])
+    monotonic, sleep = time.monotonic, time.sleep
+
+    def flush(final=False):
+        if qrows:
+            qout.flush(qrows)
+            qrows.clear()
+        horizon = math.inf if final else min((g.horizon() for g in groups),
+                                             default=math.inf)
+        if trows:
+            trows.sort(key=lambda r: r[0])
+            if horizon == math.inf:
+                tout.flush(trows)
+                trows.clear()
+            else:
+                cut = next((i for i, r in enumerate(trows) if r[0] >= horizon), len(trows))
+                tout.flush(trows[:cut])
+                del trows[:cut]
+
+    while not stop:
+        due = t0 + k * period
+        delay = due - monotonic()
+        if delay > 0:
+            sleep(delay)
+            if stop:
+                break
+        ts = monotonic()
+        t = round(ts - t0, 6)
+        stamps.append(ts)
+        for dev, r in qreaders:
+            try:
+                for q in r.read():
+                    qrows.append(qdisc_row(t, dev, q))
+            except OSError as exc:  # a device gone (teardown) must not end the sampler
+                errors[f"qdisc {dev}"] = str(exc)
+        for g in groups:
+            try:
+                g.sample(t, ts, trows)
+            except OSError as exc:
+                errors[f"tcp {g.host}"] = str(exc)
+        now = monotonic()
+        k += 1
+        late = math.floor((now - t0) / period) - k + 1
+        if late > 0:  # ticks whose time has passed: skipped, counted
+            missed += late
+            k += late
+        if now >= next_flush:
+            flush()
+            next_flush = now + spec["flush_s"]
+        if end is not None and now >= end:
+            break
+
+    flush(final=True)
+    qout.close()
+    tout.close()
+    cpu = time.process_time() - cpu0
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
+    wall = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
+    ms = (lambda v: None if v is None else round(v * 1e3, 4))
+    stats = {
+        "period_ms": period * 1e3, "samples": len(stamps), "missed_ticks": missed,
+        "period_p50_ms": ms(_percentile(gaps, 50)), "period_p99_ms": ms(_percentile(gaps, 99)),
+        "period_max_ms": ms(gaps[-1] if gaps else None),
+        "t_first": round(stamps[0] - t0, 6) if stamps else None,
+        "t_last": round(stamps[-1] - t0, 6) if stamps else None,
+        "cpu_s": round(cpu, 4), "cpu_share": round(cpu / wall, 4) if wall else None,
+        "cpu_total_s": round(ru.ru_utime + ru.ru_stime, 4),
+        "filter": spec["filter"], "discover_s": spec["discover_s"],
+        "socket_dumps": sum(g.reader.dumps for g in groups),
+        "socket_lookups": sum(g.reader.lookups for g in groups), "qdisc_devs": [d["dev"] for d in spec["qdisc_devs"]],
+        "flow_sockets": sum(len(g.data) for g in groups),
+        "control_sockets_ignored": sum(len(g.ignored) for g in groups),
+        "stopped_by": stop[0] if stop else "duration", "errors": errors, **sched,
+    }
+    tmp = os.path.join(series, "sampler.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(stats, f, indent=1)
+    os.replace(tmp, os.path.join(series, "sampler.json"))
+    return stats
+
+
+def main(argv=None):
+    """``python3 -m bufferbloat.sampler SPEC.json``"""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python3 -m bufferbloat.sampler SPEC.json", file=sys.stderr)
+        return 2
+    with open(argv[0]) as f:
+        spec = json.load(f)
+    run(spec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
