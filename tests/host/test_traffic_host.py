@@ -1,0 +1,188 @@
+"""Host kernel (HTB + pfifo, Linux bridge, no netem: delay 0): the traffic objects
+produce every record they promise, with real numbers.
+
+Tolerances are stated at each assertion. Every run is short (3-4 s of traffic)."""
+import json
+import time
+
+import pytest
+
+from bufferbloat.network import Network
+from bufferbloat.topology import DumbbellTopo
+from bufferbloat.traffic import Iperf3Flow, PingProbe, Rrul, Schedule
+from bufferbloat.udpstream import UdpStream
+from bufferbloat.web import WebFetcher, WebServer
+
+
+def dumbbell(**kw):
+    params = dict(bottleneck_mbit=10, host_mbit=20, buffer_pkts=100, switch="bridge")
+    params.update(kw)
+    return Network(DumbbellTopo(**params))
+
+
+def test_every_web_fetch_recorded(net_guard):
+    with dumbbell() as net:
+        small = WebServer(net, "h2", 8080, 50_000).start()
+        big = WebServer(net, "h2", 8081, 5_000_000).start()   # 4 s at 10 Mbit/s
+        try:
+            t0 = time.monotonic()
+            fetch = WebFetcher(net, "h1", "h2", 8080, every_s=0.5, t0=t0,
+                               expected_size=50_000, name="small").start()
+            time.sleep(2.75)          # fetches due at 0, 0.5, ... 2.5: six
+            fetch.stop()
+            # then a fetch that outlasts the run: recorded as incomplete, not dropped
+            slow = WebFetcher(net, "h1", "h2", 8081, every_s=1.0, t0=t0,
+                              expected_size=5_000_000, name="big").start()
+            time.sleep(1.5)
+            slow.stop()
+        finally:
+            small.stop()
+            big.stop()
+    rows = fetch.rows()
+    assert len(rows) == 6, fetch.raw_outputs()
+    for i, r in enumerate(rows):
+        assert r["http_code"] == 200 and r["ok"] is True
+        assert r["size_bytes"] == 50_000
+        assert 0 < r["connect_s"] <= r["ttfb_s"] <= r["total_s"] < 0.5
+        # started on schedule: within 50 ms of its due time (a 50 kB fetch takes ~45 ms)
+        assert r["t"] == pytest.approx(0.5 * i, abs=0.05)
+        # 50 kB through a 10 Mbit/s link takes ~40 ms (HTB's bursts let a little pass at
+        # line rate): the page really crossed the shaped link
+        assert r["total_s"] > 0.75 * 50_000 * 8 / 10e6
+    assert fetch.summary()["ok"] == 6
+    big_rows = slow.rows()
+    assert len(big_rows) == 1 and big_rows[0]["ok"] is False
+    assert big_rows[0]["http_code"] == "" and big_rows[0]["total_s"] == pytest.approx(1.5,
+                                                                                    abs=0.1)
+    assert slow.summary()["incomplete"] == 1
+
+
+def test_udp_streams_under_and_over_the_bottleneck(net_guard):
+    with dumbbell(bottleneck_mbit=10) as net:
+        t0 = time.monotonic()
+        ok = UdpStream(net, "h1", "h2", rate_kbit=1000, size_bytes=1200, start_s=0.2,
+                       duration_s=3, t0=t0, port=5600, name="video").start()
+        summ = ok.wait()
+    assert summ["sent"] == 312  # 3 s / 9.6 ms
+    assert summ["loss_pct"] == 0 and summ["received"] == 312
+    # payload throughput within 5 % of the configured rate
+    assert summ["throughput_kbit"] == pytest.approx(1000, rel=0.05)
+    # an empty 10 Mbit/s path: one-way latency ~ 1 ms serialisation (+ scheduling)
+    assert summ["latency_p50_ms"] < 5 and summ["latency_p99_ms"] < 20
+    assert summ["jitter_ms"] < 5
+    rows = ok.rows()
+    assert len(rows) == 312 and list(rows[0]) == ["stream", "seq", "t_sent", "t_recv",
+                                                  "size_bytes"]
+    # the sender starts at t0 + start_s (its own clock, 20 ms of slack)
+    assert rows[0]["t_sent"] == pytest.approx(0.2, abs=0.02)
+    assert rows[-1]["t_sent"] == pytest.approx(0.2 + 311 * 0.0096, abs=0.02)  # no drift
+    assert all(r["t_recv"] >= r["t_sent"] for r in rows)
+
+    with dumbbell(bottleneck_mbit=5) as net:
+        over = UdpStream(net, "h1", "h2", rate_kbit=10_000, size_bytes=1200,
+                         duration_s=3, port=5601, name="over").start()
+        summ = over.wait()
+    # the bottleneck carries 5e6 / (1242 B frame x 8) = 503 pkt/s of the 1042 sent: 48 %
+    # received (+100 buffered packets = 3 %): loss ~ 49 %; tolerance +-8 points
+    assert summ["sent"] == pytest.approx(3125, abs=5)
+    assert summ["loss_pct"] == pytest.approx(49, abs=8)
+    # throughput is the bottleneck's payload rate: 503 x 1200 x 8 = 4.83 Mbit/s, +-5 %
+    assert summ["throughput_kbit"] == pytest.approx(4831, rel=0.05)
+    # the full 100-packet FIFO adds 100 x 1242 x 8 / 5 Mbit/s = 199 ms
+    assert summ["latency_p95_ms"] == pytest.approx(199, rel=0.15)
+
+
+def test_iperf3_flows_rows_streams_directions_ccas(net_guard):
+    with dumbbell() as net:
+        t0 = time.monotonic()
+        up = Iperf3Flow(net, "h1", "h2", 3, cca="reno", port=5201, name="up", t0=t0)
+        par = Iperf3Flow(net, "h1", "h2", 3, cca="cubic", port=5202, parallel=3, name="par",
+                         t0=t0)
+        # a download started 1 s later by its own thread: h1 (server) sends to h2
+        down = Iperf3Flow(net, "h2", "h1", 3, cca="reno", port=5203, direction="down",
+                          start_s=1.0, name="down", t0=t0)
+        for f in (up, par, down):
+            f.start()
+        for f in (up, par, down):
+            f.wait()
+        t_done = time.monotonic() - t0
+    # per-interval rows exist and add up to what the sender sent
+    for f in (up, par, down):
+        rows = [r for r in f.rows() if r["flow"] == f.name]
+        assert len(rows) >= 3
+        assert sum(r["bytes"] for r in rows) == f.result["end"]["sum_sent"]["bytes"] > 100_000
+        assert all(r["t_end"] > r["t_start"] >= 0 for r in rows)
+        assert rows[-1]["t_end"] <= t_done
+        assert set(f.raw_outputs()) == {f"{f.name}.client.json", f"{f.name}.server.json"}
+        json.loads(f.raw_outputs()[f"{f.name}.client.json"])
+    # the delayed flow starts ~1 s after t0 (thread + server start: < 0.5 s late)
+    assert 1.0 <= down.rows()[0]["t_start"] < 1.5
+    assert up.rows()[0]["t_start"] < 0.5
+    # -P 3: three labelled streams, the source ports known
+    labels = par.flow_labels()
+    assert sorted(labels.values()) == ["par-1", "par-2", "par-3"]
+    assert {h for h, _ in labels} == {"h1"}
+    assert {r["flow"] for r in par.rows()} == {"par", "par-1", "par-2", "par-3"}
+    assert sum(r["bytes"] for r in par.rows() if r["flow"] != "par") == \
+        par.result["end"]["sum_sent"]["bytes"]
+    assert list(up.flow_labels().values()) == ["up"]
+    # -R: the client (h2) received, the server (h1) sent
+    assert down.result["start"]["test_start"]["reverse"] == 1
+    assert down.server_result["end"]["sum_sent"]["bytes"] > 1_000_000
+    assert down.server_result["end"]["sum_received"]["bytes"] == 0
+    assert down.result["end"]["sum_received"]["bytes"] > 1_000_000
+    assert all(r["rtt_us"] != "" for r in down.rows())   # sender-side rows (h1's socket)
+    assert down.summary()["sender"] == "h1"
+    # the CCA each flow used, as iperf3 reports it
+    assert up.summary()["sender_cca"] == "reno"
+    assert par.summary()["sender_cca"] == "cubic"
+    assert down.summary()["sender_cca"] == "reno"      # -C reaches the sending server
+    assert down.server_result["end"]["sender_tcp_congestion"] == "reno"
+    # the 10 Mbit/s bottleneck is shared by up and par for ~2 s: goodputs below it
+    assert up.goodput_mbit + par.goodput_mbit < 10.5
+
+
+def test_rrul_and_schedule(net_guard):
+    with dumbbell() as net:
+        t0 = time.monotonic()
+        rrul = Rrul(net, "h1", "h2", 3, t0=t0, cca="cubic").start()
+        sched = Schedule(t0)
+        late_ping = sched.add(PingProbe(net, "h2", "h1", 0.1, name="late", t0=t0),
+                              at_s=1.0, stop_at_s=2.0)
+        # a flow h2 -> h1 (against the downloads) started at 0.5 s and stopped at 2 s
+        cut = sched.add(Iperf3Flow(net, "h2", "h1", 10, port=5401, name="cut", t0=t0),
+                        at_s=0.5, stop_at_s=2.0)
+        sched.start()
+        summ = rrul.wait()
+        sched.stop()
+    assert summ["errors"] == []
+    assert len(rrul.flows) == 8
+    labels = rrul.flow_labels()
+    assert sorted(labels.values()) == sorted(
+        [f"rrul-up-{i}" for i in range(1, 5)] + [f"rrul-down-{i}" for i in range(1, 5)])
+    rows = rrul.rows()
+    assert {r["flow"] for r in rows["iperf"]} == set(labels.values())
+    for f in rrul.flows:
+        assert f.result["start"]["test_start"]["reverse"] == (f.direction == "down")
+        assert f.summary()["bytes_sent"] > 100_000
+    # uploads share the 10 Mbit/s bottleneck (h1 -> h2)
+    assert summ["up_mbit"] == pytest.approx(9.5, abs=1.0)
+    assert len(rows["ping"]) >= 25 and all(r["probe"] == "rrul-ping" for r in rows["ping"])
+    assert rrul.ping.summary()["received"] >= 25
+    # the scheduled ping ran from t = 1 s to 2 s
+    lrows = late_ping.rows()
+    assert 8 <= len(lrows) <= 12
+    assert lrows[0]["t"] == pytest.approx(1.0, abs=0.2)
+    assert set(rrul.raw_outputs()) >= {"rrul-up-1.client.json", "rrul-ping.txt"}
+    # the stopped flow keeps the intervals it completed, from ~0.5 s to ~2 s
+    assert sched.errors == []
+    crows = cut.rows()
+    assert 1 <= len(crows) <= 2
+    # started at 0.5 s; iperf3's setup exchanges cross the downloads' full queue
+    # (~0.1 s per round trip here), so its clock starts up to ~0.6 s later
+    assert 0.5 <= crows[0]["t_start"] < 1.2
+    # its last interval closes when the stop signal arrives
+    assert crows[-1]["t_end"] == pytest.approx(2.0, abs=0.1)
+    cs = cut.summary()
+    assert cs["stopped"] and cs["error"] == "interrupt - the client has terminated"
+    assert cs["bytes_sent"] == sum(r["bytes"] for r in crows) > 0
