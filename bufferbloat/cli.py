@@ -1,4 +1,4 @@
-"""The ``bufferbloat`` command: check, list, run, run-all.
+"""The ``bufferbloat`` command: check, list, run, sweep, show, run-all.
 
 Usage errors (bad parameter, unknown scenario, missing kernel feature or tool) print one
 message and exit with code 2 before any network state is created.
@@ -75,53 +75,100 @@ def cmd_list(_args):
 
 
 def cmd_run(args):
-    """Run one scenario."""
-    from .runner import run_scenario
+    """Run one scenario (``--repeat`` times)."""
+    from .engine import run_point
+    from .metrics import format_table
+    from .results import load_run
     scn = _scenario(args.scenario)
     overrides = _overrides(args.set)
+    scn.build(overrides, quick=args.quick)       # bad input: exit 2 before anything runs
+    if not 1 <= args.repeat <= 1000:
+        raise UsageError(f"invalid value for --repeat: {args.repeat} (allowed: 1 to 1000)")
     for i in range(args.repeat):
-        run_dir = run_scenario(scn, overrides, args.time, args.out, quick=args.quick)
-        print(f"result: {os.path.join(run_dir, 'result.json')}")
+        if args.repeat > 1:
+            print(f"[{i + 1}/{args.repeat}] {scn.name}", flush=True)
+        run_dir = run_point(scn, overrides, args.time, args.out, quick=args.quick,
+                            sample_period_s=args.sample_ms / 1000.0)
+        print(f"result: {run_dir}")
+        print(format_table(_metrics_rows(load_run(run_dir))))
     return 0
+
+
+def _metrics_rows(run):
+    path = os.path.join(run.dir, "metrics.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            data = json.load(f)
+        return data["metrics"] if isinstance(data, dict) else data
+    from .metrics import compute_metrics
+    return compute_metrics(run, warmup_s=run.record.get("warmup_s", 0.0))
+
+
+def cmd_sweep(args):
+    """Vary parameters over a scenario (cartesian product x repetitions), resumable."""
+    from .engine import run_point
+    from .sweep import parse_vary, run_sweep
+    scn = _scenario(args.scenario)
+    vary = parse_vary(args.vary) if args.vary else scn.sweep_for(args.quick)
+    if not vary:
+        raise UsageError(f"scenario {scn.name} declares no sweep: give --vary key=v1,v2")
+    index, failed = run_sweep(scn, vary, args.repeat, args.out, run_point, quick=args.quick,
+                              duration_s=args.time, base=_overrides(args.set))
+    print(f"index: {index}")
+    return 1 if failed else 0
+
+
+def cmd_show(args):
+    """Print a run's metrics table (recomputed from its stored series with --recompute)."""
+    from .metrics import compute_metrics, format_table, write_metrics
+    from .results import load_run
+    run = load_run(args.run_dir)
+    if args.recompute:
+        rows = compute_metrics(run, warmup_s=run.record.get("warmup_s", 0.0))
+        write_metrics(run, rows, warmup_s=run.record.get("warmup_s", 0.0))
+    else:
+        rows = _metrics_rows(run)
+    rec = run.record
+    print(f"{rec.get('scenario', {}).get('name', '?')}  status {rec.get('status')}  "
+          f"started {rec.get('started', '?')}  {rec.get('duration_s', '?')} s")
+    print(format_table(rows))
+    return 0
+
+
+def catalogue_points(quick, only=None):
+    """Every point run_all runs: [(scenario, overrides, varied, rep)]."""
+    from .sweep import points
+    cat = _scenarios()
+    names = only or list(cat)
+    for name in names:
+        _scenario(name)
+    todo = []
+    for name in names:
+        scn = cat[name]
+        for varied, rep in points(scn.sweep_for(quick), 1 if quick else scn.repeat):
+            todo.append((scn, dict(varied), varied, rep))
+    return todo
 
 
 def cmd_run_all(args):
     """Run the whole catalogue with progress; go on past failures; write an index."""
-    from .runner import run_scenario, write_json_atomic
-    cat = _scenarios()
-    names = args.only or list(cat)
-    caps, needed = _needs(names)
+    from .engine import run_point
+    from .sweep import run_points
+    todo = catalogue_points(args.quick, args.only)
+    caps, needed = _needs(sorted({scn.name for scn, _, _, _ in todo}))
     caps.require(needed)  # refuse up front, before any network state, what can't run here
-    t0 = time.monotonic()
-    index, failed = [], []
-    for i, name in enumerate(names, 1):
-        elapsed = time.monotonic() - t0
-        eta = "" if i == 1 else f", ~{elapsed / (i - 1) * (len(names) - i + 1):.0f} s left"
-        print(f"[{i}/{len(names)}] {name} (elapsed {elapsed:.0f} s{eta})", flush=True)
-        entry = {"scenario": name}
-        try:
-            entry["run_dir"] = run_scenario(cat[name], None, None, args.out, quick=args.quick)
-            entry["status"] = "ok"
-        except KeyboardInterrupt:
-            entry["status"] = "interrupted"
-            index.append(entry)
-            break
-        except Exception as exc:  # one failed scenario must not stop the others
-            entry["status"] = "failed"
-            entry["error"] = f"{type(exc).__name__}: {exc}"
-            failed.append(name)
-            print(f"  FAILED: {entry['error']}", file=sys.stderr)
-        index.append(entry)
-    os.makedirs(args.out, exist_ok=True)
-    write_json_atomic(os.path.join(args.out, "index.json"),
-                      {"profile": "quick" if args.quick else "full", "runs": index,
-                       "wall_s": time.monotonic() - t0})
-    print(f"done: {len(index) - len(failed)}/{len(names)} ok in "
-          f"{time.monotonic() - t0:.0f} s; index: {os.path.join(args.out, 'index.json')}")
+    index_path = os.path.join(args.out, "index.json")
+    index, failed = run_points(todo, args.out, run_point, index_path,
+                               {"catalogue": sorted({s.name for s, _, _, _ in todo})},
+                               quick=args.quick)
+    ok = sum(1 for e in index if e["status"] == "ok")
+    print(f"done: {ok}/{len(todo)} runs ok; index: {index_path}")
     if failed:
-        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        print("failed:\n  " + "\n  ".join(
+            f"{e['run_dir']}: {e.get('error', '')}" for e in index if e["status"] == "failed"),
+            file=sys.stderr)
         return 1
-    return 0 if len(index) == len(names) and index[-1]["status"] == "ok" else 1
+    return 0
 
 
 def parser():
@@ -142,7 +189,25 @@ def parser():
     r.add_argument("--out", default="results")
     r.add_argument("--repeat", type=int, default=1)
     r.add_argument("--quick", action="store_true")
+    r.add_argument("--sample-ms", type=float, default=10.0,
+                   help="sampler period, ms (1 to 10000; default 10)")
     r.set_defaults(func=cmd_run)
+    w = sub.add_parser("sweep", help="vary parameters of a scenario (resumable)")
+    w.add_argument("scenario")
+    w.add_argument("--vary", action="append", metavar="KEY=V1,V2,...",
+                   help="values of a key (repeatable: cartesian product); default: the "
+                        "scenario's own sweep")
+    w.add_argument("--set", action="append", metavar="KEY=VALUE")
+    w.add_argument("--repeat", type=int, default=1)
+    w.add_argument("--time", type=float)
+    w.add_argument("--out", default="results")
+    w.add_argument("--quick", action="store_true")
+    w.set_defaults(func=cmd_sweep)
+    s = sub.add_parser("show", help="a run's metrics table")
+    s.add_argument("run_dir")
+    s.add_argument("--recompute", action="store_true",
+                   help="recompute the metrics from the stored series")
+    s.set_defaults(func=cmd_show)
     a = sub.add_parser("run-all", help="run every scenario")
     a.add_argument("--quick", action="store_true")
     a.add_argument("--out", default="results")

@@ -99,6 +99,7 @@ def write_json_atomic(path, data):
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
                                dir=directory)
     try:
+        os.fchmod(fd, 0o644)   # results are for everyone to read (mkstemp makes 0600)
         with os.fdopen(fd, "w") as f:
             f.write(text)
             f.write("\n")

@@ -13,6 +13,7 @@ needs is in that object:
 * ``duration_s`` / ``quick_duration_s``, ``quick``: overrides of the quick profile,
   ``warmup_s``: excluded from the statistics; ``repeat``: repetitions a study averages;
 * ``sweep``: {key: values} that ``run_all.sh`` and ``bufferbloat sweep`` vary (cartesian);
+  ``quick_sweep`` the smaller one of the quick profile (default: the same);
 * ``variants``: named sets of overrides ("fifo", "pie", "pie10"...) chosen with the key
   ``variant``, so that a sweep can vary several parameters together.
 
@@ -71,6 +72,7 @@ class Scenario:
     warmup_s: float = 0.0
     repeat: int = 1
     sweep: dict = field(default_factory=dict)
+    quick_sweep: dict | None = None
     variants: dict = field(default_factory=dict)
     family: str = ""
     figures: tuple = ("cwnd", "rtt", "queue")
@@ -90,6 +92,11 @@ class Scenario:
             if extra:
                 raise ValueError(f"{self.name}: {kind} traffic has unknown fields "
                                  f"{sorted(extra)}")
+
+    def sweep_for(self, quick):
+        """The sweep of a profile."""
+        return dict(self.quick_sweep if quick and self.quick_sweep is not None
+                    else self.sweep)
 
     # ------------------------------------------------------------ overrides
     def valid_keys(self):

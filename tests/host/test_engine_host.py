@@ -1,0 +1,95 @@
+"""A whole run on the host kernel (HTB + pfifo, Linux bridge, no netem: delay 0): the run
+directory holds everything, and the metrics recomputed from it equal the stored ones.
+
+Tolerances: the FIFO limit is 100 packets and one cubic flow fills it (sampled backlog
+>= 90 packets); the flow's sampled srtt and the pings cross the same queue, so their
+medians agree within 25 % (srtt is smoothed over 8 RTTs, pings are instantaneous); every
+web fetch is recorded: one per period started before the end, none dropped.
+"""
+import json
+import math
+import os
+
+import numpy as np
+
+from bufferbloat.engine import run_point
+from bufferbloat.metrics import compute_metrics
+from bufferbloat.results import SCHEMA_VERSION, load_run
+from scenarios import catalogue
+
+DURATION_S = 15
+
+
+def _metric(rows, scope, metric, name=None):
+    vals = [r["value"] for r in rows if r["scope"] == scope and r["metric"] == metric
+            and (name is None or r["name"] == name)]
+    assert vals, f"no {scope} {metric}"
+    return vals[0]
+
+
+def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
+    scn = catalogue()["a1_fifo"]
+    run_dir = run_point(scn, {"delay_ms": 0, "web_every_s": 3}, duration_s=DURATION_S,
+                        out_root=str(tmp_path), log=lambda *_: None)
+    run = load_run(run_dir)
+    rec = run.record
+    assert rec["schema_version"] == SCHEMA_VERSION and rec["status"] == "ok"
+    for key in ("scenario", "params", "qdisc", "knobs", "traffic", "machine", "tools",
+                "network", "started", "t0_realtime", "realtime_minus_monotonic",
+                "duration_s", "wall_s", "sampler", "summary"):
+        assert key in rec, key
+    assert rec["machine"]["kernel"] == os.uname().release
+    assert rec["params"]["buffer_pkts"] == 100 and rec["qdisc"]["kind"] == "fifo"
+    assert "pfifo" in json.dumps(rec["network"]["installed_after"])
+    for name in ("qdisc", "tcp", "ping", "iperf", "web"):
+        assert run.has(name), name
+    for raw in ("long.client.json", "ping.txt"):
+        assert run.raw(raw), raw
+
+    # the sampler: 10 ms period, the FIFO fills
+    q = run.series("qdisc")
+    leaf = q["kind"] == "pfifo"
+    assert np.nanmax(q["qlen_pkts"][leaf]) >= 90
+    assert rec["sampler"]["period_p99_ms"] <= 12.0
+    assert leaf.sum() >= 0.9 * DURATION_S / 0.01
+
+    # the flow's srtt and the ping RTT see the same queue
+    tcp = run.series("tcp")
+    assert set(tcp["flow"]) == {"long"}
+    half = tcp["t"] > DURATION_S / 2
+    srtt_ms = np.median(tcp["srtt_us"][half]) / 1000
+    ping = run.series("ping")
+    rtt = ping["rtt_ms"][(ping["t"] > DURATION_S / 2) & ~np.isnan(ping["rtt_ms"])]
+    assert abs(srtt_ms - np.median(rtt)) <= 0.25 * np.median(rtt), (srtt_ms, np.median(rtt))
+
+    # every web fetch: one per 3 s period started before the end
+    web = run.series("web")
+    assert len(web["t"]) == math.ceil(DURATION_S / 3)
+    assert np.all(np.diff(web["t"]) >= 2.9)
+
+    # metrics recomputed from the stored data alone equal the stored table
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        stored = json.load(f)["metrics"]
+    again = compute_metrics(load_run(run_dir), warmup_s=rec["warmup_s"])
+    assert len(again) == len(stored)
+    for a, b in zip(again, stored):
+        assert (a["scope"], a["name"], a["metric"]) == (b["scope"], b["name"], b["metric"])
+        assert a["value"] == b["value"] or math.isclose(a["value"], b["value"],
+                                                        rel_tol=1e-9)
+    util = _metric(again, "link", "utilization")
+    assert 0.9 <= util <= 1.02
+
+
+def test_parallel_flows_are_labelled_and_sampled(tmp_path, net_guard):
+    scn = catalogue()["a3_pie_flows"]
+    run_dir = run_point(scn, {"delay_ms": 0, "qdisc": "fifo", "buffer_pkts": 100,
+                              "flows": 4}, duration_s=10, out_root=str(tmp_path),
+                        log=lambda *_: None)
+    run = load_run(run_dir)
+    tcp = run.series("tcp")
+    assert set(tcp["flow"]) == {f"long-{i}" for i in range(1, 5)}
+    iperf = run.series("iperf")
+    assert set(iperf["flow"]) == {f"long-{i}" for i in range(1, 5)}
+    rows = compute_metrics(run, warmup_s=2)
+    assert _metric(rows, "network", "flows") == 4
+    assert 0.25 <= _metric(rows, "network", "jain_fairness") <= 1.0
