@@ -25,6 +25,8 @@ Where everything sits (and why):
   lost packet has taken its place in the queue first), on the receiver's ingress through
   an IFB device in the receiver's namespace; for its reverse direction on the receiver's
   egress.
+* ``aqm_both_ways``: the bottleneck's reverse direction (the receiver's egress) gets the
+  same AQM as its leaf, for bidirectional loads such as RRUL.
 * Leaves without impairment are a pfifo of :data:`HOST_QUEUE_PKTS` packets: links at host
   rate never hold a queue worth the name, and if they did it would show in the readback
   rather than silently cap the experiment.
@@ -133,9 +135,13 @@ def plan_network(topo, intfs):
     if bnl.ab.loss_pct:
         steps += ingress_netem(rx, rx_in, Impairment(0.0, 0.0, bnl.ab.loss_pct),
                                f"bottleneck {bnl.a}->{rx} wire loss")
-    steps += shaped(rx, rx_in, bnl.rate_mbit,
-                    _plain_leaf(Impairment(0.0, 0.0, bnl.ba.loss_pct)),
-                    f"bottleneck {rx}->{bnl.a}")
+    if topo.params.get("aqm_both_ways"):
+        steps += shaped(rx, rx_in, bnl.rate_mbit, topo.qdisc.tc_args(bnl.rate_mbit),
+                        f"bottleneck {rx}->{bnl.a} (the same AQM both ways)")
+    else:
+        steps += shaped(rx, rx_in, bnl.rate_mbit,
+                        _plain_leaf(Impairment(0.0, 0.0, bnl.ba.loss_pct)),
+                        f"bottleneck {rx}->{bnl.a}")
     return steps
 
 

@@ -85,6 +85,8 @@ _COMMON = (
           "limits a flow before the bottleneck does", lo=4096, hi=1 << 30),
     Param("switch", str, "auto", "switch kind: OVS kernel datapath, Linux bridge, or "
           "auto (OVS where the kernel has it)", choices=("auto", "ovs", "bridge")),
+    Param("aqm_both_ways", bool, False, "the bottleneck's reverse direction (receiver -> "
+          "s0, e.g. RRUL downloads) queues in the same AQM too, instead of a plain FIFO"),
 )
 DUMBBELL_PARAMS = _COMMON
 KDUMBBELL_PARAMS = _COMMON + (
@@ -125,6 +127,10 @@ class BaseDumbbell(Topo):
             raise ParameterError("loss_link", p["loss_link"], "one of " + ", ".join(valid_links))
         self.qdisc = make_qdisc(p["qdisc"], hz=self.hz, **with_buffer(
             p["qdisc"], p["buffer_pkts"], p["buffer_bytes"], **self.qdisc_params))
+        if p["aqm_both_ways"] and p["loss_pct"] and p["loss_link"] == "bottleneck" \
+                and p["loss_dir"] in ("reverse", "both"):
+            raise ParameterError("aqm_both_ways", True, "false when the bottleneck's "
+                                 "reverse direction is lossy (its leaf is then netem)")
 
         self.addSwitch(SWITCH, dpid="0000000000000001")
         self.link_specs = []

@@ -66,6 +66,7 @@ VM_DIR = REPO_ROOT / "vm"
 RECIPE_VERSION = "4"
 
 DEFAULT_CACHE_DIR = "/var/cache/bufferbloat-vm"
+GUEST_ACCEL_ENV = "BUFFERBLOAT_GUEST_ACCEL"   # set in the guest command's environment
 CACHE_ENV = "BUFFERBLOAT_VM_CACHE"
 ACCEL_ENV = "BUFFERBLOAT_VM_ACCEL"
 SUITE = "bookworm"
@@ -877,6 +878,8 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
     paths = build_image(progress=progress)
     if accel is None:
         accel = choose_accel(progress)
+    # the guest learns how it is emulated (TCG: the engine keeps rates the VM sustains)
+    script = make_command_script(command, dict(env or {}, **{GUEST_ACCEL_ENV: accel}))
     run_id = new_run_id()
     ctl = share / CONTROL_DIR / run_id
     tmp = None

@@ -22,7 +22,9 @@ A_VARIANTS = {
 }
 
 #: Family B: client -- router -- server, 100 Mbit/s bottleneck, RRUL-like load.
-B_NET = dict(bottleneck_mbit=100, delay_ms=5, qdisc="pie", buffer_pkts=1000, cca="cubic")
+#: Uploads and downloads both cross the router's AQM (aqm_both_ways).
+B_NET = dict(bottleneck_mbit=100, delay_ms=5, qdisc="pie", buffer_pkts=1000, cca="cubic",
+             aqm_both_ways=True)
 B_TRAFFIC = (
     {"kind": "rrul", "name": "rrul", "a": "h1", "b": "h2"},
     # B.3's extra traffic, chosen with --set extra=none|udp|tcp

@@ -23,6 +23,7 @@ SCENARIO = Scenario(
                       "qdisc.target_ms": 6.4, "qdisc.ecn": True}},
     duration_s=120, quick_duration_s=30, warmup_s=60, repeat=5,
     quick={"stagger_s": 10},
+    quick_sweep={"variant": ["red", "pie"], "flows": [20, 40]},
     sweep={"variant": ["red", "pie"], "flows": [20, 40, 60, 80]},
     figures=("queue", "qdelay", "cwnd"),
 )

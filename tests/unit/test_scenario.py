@@ -79,3 +79,31 @@ def test_bad_traffic_declarations_are_caught_when_the_module_loads():
                    traffic=({"kind": "ping", "src": "h9", "dst": "h2"},))
     with pytest.raises(UsageError):
         scn.build()
+
+
+def test_scaling_keeps_the_study_delays():
+    """80 Mbit/s, 100 packets (15 ms of queue) scaled to 20 Mbit/s: 25 packets, still
+    15 ms; RED's byte thresholds scale alike; targets and delays stay."""
+    scn = CAT["e1_aqm_kflows"]
+    topo, _, traffic = scn.build(max_rate_mbit=20)
+    assert topo.bottleneck.rate_mbit == 20 and topo.params["buffer_pkts"] == 25
+    assert topo.scaling["factor"] == pytest.approx(0.25)
+    topo, _, _ = scn.build({"variant": "red"}, max_rate_mbit=20)
+    assert topo.qdisc.params["limit_bytes"] == 151_400 // 4
+    assert topo.qdisc.params["min_bytes"] == 15_140 // 4
+    assert topo.qdisc.params["max_bytes"] == 45_420 // 4
+    topo, _, _ = scn.build({"variant": "pie"}, max_rate_mbit=20)
+    assert topo.qdisc.params["target_ms"] == 15.0   # delays are not scaled
+    # a rate below the cap is left alone
+    topo, _, _ = CAT["a1_fifo"].build(max_rate_mbit=20)
+    assert topo.scaling is None and topo.params["buffer_pkts"] == 100
+
+
+def test_scaling_scales_traffic_rates_once():
+    topo, _, traffic = CAT["b1_pie_tupdate"].build({"extra": "udp"}, max_rate_mbit=20)
+    flood = [t for t in traffic if t["name"] == "flood"][0]
+    assert flood["rate_mbit"] == 20               # "the link rate" is the scaled link
+    scn = CAT["a5_video"]
+    topo, _, traffic = scn.build({"bottleneck_mbit": 6}, max_rate_mbit=3)
+    video = [t for t in traffic if t["name"] == "video"][0]
+    assert video["rate_kbit"] == pytest.approx(250)

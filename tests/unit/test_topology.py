@@ -154,3 +154,15 @@ def test_live_swap_alternates_handles():
     _, back = bn.swap_steps(None, "s0-eth2", make_qdisc("fifo"), 1.5, handle)
     assert back == "10:"
     assert t.qdisc.kind == "fifo"
+
+
+def test_aqm_both_ways_puts_the_aqm_on_the_reverse_bottleneck_too():
+    t = DumbbellTopo(bottleneck_mbit=10, qdisc="pie", aqm_both_ways=True)
+    rev = steps_on(plan_for(t), "h2-eth0")
+    assert rev[0].ns == "h2" and rev[-1].argv[9] == "pie"
+    assert ("rate", "10000000bit") == rev[1].argv[rev[1].argv.index("rate"):][:2]
+    plain = steps_on(plan_for(DumbbellTopo(bottleneck_mbit=10, qdisc="pie")), "h2-eth0")
+    assert plain[-1].argv[9] == "pfifo"
+    with pytest.raises(ParameterError):
+        DumbbellTopo(qdisc="pie", aqm_both_ways=True, loss_pct=1, loss_link="bottleneck",
+                     loss_dir="reverse")
