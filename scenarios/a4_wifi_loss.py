@@ -13,5 +13,6 @@ SCENARIO = Scenario(
     traffic=A_TRAFFIC, knobs=A_KNOBS, variants=A_VARIANTS,
     duration_s=60, quick_duration_s=20, warmup_s=5,
     sweep={"variant": ["fifo", "pie", "pie10"], "loss_pct": [0.5, 1, 2, 4]},
+    quick_sweep={"variant": ["fifo", "pie", "pie10"], "loss_pct": [0.5, 4]},
     figures=("cwnd", "rtt", "queue", "web"),
 )

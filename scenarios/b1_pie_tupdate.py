@@ -13,5 +13,6 @@ SCENARIO = Scenario(
     traffic=B_TRAFFIC, knobs=dict(extra="none"),
     duration_s=60, quick_duration_s=20, warmup_s=5,
     sweep={"qdisc.tupdate_ms": [1, 15, 30, 60], "extra": ["none", "udp", "tcp"]},
+    quick_sweep={"qdisc.tupdate_ms": [1, 15, 30, 60]},
     figures=("totals", "ellipsis", "drops", "qdelay"),
 )

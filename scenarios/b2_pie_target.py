@@ -11,5 +11,6 @@ SCENARIO = Scenario(
     traffic=B_TRAFFIC, knobs=dict(extra="none"),
     duration_s=60, quick_duration_s=20, warmup_s=5,
     sweep={"qdisc.target_ms": [5, 10, 15, 20], "extra": ["none", "udp", "tcp"]},
+    quick_sweep={"qdisc.target_ms": [5, 10, 15, 20]},
     figures=("totals", "ellipsis", "drops", "qdelay"),
 )

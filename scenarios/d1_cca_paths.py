@@ -16,5 +16,6 @@ SCENARIO = Scenario(
               "lossy": dict(delay_ms=10, loss_pct=1)},
     duration_s=60, quick_duration_s=15, warmup_s=5,
     sweep={"cca": ["reno", "cubic", "vegas", "bbr"], "variant": ["lan", "wan", "lossy"]},
+    quick_sweep={"cca": ["reno", "cubic", "vegas", "bbr"], "variant": ["lan"]},
     figures=("cwnd", "rtt", "queue"),
 )

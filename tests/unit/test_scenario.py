@@ -20,16 +20,21 @@ def test_every_sweep_point_and_the_quick_profile_validate(name):
     scn = CAT[name]
     topo, knobs, traffic = scn.build(quick=True)
     assert traffic, "a scenario without traffic measures nothing"
-    for combo in itertools.product(*scn.sweep.values()):
-        point = dict(zip(scn.sweep, combo))
-        topo, knobs, traffic = scn.build(point)
-        for key, value in point.items():
-            if key in knobs:
-                assert knobs[key] == value
-            elif key.startswith("qdisc."):
-                assert topo.qdisc.params[key[6:]] == pytest.approx(value)
-            elif key != "variant":
-                assert topo.params[key] == value
+    for sweep in (scn.sweep_for(False), scn.sweep_for(True)):
+        assert set(scn.sweep_for(True)) <= set(scn.sweep) or not scn.sweep
+        for combo in itertools.product(*sweep.values()):
+            _check_point(scn, dict(zip(sweep, combo)))
+
+
+def _check_point(scn, point):
+    topo, knobs, traffic = scn.build(point)
+    for key, value in point.items():
+        if key in knobs:
+            assert knobs[key] == value
+        elif key.startswith("qdisc."):
+            assert topo.qdisc.params[key[6:]] == pytest.approx(value)
+        elif key != "variant":
+            assert topo.params[key] == value
 
 
 def test_unknown_key_lists_the_valid_ones():
