@@ -25,7 +25,8 @@ from dataclasses import asdict
 from . import metrics as mx
 from . import theory
 from .capabilities import probe
-from .errors import UsageError
+from .cleanup import deferred_signals, record_result_file, terminate_on_sigterm
+from .errors import ParameterError, UsageError
 from .network import Network
 from .results import RunWriter
 from .sampler import Sampler
@@ -37,6 +38,28 @@ IPERF_BASE_PORT = 5201
 WEB_PORT = 8080
 UDP_BASE_PORT = 5600
 SAMPLE_PERIOD_S = 0.01
+#: Under TCG the project VM forwards ~57 Mbit/s at most with nothing else running
+#: (PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
+#: is what it sustains at full utilization. Env BUFFERBLOAT_MAX_MBIT overrides (0: none).
+TCG_MAX_MBIT = 20.0
+MAX_MBIT_ENV = "BUFFERBLOAT_MAX_MBIT"
+
+
+def rate_cap_mbit():
+    """The highest bottleneck rate this machine sustains, or None (no scaling)."""
+    raw = os.environ.get(MAX_MBIT_ENV)
+    if raw:
+        try:
+            cap = float(raw)
+        except ValueError:
+            raise UsageError(f"invalid value for {MAX_MBIT_ENV}: {raw!r} (a rate in "
+                             "Mbit/s, or 0 for no cap)") from None
+        if cap < 0 or cap != cap:
+            raise UsageError(f"invalid value for {MAX_MBIT_ENV}: {raw!r} (>= 0)")
+        return cap or None
+    if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg":
+        return TCG_MAX_MBIT
+    return None
 
 
 def _iperf_objects(net, spec, duration_s, clock, ports, ccas):
@@ -165,16 +188,32 @@ def _add_rows(writer, obj):
 def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=False,
               log=print, run_dir=None, sample_period_s=SAMPLE_PERIOD_S):
     """Run ``scn`` once with ``overrides``; returns the run directory. Bad input raises
-    UsageError before any network state exists."""
+    UsageError before any network state exists.
+
+    While the traffic runs, its processes are checked every 0.5 s (see
+    :func:`health_problem`); a tool that died or exited with an error, or a flow that
+    reports an error afterwards, ends the run as ``failed`` with the reason (RunFailed).
+    SIGINT/SIGTERM end it as ``interrupted`` (KeyboardInterrupt). Either way the series
+    so far and every tool's output (raw/) are kept and the network is removed."""
     from .runner import machine_record, tool_versions
+    terminate_on_sigterm()
     caps = probe()
-    topo, knobs, traffic = scn.build(overrides, quick=quick, hz=caps.hz)
-    duration = duration_s or (scn.quick_duration_s if quick else scn.duration_s)
-    if not 1 <= duration <= 86400:
+    topo, knobs, traffic = scn.build(overrides, quick=quick, hz=caps.hz,
+                                     max_rate_mbit=rate_cap_mbit())
+    duration = duration_s if duration_s is not None else (
+        scn.quick_duration_s if quick else scn.duration_s)
+    if isinstance(duration, bool) or not isinstance(duration, (int, float)) \
+            or not 1 <= duration <= 86400:
         raise UsageError(f"invalid value for time: {duration!r} (allowed: 1 to 86400 s)")
-    if not 0.001 <= sample_period_s <= 10:
+    # a shortened run keeps the study's share of warm-up (C: the first of two minutes)
+    warmup = scn.warmup_s * min(1.0, duration / scn.duration_s)
+    if isinstance(sample_period_s, bool) or \
+            not isinstance(sample_period_s, (int, float)) or \
+            not 0.001 <= sample_period_s <= 10:
         raise UsageError(f"invalid value for sample period: {sample_period_s!r} "
                          "(allowed: 0.001 to 10 s)")
+    check_out_dir(run_dir if run_dir is not None else out_root,
+                  "--out" if run_dir is None else "run_dir")
     net = Network(topo, caps=caps)
     net.check()
     if run_dir is None:
@@ -182,72 +221,222 @@ def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=Fa
         run_dir = os.path.join(out_root, scn.name, f"{stamp}-{os.getpid()}")
     writer = RunWriter(run_dir)
     rec = writer.record
-    rec.update({"scenario": asdict(scn), "overrides": dict(overrides or {}),
-                "profile": "quick" if quick else "full", "duration_s": duration,
-                "params": dict(topo.params), "qdisc": topo.qdisc.to_dict(),
-                "knobs": knobs, "traffic": traffic, "warmup_s": scn.warmup_s,
-                "base_rtt_ms": topo.base_rtt_ms(), "sample_period_s": sample_period_s,
-                "machine": machine_record(caps), "tools": tool_versions(),
-                "bottleneck_dev": None})
-    writer.save()
     t_wall = time.monotonic()
-    plan, sampler, sched = [], None, None
+    state = {}
     status, error = "failed", None
     try:
-        with net:
-            rec["network"] = net.describe()
-            rec["bottleneck_dev"] = net.bottleneck_dev[1]
-            rec["sysctls"] = net.sysctls() if hasattr(net, "sysctls") else {}
-            log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
-                f"{len(traffic)} traffic parts, {duration:g} s")
-            writer.start_clock()
-            t0 = writer.t0
-            rmm = rec["realtime_minus_monotonic"]
-            plan = build_traffic(net, traffic, duration, t0, rmm)
-            sampler = Sampler(net, run_dir, t0, period_s=sample_period_s,
-                              flows=sampler_flows(plan), duration_s=duration + 30)
-            sampler.start()
-            sched = Schedule(t0)
-            for obj, at, stop in plan:
-                sched.add(obj, at, stop)
-            sched.start()
-            end = t0 + duration
-            while time.monotonic() < end:
-                time.sleep(min(0.5, max(0.0, end - time.monotonic())))
-                if not sampler.alive():
-                    raise RuntimeError("the sampler died: " + sampler.log_text()[-500:])
-                if sched.errors:
-                    obj, exc = sched.errors[0]
-                    raise RuntimeError(f"{getattr(obj, 'name', obj)} failed to start: {exc}")
-            for obj, _, _ in plan:            # let flows finish their own -t
-                if hasattr(obj, "wait") and not isinstance(obj, (PingProbe, WebServer)):
-                    try:
-                        obj.wait(timeout_s=5)
-                    except Exception:  # noqa: BLE001 - stop() ends it; its record is kept
-                        pass
-            sched.stop()
-            sampler.stop()
-            rec["network"]["installed_after"] = net.readback()
+        _run_network(scn, overrides, quick, duration, warmup, sample_period_s, topo, knobs,
+                     traffic, caps, net, writer, run_dir, log, machine_record, tool_versions,
+                     state)
+        status = "ok"
+    except KeyboardInterrupt as exc:
+        # an interrupt during the teardown of a run that measured everything leaves it ok
+        if not state.get("measured"):
+            status, error = "interrupted", f"interrupted ({exc or 'SIGINT'})"
+        else:
             status = "ok"
-    except KeyboardInterrupt:
-        status, error = "interrupted", "interrupted (SIGINT/SIGTERM)"
         raise
     except Exception as exc:
         status, error = "failed", f"{type(exc).__name__}: {exc}"
         raise
     finally:
-        if sched is not None:
-            sched.stop()
-        _collect(writer, plan, sampler, run_dir)
-        rec["wall_s"] = time.monotonic() - t_wall
-        rec["timings"] = dict(net.timings)
-        writer.close(status, error)
-        if status == "ok":
-            rows = mx.compute_metrics(run_dir, warmup_s=scn.warmup_s)
-            mx.write_metrics(run_dir, rows, warmup_s=scn.warmup_s)
-            rec["summary"] = summarize(topo, rows)
-            writer.save()
+        # recording must not be cut in two by a second Ctrl-C
+        with deferred_signals("bufferbloat: interrupt received: saving the results first"):
+            _finish(writer, state, net, run_dir, status, error, warmup, topo, t_wall)
     return run_dir
+
+
+class RunFailed(RuntimeError):
+    """A tool of the run died or reported an error: the run is recorded as failed."""
+
+
+def _run_network(scn, overrides, quick, duration, warmup, sample_period_s, topo, knobs,
+                 traffic, caps, net, writer, run_dir, log, machine_record, tool_versions,
+                 state):
+    """The run itself; ``state`` receives plan, sampler and schedule for _finish."""
+    rec = writer.record
+    state.update(plan=[], sampler=None, sched=None, measured=False)
+    rec.update({"scenario": asdict(scn), "overrides": dict(overrides or {}),
+                "profile": "quick" if quick else "full", "duration_s": duration,
+                "params": dict(topo.params), "qdisc": topo.qdisc.to_dict(),
+                "knobs": knobs, "traffic": traffic, "warmup_s": warmup,
+                "scaling": topo.scaling,
+                "base_rtt_ms": topo.base_rtt_ms(), "sample_period_s": sample_period_s,
+                "machine": machine_record(caps), "tools": tool_versions(),
+                "bottleneck_dev": None})
+    writer.save()
+    with net:
+        record_result_file(net.state, writer.path)
+        if net.recovered:
+            rec["recovered"] = net.recovered
+            log(f"  removed what a killed run left behind: {net.recovered}")
+        rec["network"] = net.describe()
+        rec["bottleneck_dev"] = net.bottleneck_dev[1]
+        rec["sysctls"] = net.sysctls() if hasattr(net, "sysctls") else {}
+        log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
+            f"{len(traffic)} traffic parts, {duration:g} s")
+        if topo.scaling:
+            log(f"  scaled to what this machine sustains: "
+                + ", ".join(f"{k} {a:g} -> {b:g}" for k, (a, b)
+                            in topo.scaling["changed"].items()))
+        try:
+            _traffic(scn, duration, sample_period_s, topo, traffic, net, writer, run_dir,
+                     state)
+        finally:
+            # the traffic ends before the network does (even on an error or a signal)
+            with deferred_signals("bufferbloat: interrupt received: stopping the traffic "
+                                  "first"):
+                if state.get("sched") is not None:
+                    state["sched"].stop()
+                if state.get("sampler") is not None and state["sampler"].alive():
+                    state["sampler"].stop()
+
+
+def _traffic(scn, duration, sample_period_s, topo, traffic, net, writer, run_dir, state):
+    """Start the sampler and the traffic, watch them, wait for the flows to end."""
+    rec = writer.record
+    writer.start_clock()
+    t0 = writer.t0
+    rmm = rec["realtime_minus_monotonic"]
+    plan = state["plan"] = build_traffic(net, traffic, duration, t0, rmm)
+    devs = [net.bottleneck_dev]
+    if topo.params.get("aqm_both_ways"):   # the reverse AQM, in the receiver
+        bnl = topo.bottleneck
+        devs.append((bnl.b, net.intfs[(bnl.a, bnl.b)][1]))
+    sampler = Sampler(net, run_dir, t0, period_s=sample_period_s, qdisc_devs=devs,
+                      flows=sampler_flows(plan), duration_s=duration + 30)
+    state["sampler"] = sampler
+    sampler.start()
+    sched = state["sched"] = Schedule(t0)
+    for obj, at, stop in plan:
+        sched.add(obj, at, stop)
+    sched.start()
+    end = t0 + duration
+    while time.monotonic() < end:
+        time.sleep(min(0.5, max(0.0, end - time.monotonic())))
+        problem = health_problem(net, plan, sampler, sched)
+        if problem:
+            raise RunFailed(problem)
+    for obj, _, _ in plan:            # let flows finish their own -t
+        if hasattr(obj, "wait") and not isinstance(obj, (PingProbe, WebServer)):
+            try:
+                obj.wait(timeout_s=5)
+            except Exception:  # noqa: BLE001 - stop() ends it; its record is kept
+                pass
+    sched.stop()
+    if not sampler.alive():
+        raise RunFailed(f"the sampler died (exit {sampler.proc.returncode}): "
+                        + sampler.log_text()[-500:])
+    sampler.stop()
+    problem = flow_errors(plan)
+    if problem:
+        raise RunFailed(problem)
+    rec["network"]["installed_after"] = net.readback()
+    state["measured"] = True
+
+
+def _finish(writer, state, net, run_dir, status, error, warmup, topo, t_wall):
+    """Store what was measured (even after a failure or an interruption), close the
+    record with its final status, compute the metrics of a run that went well."""
+    rec = writer.record
+    if state.get("sched") is not None:
+        state["sched"].stop()
+    try:
+        _collect(writer, state.get("plan") or [], state.get("sampler"), run_dir)
+    except Exception as exc:  # noqa: BLE001 - the record must still be closed
+        rec["collect_error"] = f"{type(exc).__name__}: {exc}"
+    rec["wall_s"] = time.monotonic() - t_wall
+    rec["timings"] = dict(net.timings)
+    writer.close(status, error)
+    if status == "ok":
+        rows = mx.compute_metrics(run_dir, warmup_s=warmup)
+        mx.write_metrics(run_dir, rows, warmup_s=warmup)
+        rec["summary"] = summarize(topo, rows)
+        writer.save()
+
+
+def check_out_dir(path, what="--out"):
+    """An output directory must be a plain path to a directory we can create or write,
+    outside the kernel's pseudo file systems. Raises ParameterError (exit 2)."""
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not text or not text.strip() or any(c in text for c in "\0\n\r"):
+        raise ParameterError(what, path, "a directory path")
+    full = os.path.realpath(text)
+    if any(full == p or full.startswith(p + "/") for p in ("/proc", "/sys", "/dev")):
+        raise ParameterError(what, path, "a directory outside /proc, /sys and /dev")
+    probe_dir = full
+    while not os.path.exists(probe_dir):
+        probe_dir = os.path.dirname(probe_dir)
+    if not os.path.isdir(probe_dir):
+        raise ParameterError(what, path, f"a directory path ({probe_dir} is not a directory)")
+    if not os.access(probe_dir, os.W_OK | os.X_OK):
+        raise ParameterError(what, path, f"a writable directory ({probe_dir} is not "
+                             "writable)")
+    return text
+
+
+def _exit_problem(what, proc, expect_running=False):
+    """'WHAT exited with code N' if ``proc`` ended with an error (or at all, when it
+    should still run), else None."""
+    if proc is None:
+        return None
+    rc = proc.poll()
+    if rc is None or (rc == 0 and not expect_running):
+        return None
+    how = f"was killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
+    return f"{what} {how} (pid {proc.pid})"
+
+
+def health_problem(net, plan, sampler, sched):
+    """Why the run cannot go on, or None: the sampler, a Mininet host or the web server
+    gone, an iperf3 server/client or a UDP sender/receiver exited with an error (or, for
+    servers and receivers, before their peer finished), a traffic part that failed to
+    start. The tools' output stays in raw/ (written by _collect)."""
+    if sampler is not None and not sampler.alive():
+        return (f"the sampler died (exit {sampler.proc.returncode if sampler.proc else '?'})"
+                f": {sampler.log_text()[-500:]}")
+    for node in list(getattr(net.net, "hosts", None) or []):
+        shell = getattr(node, "shell", None)
+        if shell is not None and shell.poll() is not None:
+            return f"host {node.name} died (its shell, pid {shell.pid}, exited)"
+    if sched is not None and sched.errors:
+        obj, exc = sched.errors[0]
+        return f"{getattr(obj, 'name', obj)} failed to start: {exc}"
+    for obj, _, _ in plan:
+        for part in _leaves(obj):
+            problem = _part_problem(part)
+            if problem:
+                return problem
+    return None
+
+
+def _part_problem(part):
+    name = getattr(part, "name", "?")
+    if isinstance(part, WebServer):
+        return _exit_problem(f"web server {name}", part.proc, expect_running=True)
+    if isinstance(part, Iperf3Flow):
+        if part.error:
+            return f"iperf3 flow {name}: {part.error}"
+        client_running = part.client is not None and part.client.poll() is None
+        return (_exit_problem(f"iperf3 server of {name} (port {part.port})", part.server,
+                              expect_running=client_running)
+                or _exit_problem(f"iperf3 client of {name} (raw/{name}.client.json)",
+                                 part.client))
+    if isinstance(part, UdpStream) and part.sender is not None:
+        sending = part.sender.poll() is None
+        return (_exit_problem(f"UDP sender {name}", part.sender)
+                or _exit_problem(f"UDP receiver {name}", part.receiver,
+                                 expect_running=sending))
+    return None
+
+
+def flow_errors(plan):
+    """The first error an iperf3 flow reported (its summary's ``error``), or None."""
+    for obj, _, _ in plan:
+        for part in _leaves(obj):
+            if isinstance(part, Iperf3Flow) and part.error:
+                return f"iperf3 flow {part.name}: {part.error}"
+    return None
 
 
 def _collect(writer, plan, sampler, run_dir):
@@ -256,10 +445,11 @@ def _collect(writer, plan, sampler, run_dir):
     summaries = []
     for obj, _, _ in plan:
         try:
-            _add_rows(writer, obj)
+            if hasattr(obj, "rows"):          # a web server has output but no rows
+                _add_rows(writer, obj)
             for fname, text in (obj.raw_outputs() or {}).items():
                 writer.raw(fname, text)
-            summary = obj.summary() or {}
+            summary = (obj.summary() if hasattr(obj, "summary") else {}) or {}
             summaries.append({"name": getattr(obj, "name", ""), "kind": type(obj).__name__,
                               **summary})
             if isinstance(obj, UdpStream) and summary.get("sent") is not None:

@@ -19,6 +19,7 @@ import time
 
 from . import bottleneck as bn
 from .capabilities import auto_switch, needed_for_switch, probe
+from .cleanup import NetworkState, deferred_signals, recover, terminate_on_sigterm
 from .errors import UsageError
 
 OFFLOADS = ("tso", "gso", "gro")
@@ -30,12 +31,9 @@ class CommandError(RuntimeError):
     """A tool we ran to build or measure the network failed."""
 
 
-def _terminate_on_sigterm():
-    """Turn SIGTERM into KeyboardInterrupt so that ``finally`` blocks tear down."""
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        def handler(_sig, _frame):
-            raise KeyboardInterrupt("SIGTERM")
-        signal.signal(signal.SIGTERM, handler)
+_terminate_on_sigterm = terminate_on_sigterm   # the name other modules used
+HELD_NOTE = ("bufferbloat: interrupt received: finishing {what} first, so that nothing "
+             "is left behind")
 
 
 class Network:
@@ -61,6 +59,8 @@ class Network:
         self._saved_sysctls = {}
         self.intfs = {}
         self._lock = None
+        self.state = None        # the state file (cleanup.NetworkState) while we exist
+        self.recovered = None    # what a killed earlier run left and start() removed
 
     # ----------------------------------------------------------------- lifecycle
     def check(self):
@@ -70,16 +70,28 @@ class Network:
         self.caps.require(self.features)
 
     def start(self):
-        """Check, then build and configure the network. Returns self."""
+        """Check, then build and configure the network. Returns self.
+
+        After the lock, leftovers of an earlier run killed with SIGKILL are removed (as
+        its state file recorded them). The build itself holds SIGINT/SIGTERM until it is
+        done (a half-built Mininet cannot be torn down reliably); then they interrupt."""
         self.check()
         self._take_lock()
-        _terminate_on_sigterm()
+        try:
+            self.recovered = recover()
+            self.state = NetworkState()
+            self.state.save()
+        except BaseException:
+            self._release_lock()
+            raise
+        terminate_on_sigterm()
         t0 = time.monotonic()
         try:
-            self._allow_ccas()
-            if self.switch_kind == "bridge":
-                self._bridge_without_netfilter()
-            self._build_mininet()
+            with deferred_signals(HELD_NOTE.format(what="the network's build")):
+                self._allow_ccas()
+                if self.switch_kind == "bridge":
+                    self._bridge_without_netfilter()
+                self._build_mininet()
             self._configure()
         except BaseException:
             self.stop()
@@ -88,18 +100,35 @@ class Network:
         return self
 
     def stop(self):
-        """End every process we started (by PID), remove the network, restore sysctls."""
+        """End every process we started (by PID), remove the network, restore sysctls.
+
+        SIGINT/SIGTERM wait until this is done. The state file goes only when everything
+        was removed; otherwise the next run's start() finishes the job."""
+        with deferred_signals(HELD_NOTE.format(what="the teardown")):
+            self._stop()
+
+    def _stop(self):
         t0 = time.monotonic()
-        for proc in reversed(self.procs):
-            stop_process(proc)
-        self.procs.clear()
-        if self.net is not None:
-            net, self.net = self.net, None
-            net.stop()
-        for path, value in reversed(list(self._saved_sysctls.items())):
-            _write_sysctl(path, value)
-        self._saved_sysctls.clear()
-        self.timings["teardown_s"] = time.monotonic() - t0
+        clean = False
+        try:
+            for proc in reversed(self.procs):
+                stop_process(proc)
+            self.procs.clear()
+            if self.net is not None:
+                net, self.net = self.net, None
+                net.stop()
+            for path, value in reversed(list(self._saved_sysctls.items())):
+                _write_sysctl(path, value)
+            self._saved_sysctls.clear()
+            clean = True
+        finally:
+            self.timings["teardown_s"] = time.monotonic() - t0
+            if clean and self.state is not None:
+                self.state.remove()
+                self.state = None
+            self._release_lock()
+
+    def _release_lock(self):
         if self._lock is not None:
             self._lock.close()  # closing the file releases the lock
             self._lock = None
@@ -163,6 +192,8 @@ class Network:
     def _set_sysctl(self, path, value):
         """Set a global sysctl for the run; the first value seen is restored on stop."""
         self._saved_sysctls.setdefault(path, _read_sysctl(path))
+        if self.state is not None:
+            self.state.set_sysctl(path, self._saved_sysctls[path])
         _write_sysctl(path, value)
 
     def _build_mininet(self):
@@ -178,14 +209,50 @@ class Network:
                            autoSetMacs=True, build=False, waitConnected=False)
         # Build through our reference so that a failure half-way is still torn down.
         self.net.topo = self.topo
+        if self.state is not None:
+            self.state.plan_links(self._planned_root_links())
         self.net.build()
+        self._record_mininet()
         self.net.start()
+        self._record_mininet()
         for spec in self.topo.link_specs:
             link = self.net.linksBetween(self.net[spec.a], self.net[spec.b])[0]
             i1, i2 = link.intf1, link.intf2
             if i1.node.name != spec.a:
                 i1, i2 = i2, i1
             self.intfs[(spec.a, spec.b)] = (i1.name, i2.name)
+
+    def _planned_root_links(self):
+        """Names of the root-namespace links the build will create: each switch (a
+        bridge) and its ports (Mininet numbers a switch's ports from 1)."""
+        degree = {}
+        for a, b in self.topo.links():
+            for n in (a, b):
+                degree[n] = degree.get(n, 0) + 1
+        names = []
+        for sw in self.topo.switches():
+            names.append(sw)
+            names += [f"{sw}-eth{i}" for i in range(1, degree.get(sw, 0) + 1)]
+        return names
+
+    def _record_mininet(self):
+        """Record Mininet's shells (by PID and start time) and root-namespace links."""
+        if self.state is None or self.net is None:
+            return
+        for node in list(self.net.hosts) + list(self.net.switches):
+            if getattr(node, "pid", None) and str(node.pid) not in self.state.data["procs"]:
+                self.state.add_proc(node.pid, f"mininet shell {node.name}")
+        names = []
+        for sw in self.net.switches:
+            names.append(sw.name)
+            names += [i.name for i in sw.intfList() if i.name != "lo"]
+        self.state.add_links(names)
+        if self.switch_kind == "ovs":
+            self.state.data.setdefault("ovs_bridges", [])
+            for sw in self.net.switches:
+                if sw.name not in self.state.data["ovs_bridges"]:
+                    self.state.data["ovs_bridges"].append(sw.name)
+            self.state.save()
 
     def _configure(self):
         hosts = set(self.topo.senders) | {self.topo.receiver}
@@ -249,6 +316,8 @@ class Network:
         proc = subprocess.Popen(self.ns_prefix(ns) + [str(a) for a in argv],
                                 start_new_session=True, **kwargs)
         self.procs.append(proc)
+        if self.state is not None:
+            self.state.add_proc(proc.pid, " ".join(str(a) for a in argv))
         return proc
 
     def ip(self, host):

@@ -1,0 +1,329 @@
+"""Shared helpers of the figure modules: loading, captions, saving, series plumbing.
+
+Figures are built as :class:`matplotlib.figure.Figure` objects with the Agg canvas,
+never through pyplot's global state, so drawing is thread-safe and leaves nothing open.
+Every figure gets a title, axis labels with units, legends, and a caption with the run's
+key parameters (:func:`caption`).
+"""
+
+import functools
+import json
+import math
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bufferbloat import metrics as _metrics  # noqa: E402
+from bufferbloat import theory  # noqa: E402
+from bufferbloat.results import Run, load_run  # noqa: E402
+
+FORMATS = ("png", "svg", "pdf")
+#: qdisc kinds whose parameters include a queueing-delay target (``target_ms``).
+TARGET_KINDS = ("pie", "codel", "fq_codel")
+#: gid of reference (theory) lines, so tests and readers can tell them from data.
+THEORY_GID = "theory"
+TARGET_GID = "target"
+LINK_GID = "link-rate"
+
+
+# ----------------------------------------------------------------------- run plumbing
+
+def as_run(run):
+    """``run`` as a :class:`Run` (a Run, or a run directory to load)."""
+    return run if isinstance(run, Run) else load_run(run)
+
+
+def takes_run(fn):
+    """Decorator: the function's first argument may be a Run or a run directory."""
+    @functools.wraps(fn)
+    def wrapper(run, *args, **kwargs):
+        return fn(as_run(run), *args, **kwargs)
+    return wrapper
+
+
+def groups(data, key):
+    """{label: boolean mask} of a series by label column ``key``, in order of first
+    appearance."""
+    labels = data.get(key)
+    if labels is None or len(labels) == 0:
+        return {}
+    return {str(label): labels == label for label in dict.fromkeys(labels.tolist())}
+
+
+def series(run, name):
+    """Series ``name`` of ``run`` or None when the run has none (or it has no rows)."""
+    if not run.has(name):
+        return None
+    data = run.series(name)
+    if not data or not any(len(v) for v in data.values()):
+        return None
+    return data
+
+
+def leaf_groups(run):
+    """{(dev, handle, kind): mask} of the AQM leaf qdiscs in qdisc.csv: kinds other than
+    htb/netem/tbf/ingress/clsact, only ``record['bottleneck_dev']``'s when set. The same
+    selection as the link metrics (:mod:`bufferbloat.metrics`)."""
+    if series(run, "qdisc") is None:
+        return {}
+    return _metrics._leaf_groups(run)  # one definition of "the AQM leaf" for both
+
+
+def counter_increments(t, counter):
+    """(t_end, delta) per sample interval of a cumulative counter (NaNs skipped, a
+    counter that goes backwards counts as reset: its new value is the delta)."""
+    t = np.asarray(t, dtype=float)
+    v = np.asarray(counter, dtype=float)
+    ok = ~(np.isnan(t) | np.isnan(v))
+    t, v = t[ok], v[ok]
+    if t.size < 2:
+        return np.array([]), np.array([])
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    dv = np.diff(v)
+    dv = np.where(dv < 0, v[1:], dv)
+    return t[1:], dv
+
+
+def qdisc_info(run):
+    """(kind, params) of the bottleneck AQM as the record states it (``record['qdisc']``,
+    else the params' ``qdisc``)."""
+    q = run.record.get("qdisc")
+    if isinstance(q, dict):
+        return str(q.get("kind") or ""), dict(q.get("params") or {})
+    return str(run.params.get("qdisc") or ""), {}
+
+
+def target_ms(run):
+    """The AQM's queueing-delay target, ms (PIE/CoDel/FQ-CoDel), else None."""
+    kind, params = qdisc_info(run)
+    value = params.get("target_ms")
+    if kind in TARGET_KINDS and isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def base_rtt_ms(run):
+    """The propagation RTT of the path, ms: the record's ``base_rtt_ms``, else 4 x
+    ``delay_ms`` (two links, both ways)."""
+    value = run.record.get("base_rtt_ms")
+    if isinstance(value, (int, float)):
+        return float(value)
+    delay = run.params.get("delay_ms")
+    return 4.0 * float(delay) if isinstance(delay, (int, float)) else None
+
+
+def ping_interval_s(run):
+    """The ping period of the run's (first) ping traffic, s, or None."""
+    for spec in run.record.get("traffic") or []:
+        if isinstance(spec, dict) and spec.get("kind") == "ping":
+            value = spec.get("interval_s")
+            if isinstance(value, (int, float)):
+                return float(value)
+    return None
+
+
+def full_queue_rtt_ms(run):
+    """FIFO theory: the RTT of a probe behind a full buffer, ms
+    (:func:`bufferbloat.theory.full_queue_rtt_ms` with the run's ping interval for a
+    packet-limited buffer; base RTT + bytes x 8 / rate for a byte-limited one), or None
+    when the run's qdisc is not a FIFO or the record lacks a number."""
+    kind, params = qdisc_info(run)
+    rate = run.bottleneck_mbit
+    base = base_rtt_ms(run)
+    if kind != "fifo" or not rate or base is None:
+        return None
+    pkts = params.get("limit_pkts", run.params.get("buffer_pkts"))
+    nbytes = params.get("limit_bytes", run.params.get("buffer_bytes"))
+    if isinstance(pkts, (int, float)):
+        return theory.full_queue_rtt_ms(base, pkts, rate, probe_interval_s=ping_interval_s(run))
+    if isinstance(nbytes, (int, float)):
+        return base + nbytes * 8 / (rate * 1e6) * 1e3
+    return None
+
+
+def run_metrics(run):
+    """The run's metric rows: its metrics.json when present, else computed from its
+    series with the record's warm-up (``bufferbloat.metrics.compute_metrics``)."""
+    path = os.path.join(run.dir, _metrics.METRICS_JSON)
+    if os.path.isfile(path):
+        try:
+            with open(path) as f:
+                data = json.load(f)
+            rows = data["metrics"] if isinstance(data, dict) else data
+            if isinstance(rows, list):
+                return rows
+        except (OSError, ValueError, KeyError):
+            pass
+    warmup = run.record.get("warmup_s") or 0.0
+    try:
+        return _metrics.compute_metrics(run, warmup_s=float(warmup))
+    except Exception:  # noqa: BLE001 - an odd run must not stop a report
+        return _metrics.compute_metrics(run, warmup_s=0.0)
+
+
+def metric_value(rows, metric, scope=None, name=None):
+    """The value of the first row with ``metric`` (and ``scope``/``name`` when given),
+    else None."""
+    for row in rows:
+        if row.get("metric") == metric and (scope is None or row.get("scope") == scope) \
+                and (name is None or row.get("name") == name):
+            value = row.get("value")
+            return float(value) if value is not None else None
+    return None
+
+
+def metric_values(rows, metric, scope=None):
+    """{name: value} of every row with ``metric`` (and ``scope``)."""
+    return {row["name"]: float(row["value"]) for row in rows
+            if row.get("metric") == metric and (scope is None or row.get("scope") == scope)
+            and row.get("value") is not None}
+
+
+def run_label(run):
+    """A short name of a run: scenario, then its overrides (``a1_fifo buffer_pkts=20``)."""
+    scn = run.record.get("scenario")
+    name = scn.get("name") if isinstance(scn, dict) else (scn or os.path.basename(run.dir))
+    over = run.record.get("overrides") or {}
+    extra = " ".join(f"{k}={v}" for k, v in sorted(over.items()))
+    return f"{name} {extra}".strip()
+
+
+# ----------------------------------------------------------------------- captions
+
+def _num(value):
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
+def buffer_text(run):
+    """The bottleneck buffer: ``100 pkts`` or ``50000 B``."""
+    p = run.params
+    kind, qparams = qdisc_info(run)
+    pkts = p.get("buffer_pkts", qparams.get("limit_pkts"))
+    nbytes = p.get("buffer_bytes", qparams.get("limit_bytes"))
+    if isinstance(pkts, (int, float)):
+        return f"{_num(pkts)} pkts"
+    if isinstance(nbytes, (int, float)):
+        return f"{_num(nbytes)} B"
+    return "?"
+
+
+def qdisc_text(run):
+    """``pie (target 20 ms)`` / ``fifo``."""
+    kind, _ = qdisc_info(run)
+    target = target_ms(run)
+    return f"{kind} (target {target:g} ms)" if target is not None else (kind or "?")
+
+
+def caption(run):
+    """The key parameters of a run in one line: qdisc, rate, base RTT, buffer, CCA,
+    where it ran."""
+    p = run.params
+    rate = run.bottleneck_mbit
+    base = base_rtt_ms(run)
+    machine = run.record.get("machine") or {}
+    where = "VM" if machine.get("in_project_vm") else "host"
+    kernel = machine.get("kernel")
+    parts = [run_label(run),
+             f"qdisc {qdisc_text(run)}",
+             f"rate {_num(rate)} Mbit/s" if rate else "rate ?",
+             f"base RTT {_num(base)} ms" if base is not None else "base RTT ?",
+             f"buffer {buffer_text(run)}",
+             f"CCA {p.get('cca', '?')}",
+             f"{where} {kernel}" if kernel else where]
+    return " | ".join(parts)
+
+
+# ----------------------------------------------------------------------- figures
+
+def new_figure(title, cap=None, nrows=1, ncols=1, height=4.0, width=8.0, sharex=True):
+    """A Figure (Agg canvas) with ``nrows`` x ``ncols`` axes, a title and a caption
+    line at the bottom. Returns (fig, axes) where axes is a flat list."""
+    total_h = height * nrows
+    fig = Figure(figsize=(width, total_h))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, sharex=sharex, squeeze=False).ravel().tolist()
+    fig.suptitle(title)
+    if cap:
+        fig.text(0.01, 0.005, cap, fontsize=7, ha="left", va="bottom", color="#444444",
+                 wrap=True)
+    # margins in inches (x label + caption below, title above), whatever the height
+    fig.subplots_adjust(bottom=0.8 / total_h, top=1 - 0.55 / total_h, hspace=0.35)
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    return fig, axes
+
+
+def hline(ax, y, label, gid, color, style="--"):
+    """A labelled horizontal reference line (theory, target, link rate)."""
+    line = ax.axhline(y, color=color, linestyle=style, linewidth=1.2, label=label)
+    line.set_gid(gid)
+    return line
+
+
+def legend(ax, **kw):
+    """A legend when the axes has labelled artists."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize=8, loc=kw.pop("loc", "best"), **kw)
+
+
+def include_in_ylim(ax, *values):
+    """Extend the y range so reference values stay visible."""
+    vals = [v for v in values if v is not None and math.isfinite(v)]
+    if not vals:
+        return
+    lo, hi = ax.get_ylim()
+    lo, hi = min([lo] + vals), max([hi] + vals)
+    pad = 0.05 * (hi - lo or 1.0)
+    ax.set_ylim(min(lo, 0) if lo >= 0 else lo - pad, hi + pad)
+
+
+def save(fig, path, fmt=None):
+    """Write ``fig`` to ``path`` (format from ``fmt`` or the extension); returns path."""
+    fmt = fmt or os.path.splitext(path)[1].lstrip(".") or "png"
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown figure format {fmt!r} (valid: {', '.join(FORMATS)})")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, format=fmt, dpi=100)
+    return path
+
+
+# ----------------------------------------------------------------------- binning
+
+def bin_edges(t_min, t_max, width=1.0):
+    """Edges of bins of ``width`` seconds covering [t_min, t_max]."""
+    n = max(1, int(math.ceil((t_max - t_min) / width)))
+    return t_min + width * np.arange(n + 1)
+
+
+def spread_over_bins(t_start, t_end, amounts, edges):
+    """Sum of ``amounts`` per bin, each amount spread uniformly over its interval
+    [t_start, t_end] (e.g. iperf3's interval bytes onto a common 1 s grid)."""
+    out = np.zeros(len(edges) - 1)
+    for a, b, x in zip(np.asarray(t_start, float), np.asarray(t_end, float),
+                       np.asarray(amounts, float)):
+        if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(x)) or b <= a:
+            continue
+        overlap = np.clip(np.minimum(edges[1:], b) - np.maximum(edges[:-1], a), 0, None)
+        out += x * overlap / (b - a)
+    return out
+
+
+def mean_per_bin(t, values, edges):
+    """Mean of ``values`` whose time ``t`` falls in each bin (NaN for an empty bin)."""
+    t = np.asarray(t, float)
+    v = np.asarray(values, float)
+    ok = np.isfinite(t) & np.isfinite(v)
+    idx = np.digitize(t[ok], edges) - 1
+    out = np.full(len(edges) - 1, np.nan)
+    for i in range(len(out)):
+        sel = v[ok][idx == i]
+        if sel.size:
+            out[i] = sel.mean()
+    return out

@@ -1,0 +1,23 @@
+"""Congestion window of every TCP flow vs time (tcp.csv: one line per flow label)."""
+
+from .common import caption, groups, legend, new_figure, series, takes_run
+from .palette import flow_color
+
+
+@takes_run
+def draw(run):
+    """cwnd (packets) of each flow in tcp.csv vs t (s); None without tcp samples. One
+    line per flow label, labelled ``FLOW (CCA)``."""
+    tcp = series(run, "tcp")
+    if tcp is None or "cwnd_pkts" not in tcp:
+        return None
+    fig, (ax,) = new_figure("Congestion window per flow", caption(run))
+    for i, (flow, mask) in enumerate(groups(tcp, "flow").items()):
+        cca = tcp["cca"][mask][0] if "cca" in tcp and mask.any() else ""
+        ax.plot(tcp["t"][mask], tcp["cwnd_pkts"][mask], color=flow_color(i), linewidth=1,
+                label=f"{flow} ({cca})" if cca else flow, gid=f"flow:{flow}")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("cwnd (packets)")
+    ax.set_ylim(bottom=0)
+    legend(ax, loc="upper left")
+    return fig

@@ -1,0 +1,119 @@
+"""Warnings where a run's results contradict theory beyond a tolerance.
+
+:func:`flags` returns human-readable sentences; an empty list means nothing looked
+wrong. The checks and their tolerances:
+
+- **FIFO full-queue RTT** (qdisc fifo, ping data, a buffer size): the largest ping RTT
+  should reach the full-queue bound (:func:`plots.common.full_queue_rtt_ms`: base RTT +
+  buffer / rate, with the probes' share of a packet-limited buffer). Flagged when it is
+  more than :data:`FIFO_RTT_TOL` (30 %) below ("was the buffer filled?") or above
+  ("more than a full buffer: another queue?") the bound.
+- **AQM delay vs target** (pie/codel/fq_codel): the median queueing delay (the AQM's
+  own ``aqm_delay_p50_ms`` when reported, else ``qdelay_p50_ms``) more than
+  :data:`TARGET_FACTOR` (2x) the target and more than :data:`TARGET_SLACK_MS` (5 ms)
+  above it. The warning says when one full frame's transmission time at the link rate
+  exceeds the target (CoDel's 5 ms at 1.5 Mbit/s, where a frame takes 8 ms).
+- **Utilization**: the bottleneck's utilization (link metric, after warm-up) below
+  :data:`MIN_UTILIZATION` (0.8) while TCP was sending, or the aggregate TCP throughput
+  above the link rate by more than :data:`OVER_RATE_TOL` (5 %) in either direction
+  (RRUL loads both).
+- **Fairness**: Jain's index below :data:`MIN_JAIN` (0.8) for two or more flows with the
+  same CCA on the same path (a dumbbell, one sender).
+- **Status**: a run whose status is not ``ok``.
+"""
+
+from bufferbloat import theory
+
+from .common import (as_run, full_queue_rtt_ms, metric_value, metric_values, qdisc_info,
+                     run_metrics, series, target_ms)
+from .totals import DOWN, UP
+
+FIFO_RTT_TOL = 0.30
+TARGET_FACTOR = 2.0
+TARGET_SLACK_MS = 5.0
+MIN_UTILIZATION = 0.80
+OVER_RATE_TOL = 0.05
+MIN_JAIN = 0.80
+
+
+def _equal_flows(run):
+    """Whether the run's TCP flows share CCA and path (one sender on a dumbbell)."""
+    tcp = series(run, "tcp")
+    if tcp is None:
+        return False
+    ccas = set(tcp["cca"].tolist()) if "cca" in tcp else set()
+    hosts = set(tcp["host"].tolist()) if "host" in tcp else set()
+    return len(ccas) <= 1 and len(hosts) <= 1
+
+
+def _per_direction(run, rows):
+    """{direction: summed flow throughput, Mbit/s}: each direction of the path has its
+    own bottleneck. A flow's direction is ``down`` for RRUL's ``*-down-N`` labels or an
+    iperf3 flow recorded with direction ``down``, else ``up``."""
+    directions = {}
+    for entry in run.record.get("traffic_results") or []:
+        if isinstance(entry, dict) and entry.get("direction"):
+            for label in [entry.get("flow")] + list(entry.get("streams") or []):
+                if label:
+                    directions[label] = entry["direction"]
+    out = {}
+    for flow, mbit in metric_values(rows, "throughput_mbit", "flow").items():
+        direction = "down" if DOWN.search(flow) else "up" if UP.search(flow) else \
+            directions.get(flow, "up")
+        out[direction] = out.get(direction, 0.0) + mbit
+    return out
+
+
+def flags(run, rows=None):
+    """Human-readable warnings for ``run`` (a Run or a run directory), computed from its
+    metrics (``rows``: metric rows; default: :func:`plots.common.run_metrics`). See the
+    module docstring for the checks and tolerances."""
+    run = as_run(run)
+    rows = run_metrics(run) if rows is None else rows
+    out = []
+    if run.status != "ok":
+        out.append(f"run status {run.status!r}"
+                   + (f": {run.record.get('error')}" if run.record.get("error") else ""))
+    kind, _ = qdisc_info(run)
+
+    bound = full_queue_rtt_ms(run)
+    rtt_max = max(metric_values(rows, "rtt_max_ms", "ping").values(), default=None)
+    if bound and rtt_max is not None:
+        dev = (rtt_max - bound) / bound
+        if dev < -FIFO_RTT_TOL:
+            out.append(f"FIFO RTT {-dev * 100:.0f} % below the full-queue bound (max ping "
+                       f"RTT {rtt_max:.0f} ms vs {bound:.0f} ms): was the buffer filled?")
+        elif dev > FIFO_RTT_TOL:
+            out.append(f"FIFO RTT {dev * 100:.0f} % above the full-queue bound (max ping "
+                       f"RTT {rtt_max:.0f} ms vs {bound:.0f} ms): another queue on the path?")
+
+    target = target_ms(run)
+    rate = run.bottleneck_mbit
+    frame_ms = theory.queue_delay_ms(1, rate) if rate else None
+    if target is not None:
+        delays = metric_values(rows, "aqm_delay_p50_ms", "link") or \
+            metric_values(rows, "qdelay_p50_ms", "link")
+        for link, p50 in delays.items():
+            if p50 > TARGET_FACTOR * target and p50 - target > TARGET_SLACK_MS:
+                note = ""
+                if frame_ms and frame_ms > target:
+                    note = (f"; one full frame takes {frame_ms:.1f} ms at {rate:g} Mbit/s, "
+                            f"more than the target")
+                out.append(f"{kind.upper()} queueing delay p50 {p50 / target:.1f}x its target "
+                           f"({p50:.1f} ms vs {target:g} ms at {link}{note})")
+
+    util = metric_values(rows, "utilization", "link")
+    sending = metric_value(rows, "aggregate_throughput_mbit", "network")
+    for link, u in util.items():
+        if u < MIN_UTILIZATION and sending:
+            out.append(f"utilization {u * 100:.0f} %: the flow did not fill the link ({link})")
+    for direction, total in _per_direction(run, rows).items():
+        if rate and total > rate * (1 + OVER_RATE_TOL):
+            out.append(f"{direction} throughput {total:.3g} Mbit/s above the link rate "
+                       f"{rate:g} Mbit/s: is the shaper in place?")
+
+    jain = metric_value(rows, "jain_fairness", "network")
+    nflows = metric_value(rows, "flows", "network") or 0
+    if jain is not None and nflows >= 2 and jain < MIN_JAIN and _equal_flows(run):
+        out.append(f"Jain's index {jain:.2f} with {int(nflows)} equal flows (ideal 1)")
+    return out

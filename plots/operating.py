@@ -1,0 +1,48 @@
+"""Mean operating point of each flow: mean throughput vs mean smoothed RTT."""
+
+import numpy as np
+
+from .common import caption, groups, legend, new_figure, series, takes_run
+from .palette import cca_color, flow_color
+from .throughput import link_lines
+
+
+@takes_run
+def points(run):
+    """[(flow, cca, srtt mean ms, srtt std ms, Mbit/s mean, Mbit/s std)] from tcp.csv's
+    srtt and iperf.csv's intervals (flows present in both)."""
+    tcp, iperf = series(run, "tcp"), series(run, "iperf")
+    if tcp is None or iperf is None:
+        return []
+    out = []
+    iflows = groups(iperf, "flow")
+    for flow, mask in groups(tcp, "flow").items():
+        if flow not in iflows:
+            continue
+        srtt = tcp["srtt_us"][mask] / 1e3
+        mbit = iperf["bits_per_second"][iflows[flow]] / 1e6
+        cca = str(tcp["cca"][mask][0]) if "cca" in tcp else ""
+        out.append((flow, cca, float(np.nanmean(srtt)), float(np.nanstd(srtt)),
+                    float(np.nanmean(mbit)), float(np.nanstd(mbit))))
+    return out
+
+
+@takes_run
+def draw(run):
+    """Each flow at (mean srtt ms, mean throughput Mbit/s) with 1-std error bars, the
+    marker edge in its CCA's colour; the link rate. None without tcp and iperf data."""
+    pts = points(run)
+    if not pts:
+        return None
+    fig, (ax,) = new_figure("Mean operating point per flow", caption(run))
+    for i, (flow, cca, rtt, rtt_sd, mbit, mbit_sd) in enumerate(pts):
+        ax.errorbar([rtt], [mbit], xerr=[rtt_sd], yerr=[mbit_sd], marker="o",
+                    color=flow_color(i), markeredgecolor=cca_color(cca), markeredgewidth=2,
+                    capsize=3, label=f"{flow} ({cca})", gid=f"flow:{flow}")
+    link_lines(ax, run)
+    ax.set_xlabel("mean srtt (ms)")
+    ax.set_ylabel("mean throughput (Mbit/s)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    legend(ax, loc="lower right")
+    return fig

@@ -1,0 +1,45 @@
+"""Ping RTT vs time, with the theory: base RTT, FIFO full-queue RTT, base RTT + target."""
+
+import numpy as np
+
+from .common import (LINK_GID, TARGET_GID, THEORY_GID, base_rtt_ms, caption,
+                     full_queue_rtt_ms, groups, hline, include_in_ylim, legend, new_figure,
+                     series, takes_run, target_ms)
+from .palette import LINK_COLOR, TARGET_COLOR, THEORY_COLOR, flow_color
+
+
+@takes_run
+def draw(run):
+    """RTT (ms) of each ping probe vs t (s), lost probes as crosses on the x axis.
+    Reference lines: the base RTT (gid ``link-rate``), for a FIFO the full-queue RTT
+    (gid ``theory``, :func:`plots.common.full_queue_rtt_ms`), for PIE/CoDel/FQ-CoDel
+    the base RTT + the AQM target (gid ``target``). None without ping samples."""
+    ping = series(run, "ping")
+    if ping is None:
+        return None
+    fig, (ax,) = new_figure("Ping RTT", caption(run))
+    for i, (probe, mask) in enumerate(groups(ping, "probe").items()):
+        t, rtt = ping["t"][mask], ping["rtt_ms"][mask]
+        ok = np.isfinite(rtt)
+        ax.plot(t[ok], rtt[ok], color=flow_color(i), linewidth=1, marker=".",
+                markersize=3, label=f"{probe} RTT", gid=f"probe:{probe}")
+        if (~ok).any():
+            ax.plot(t[~ok], np.zeros((~ok).sum()), linestyle="none", marker="x",
+                    color=flow_color(i), label=f"{probe} lost ({(~ok).sum()})",
+                    gid=f"lost:{probe}")
+    base = base_rtt_ms(run)
+    if base:
+        hline(ax, base, f"base RTT {base:g} ms", LINK_GID, LINK_COLOR, ":")
+    full = full_queue_rtt_ms(run)
+    if full is not None:
+        hline(ax, full, f"full-queue RTT {full:.0f} ms (theory)", THEORY_GID, THEORY_COLOR)
+    target = target_ms(run)
+    if target is not None:
+        hline(ax, (base or 0) + target, f"base RTT + target ({(base or 0) + target:g} ms)",
+              TARGET_GID, TARGET_COLOR)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("RTT (ms)")
+    ax.set_ylim(bottom=0)
+    include_in_ylim(ax, full)
+    legend(ax, loc="upper left")
+    return fig

@@ -1,0 +1,529 @@
+"""Across runs: a sweep's metrics vs the swept parameter, box plots, qdisc comparisons,
+latency/throughput ellipses per point, and tables (CSV and Markdown).
+
+A set of runs comes from a sweep directory (``OUT/SCEN/sweep/index.json``), a results
+tree (``OUT/index.json`` of ``run-all``), or any directory holding runs
+(:func:`bufferbloat.results.find_runs`). Each run is a :class:`Point`: its overrides, the
+subset that varies across the set (the swept parameters), its repetition, its Run and its
+metric rows. Points with the same varied values are repetitions of one *sweep point*;
+figures show their mean with error bars of one standard deviation over the repetitions
+(population std; 0 for one repetition).
+"""
+
+import csv
+import io
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bufferbloat.errors import UsageError
+from bufferbloat.metrics import traffic_start_s
+from bufferbloat.results import RESULT_FILE, Run, find_runs, load_run
+
+from . import ellipsis as _ellipsis
+from .common import (LINK_GID, TARGET_GID, THEORY_GID, caption, full_queue_rtt_ms, hline,
+                     legend, metric_values, new_figure, qdisc_info, run_metrics, series, target_ms)
+from .palette import LINK_COLOR, QDISC_COLORS, TARGET_COLOR, THEORY_COLOR, flow_color, \
+    qdisc_color, qdisc_kind
+from .throughput import aggregate_rate
+
+INDEX_FILE = "index.json"
+#: Mathis et al.'s constant for periodic loss with delayed ACKs off: sqrt(3/2).
+MATHIS_C = math.sqrt(1.5)
+
+#: key -> (scope, metric, axis label with unit). A run's value is the mean over the
+#: scope's names (probes, links, flows).
+KEY_METRICS = {
+    "rtt_mean_ms": ("ping", "rtt_mean_ms", "ping RTT, mean (ms)"),
+    "rtt_p95_ms": ("ping", "rtt_p95_ms", "ping RTT, p95 (ms)"),
+    "throughput_mbit": ("network", "aggregate_throughput_mbit",
+                        "aggregate throughput (Mbit/s)"),
+    "qdelay_p50_ms": ("link", "qdelay_p50_ms", "queueing delay, p50 (ms)"),
+    "aqm_delay_p50_ms": ("link", "aqm_delay_p50_ms", "AQM's delay estimate, p50 (ms)"),
+    "drop_pct": ("link", "drop_pct", "drops (% of packets)"),
+    "utilization": ("link", "utilization", "link utilization (0-1)"),
+    "jain_fairness": ("network", "jain_fairness", "Jain's fairness index (0-1)"),
+    "srtt_mean_ms": ("flow", "srtt_mean_ms", "TCP srtt, mean over flows (ms)"),
+    "web_total_mean_s": ("web", "total_mean_s", "web fetch time, mean (s)"),
+}
+
+
+@dataclass
+class Point:
+    """One run of a set: ``overrides`` (all --set values), ``varied`` (those that differ
+    across the set), ``rep``, the loaded ``run`` and its metric ``rows``."""
+
+    run: Run
+    overrides: dict
+    rep: int = 1
+    varied: dict = field(default_factory=dict)
+    rows: list = field(default_factory=list)
+
+    @property
+    def scenario(self):
+        scn = self.run.record.get("scenario")
+        return scn.get("name") if isinstance(scn, dict) else str(scn or "?")
+
+    @property
+    def key(self):
+        """The sweep point's label (its varied values), shared by its repetitions."""
+        return ",".join(f"{k}={v}" for k, v in self.varied.items()) or "default"
+
+    def value(self, key):
+        """The run's value of KEY_METRICS ``key`` (mean over names), or None."""
+        scope, metric, _ = KEY_METRICS[key]
+        vals = list(metric_values(self.rows, metric, scope).values())
+        return float(np.mean(vals)) if vals else None
+
+
+# ------------------------------------------------------------------------- loading
+
+def _resolve(base, run_dir):
+    """The run directory an index names, found relative to the index's directory first
+    (the tree may have moved since: try the path's trailing components below ``base``),
+    then as written."""
+    parts = [p for p in str(run_dir).replace("\\", "/").split("/") if p]
+    for i in range(len(parts)):
+        candidate = os.path.join(base, *parts[i:])
+        if os.path.isfile(os.path.join(candidate, RESULT_FILE)):
+            return candidate
+    return run_dir if os.path.isfile(os.path.join(run_dir, RESULT_FILE)) else None
+
+
+def _rep_of(path):
+    m = re.search(r"rep-(\d+)$", os.path.normpath(path))
+    return int(m.group(1)) if m else 1
+
+
+def load_points(path):
+    """The runs under ``path`` as Points, varied keys filled in (per scenario). Uses
+    ``path/index.json`` when present (its ``vary`` names the swept keys; its ``run_dir``
+    entries are resolved relative to the index), else every run found under ``path``.
+    Raises UsageError when ``path`` holds no run."""
+    path = str(path)
+    if not os.path.isdir(path):
+        raise UsageError(f"{path}: not a directory")
+    points, vary = [], None
+    index_path = os.path.join(path, INDEX_FILE)
+    if os.path.isfile(index_path) and not os.path.isfile(os.path.join(path, RESULT_FILE)):
+        try:
+            with open(index_path) as f:
+                index = json.load(f)
+        except ValueError as exc:
+            raise UsageError(f"{index_path}: not valid JSON ({exc})") from None
+        vary = list((index.get("vary") or {}).keys()) or None
+        seen = set()
+        for entry in index.get("done") or []:
+            found = _resolve(path, entry.get("run_dir", ""))
+            if found and found not in seen:
+                seen.add(found)
+                points.append(Point(load_run(found), dict(entry.get("overrides") or {}),
+                                    int(entry.get("rep") or _rep_of(found))))
+        # runs present but missing from the index (an interrupted index write)
+        for found in find_runs(path):
+            if found not in seen and os.path.abspath(found) not in map(os.path.abspath, seen):
+                run = load_run(found)
+                points.append(Point(run, dict(run.record.get("overrides") or {}),
+                                    _rep_of(found)))
+    else:
+        for found in find_runs(path):
+            run = load_run(found)
+            points.append(Point(run, dict(run.record.get("overrides") or {}), _rep_of(found)))
+    if not points:
+        raise UsageError(f"{path}: no run directory (result.json) and no sweep or "
+                         f"results index here")
+    _fill_varied(points, vary)
+    for p in points:
+        p.rows = run_metrics(p.run)
+    return points
+
+
+def _fill_varied(points, vary=None):
+    """Set each point's ``varied``: the keys in ``vary``, else the override keys whose
+    values differ among the points of the same scenario."""
+    by_scn = {}
+    for p in points:
+        by_scn.setdefault(p.scenario, []).append(p)
+    for group in by_scn.values():
+        keys = vary
+        if keys is None:
+            all_keys = sorted({k for p in group for k in p.overrides})
+            keys = [k for k in all_keys
+                    if len({str(p.overrides.get(k)) for p in group}) > 1]
+        for p in group:
+            p.varied = {k: p.overrides.get(k) for k in keys}
+
+
+def by_scenario(points):
+    """{scenario: [points]} in order of appearance."""
+    out = {}
+    for p in points:
+        out.setdefault(p.scenario, []).append(p)
+    return out
+
+
+def by_key(points):
+    """{point key: [repetitions]} in order of appearance."""
+    out = {}
+    for p in points:
+        out.setdefault(p.key, []).append(p)
+    return out
+
+
+def _as_number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def stats(values):
+    """(mean, population std, n) of the finite values; (None, None, 0) for none."""
+    v = np.array([x for x in values if x is not None and math.isfinite(x)], float)
+    if v.size == 0:
+        return None, None, 0
+    return float(v.mean()), float(v.std()), int(v.size)
+
+
+# ------------------------------------------------------------------------- figures
+
+def _caption(points):
+    """The first run's parameters (without its label) and the size of the set."""
+    first = points[0].run
+    reps = max(len(v) for v in by_key(points).values())
+    return f"{caption(first).split(' | ', 1)[1]} | {len(by_key(points))} points x " \
+           f"up to {reps} reps (first point's parameters)"
+
+
+def _x_positions(points, param):
+    """{point key: x} along ``param``: its numeric value when every point has one, else
+    the category's position; and the tick labels for categories (or None)."""
+    groups = by_key(points)
+    vals = {k: reps[0].varied.get(param) for k, reps in groups.items()}
+    nums = {k: _as_number(v) for k, v in vals.items()}
+    if all(v is not None for v in nums.values()):
+        return nums, None
+    cats = list(dict.fromkeys(str(v) for v in vals.values()))
+    return {k: float(cats.index(str(v))) for k, v in vals.items()}, cats
+
+
+def _series_of(points, param):
+    """{label of the other varied values: [points]}: one line per combination of the
+    varied keys other than ``param``."""
+    out = {}
+    for p in points:
+        rest = ",".join(f"{k}={v}" for k, v in p.varied.items() if k != param)
+        out.setdefault(rest, []).append(p)
+    return out
+
+
+def _qdisc_colors(points):
+    """{point key: its qdisc's colour} when the set's points use several qdiscs, else
+    None (then lines and ellipses take the flow palette in order)."""
+    kinds = {k: qdisc_info(reps[0].run)[0] for k, reps in by_key(points).items()}
+    if len({qdisc_kind(v) for v in kinds.values()}) < 2:
+        return None
+    return {k: qdisc_color(v) for k, v in kinds.items()}
+
+
+def _line_color(points, line_points, i):
+    """A line's colour: its qdisc's when the set compares qdiscs and the line has one,
+    else the i-th of the flow palette."""
+    kinds = {qdisc_kind(qdisc_info(p.run)[0]) for p in line_points}
+    if _qdisc_colors(points) and len(kinds) == 1:
+        return qdisc_color(kinds.pop())
+    return flow_color(i)
+
+
+def mathis_mbit(mss_bytes, rtt_ms, loss_pct, c=MATHIS_C):
+    """Mathis et al.'s TCP throughput bound MSS / RTT x C / sqrt(p), Mbit/s
+    (p = loss_pct / 100)."""
+    p = loss_pct / 100.0
+    if p <= 0 or rtt_ms <= 0:
+        return math.inf
+    return mss_bytes * 8 / (rtt_ms / 1e3) * c / math.sqrt(p) / 1e6
+
+
+def draw_metric(points, param, key):
+    """KEY_METRICS ``key`` vs swept ``param``: mean over repetitions with 1-std error
+    bars, one line per combination of the other varied keys (gid ``metric:LABEL``).
+    Theory where it exists (gid ``theory``/``target``/``link-rate``): the FIFO
+    full-queue RTT on RTT metrics, the AQM target on delay metrics, the link rate on
+    throughput, the Mathis bound (MSS/RTT x C/sqrt(p), C = sqrt(3/2), RTT = the point's
+    mean srtt, MSS 1448 B) when ``param`` is ``loss_pct``, Jain's ideal 1. None when no
+    point has the metric."""
+    scope, metric, ylabel = KEY_METRICS[key]
+    if not any(p.value(key) is not None for p in points):
+        return None
+    xs, cats = _x_positions(points, param)
+    fig, (ax,) = new_figure(f"{ylabel.split(' (')[0]} vs {param}", _caption(points))
+    theory_pts, target_pts = [], []
+    for i, (label, pts) in enumerate(_series_of(points, param).items()):
+        rows = []
+        for k, reps in by_key(pts).items():
+            mean, sd, n = stats([p.value(key) for p in reps])
+            if mean is not None:
+                rows.append((xs[k], mean, sd, reps))
+        rows.sort(key=lambda r: r[0])
+        if not rows:
+            continue
+        color = _line_color(points, [r[3][0] for r in rows], i)
+        ax.errorbar([r[0] for r in rows], [r[1] for r in rows], yerr=[r[2] for r in rows],
+                    marker="o", capsize=4, color=color, label=label or key,
+                    linestyle="-" if cats is None else "none",   # no line across categories
+                    gid=f"metric:{label or key}")
+        for x, _, _, reps in rows:
+            run = reps[0].run
+            if key.startswith("rtt") and full_queue_rtt_ms(run) is not None:
+                theory_pts.append((x, full_queue_rtt_ms(run)))
+            if ("delay" in key) and target_ms(run) is not None:
+                target_pts.append((x, target_ms(run)))
+            if key == "throughput_mbit" and param == "loss_pct":
+                srtt, _, _ = stats([p.value("srtt_mean_ms") for p in reps])
+                loss = _as_number(reps[0].varied.get(param))
+                if srtt and loss:
+                    theory_pts.append((x, min(mathis_mbit(1448, srtt, loss),
+                                              run.bottleneck_mbit or math.inf)))
+    for pts_, text, gid, color in ((theory_pts, "theory", THEORY_GID, THEORY_COLOR),
+                                   (target_pts, "AQM target", TARGET_GID, TARGET_COLOR)):
+        if pts_:
+            pts_ = sorted(set(pts_))
+            name = ("Mathis bound MSS/RTT x C/sqrt(p)" if param == "loss_pct" and
+                    key == "throughput_mbit" else "full-queue RTT (theory)"
+                    if gid == THEORY_GID else text)
+            line, = ax.plot([p[0] for p in pts_], [p[1] for p in pts_],
+                            linestyle="--" if cats is None else "none", marker="_",
+                            markersize=20, markeredgewidth=2, color=color, label=name)
+            line.set_gid(gid)
+    if key == "throughput_mbit" and points[0].run.bottleneck_mbit:
+        rate = points[0].run.bottleneck_mbit
+        hline(ax, rate, f"link rate {rate:g} Mbit/s", LINK_GID, LINK_COLOR, "-.")
+    if key == "jain_fairness":
+        hline(ax, 1.0, "ideal (1)", THEORY_GID, THEORY_COLOR, ":")
+    if cats is not None:
+        ax.set_xticks(range(len(cats)))
+        ax.set_xticklabels(cats)
+    ax.set_xlabel(param)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    legend(ax)
+    return fig
+
+
+def samples(run):
+    """(ping RTTs ms, aggregate throughput Mbit/s per 1 s bin) after the record's
+    warm-up."""
+    cut = traffic_start_s(run) + float(run.record.get("warmup_s") or 0.0)
+    rtt = np.array([])
+    ping = series(run, "ping")
+    if ping is not None:
+        keep = (ping["t"] >= cut) & np.isfinite(ping["rtt_ms"])
+        rtt = ping["rtt_ms"][keep]
+        if rtt.size == 0:        # a run shorter than its warm-up: use all of it
+            rtt = ping["rtt_ms"][np.isfinite(ping["rtt_ms"])]
+    thr = np.array([])
+    agg = aggregate_rate(run)
+    if agg is not None:
+        t, mbit = agg
+        thr = mbit[t >= cut] if (t >= cut).any() else mbit
+    return rtt, thr
+
+
+def draw_box(points, param=None):
+    """Box plots per sweep point of the ping RTT samples (ms, top) and of the aggregate
+    throughput per 1 s (Mbit/s, bottom), all repetitions pooled, after warm-up. Boxes
+    coloured by the point's qdisc. None without samples."""
+    groups = by_key(points)
+    data = {k: [samples(p.run) for p in reps] for k, reps in groups.items()}
+    rtts = [np.concatenate([d[0] for d in v]) for v in data.values()]
+    thrs = [np.concatenate([d[1] for d in v]) for v in data.values()]
+    if not any(r.size for r in rtts) and not any(t.size for t in thrs):
+        return None
+    fig, (ax_r, ax_t) = new_figure("Latency and throughput per sweep point",
+                                   _caption(points), nrows=2, height=3.2)
+    labels = list(groups)
+    colors = [qdisc_color(qdisc_info(reps[0].run)[0]) for reps in groups.values()]
+    for ax, vals, ylabel in ((ax_r, rtts, "ping RTT (ms)"),
+                             (ax_t, thrs, "aggregate throughput (Mbit/s)")):
+        pos = [i for i, v in enumerate(vals) if v.size]
+        if pos:
+            box = ax.boxplot([vals[i] for i in pos], positions=pos, patch_artist=True,
+                             widths=0.6)
+            for i, patch in zip(pos, box["boxes"]):
+                patch.set_facecolor(colors[i])
+                patch.set_alpha(0.5)
+                patch.set_gid(f"box:{labels[i]}")
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(bottom=0)
+    ax_t.set_xticks(range(len(labels)))
+    ax_t.set_xticklabels(labels, rotation=20 if len(labels) > 4 else 0, fontsize=8)
+    ax_t.set_xlabel(f"sweep point ({param})" if param else "sweep point")
+    rate = points[0].run.bottleneck_mbit
+    if rate:
+        hline(ax_t, rate, f"link rate {rate:g} Mbit/s", LINK_GID, LINK_COLOR, "-.")
+        legend(ax_t, loc="lower right")
+    return fig
+
+
+COMPARE_KEYS = ("rtt_mean_ms", "throughput_mbit", "qdelay_p50_ms", "drop_pct")
+
+
+def draw_comparison(points, keys=COMPARE_KEYS):
+    """Side by side per qdisc (FIFO, PIE, RED, CoDel, FQ-CoDel, in that order): one panel
+    per metric, one bar per qdisc in its palette colour (gid ``bar:QDISC``), mean over
+    its runs with 1-std error bars. None unless the runs use two or more qdiscs."""
+    by_kind = {}
+    for p in points:
+        by_kind.setdefault(qdisc_kind(qdisc_info(p.run)[0]), []).append(p)
+    if len(by_kind) < 2:
+        return None
+    order = [k for k in QDISC_COLORS if k in by_kind] + sorted(set(by_kind) - set(QDISC_COLORS))
+    keys = [k for k in keys if any(p.value(k) is not None for p in points)]
+    fig, axes = new_figure("Qdiscs side by side", _caption(points), ncols=len(keys),
+                           width=3.2 * len(keys), sharex=False)
+    for ax, key in zip(axes, keys):
+        for i, kind in enumerate(order):
+            mean, sd, n = stats([p.value(key) for p in by_kind[kind]])
+            if mean is None:
+                continue
+            ax.bar([i], [mean], yerr=[sd], capsize=4, color=qdisc_color(kind),
+                   gid=f"bar:{kind}", label=kind)
+        ax.set_xticks(range(len(order)))
+        ax.set_xticklabels(order, rotation=30, fontsize=8)
+        ax.set_xlabel("qdisc")
+        ax.set_ylabel(KEY_METRICS[key][2], fontsize=8)
+    fig.subplots_adjust(wspace=0.45, bottom=0.25)
+    return fig
+
+
+def draw_ellipsis(points):
+    """Latency vs throughput, one mean + 1-sigma ellipse per sweep point (its
+    repetitions' 1 s samples pooled; :mod:`plots.ellipsis`)."""
+    groups = {k: [_ellipsis.samples(p.run) for p in reps] for k, reps in by_key(points).items()}
+    groups = {k: [s for s in v if s[0].size] for k, v in groups.items()}
+    return _ellipsis.draw_groups({k: v for k, v in groups.items() if v},
+                                 "Latency vs throughput per sweep point", _caption(points),
+                                 colors=_qdisc_colors(points))
+
+
+def swept_params(points):
+    """The varied keys of the set, in order."""
+    return list(dict.fromkeys(k for p in points for k in p.varied))
+
+
+def draw_all(points):
+    """{name: Figure} for a set of runs of one scenario: each key metric vs each swept
+    parameter (``metric-KEY-vs-PARAM``), the box plots, the qdisc comparison and the
+    ellipsis plot, as far as the data allow."""
+    out = {}
+    for param in swept_params(points):
+        for key in KEY_METRICS:
+            fig = draw_metric(points, param, key)
+            if fig is not None:
+                out[f"{key}-vs-{param}"] = fig
+    for name, fig in (("box", draw_box(points, ",".join(swept_params(points)) or None)),
+                      ("compare-qdiscs", draw_comparison(points)),
+                      ("ellipsis", draw_ellipsis(points))):
+        if fig is not None:
+            out[name] = fig
+    return out
+
+
+# ------------------------------------------------------------------------- tables
+
+TABLE_COLUMNS = ("scenario", "point", "reps", "qdisc",
+                 "latency_min_ms", "latency_max_ms", "latency_mean_ms", "latency_mean_std_ms",
+                 "throughput_min_mbit", "throughput_max_mbit", "throughput_mean_mbit",
+                 "throughput_mean_std_mbit", "qdelay_p50_ms", "drop_pct", "utilization",
+                 "jain_fairness", "web_total_mean_s")
+
+
+def table_rows(points):
+    """One row per sweep point (EXPERIMENTS.md style): latency range (min-max of the ping
+    RTT samples after warm-up, all repetitions) and mean (mean of the runs' mean RTT,
+    with its std over repetitions), throughput range (min-max of the aggregate 1 s
+    rates) and mean (the runs' aggregate throughput metric, with its std), queueing delay
+    p50, drop %, utilization, Jain's index, web fetch time (means over repetitions)."""
+    out = []
+    for scn, pts in by_scenario(points).items():
+        for key, reps in by_key(pts).items():
+            samp = [samples(p.run) for p in reps]
+            rtt = np.concatenate([s[0] for s in samp])
+            thr = np.concatenate([s[1] for s in samp])
+            lat = stats([p.value("rtt_mean_ms") for p in reps])
+            tput = stats([p.value("throughput_mbit") for p in reps])
+            row = {"scenario": scn, "point": key, "reps": len(reps),
+                   "qdisc": qdisc_info(reps[0].run)[0],
+                   "latency_min_ms": float(rtt.min()) if rtt.size else None,
+                   "latency_max_ms": float(rtt.max()) if rtt.size else None,
+                   "latency_mean_ms": lat[0], "latency_mean_std_ms": lat[1],
+                   "throughput_min_mbit": float(thr.min()) if thr.size else None,
+                   "throughput_max_mbit": float(thr.max()) if thr.size else None,
+                   "throughput_mean_mbit": tput[0], "throughput_mean_std_mbit": tput[1]}
+            for col, k in (("qdelay_p50_ms", "qdelay_p50_ms"), ("drop_pct", "drop_pct"),
+                           ("utilization", "utilization"), ("jain_fairness", "jain_fairness"),
+                           ("web_total_mean_s", "web_total_mean_s")):
+                row[col] = stats([p.value(k) for p in reps])[0]
+            out.append(row)
+    return out
+
+
+def _fmt(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def table_csv(rows):
+    """The table rows as CSV text (empty cell = not available)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(TABLE_COLUMNS)
+    for row in rows:
+        w.writerow([_fmt(row.get(c)) for c in TABLE_COLUMNS])
+    return buf.getvalue()
+
+
+def table_markdown(rows):
+    """The table rows as a Markdown table: latency and throughput as ``min-max (mean ±
+    std)``."""
+    head = ["scenario", "point", "reps", "qdisc", "latency ms: range (mean ± std)",
+            "throughput Mbit/s: range (mean ± std)", "qdelay p50 ms", "drops %",
+            "utilization", "Jain", "web fetch s"]
+
+    def rng(lo, hi, mean, sd):
+        if lo is None and mean is None:
+            return ""
+        text = f"{_fmt(lo)}-{_fmt(hi)}" if lo is not None else ""
+        return f"{text} ({_fmt(mean)} ± {_fmt(sd)})" if mean is not None else text
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [r["scenario"], r["point"], str(r["reps"]), r["qdisc"],
+                 rng(r["latency_min_ms"], r["latency_max_ms"], r["latency_mean_ms"],
+                     r["latency_mean_std_ms"]),
+                 rng(r["throughput_min_mbit"], r["throughput_max_mbit"],
+                     r["throughput_mean_mbit"], r["throughput_mean_std_mbit"]),
+                 _fmt(r["qdelay_p50_ms"]), _fmt(r["drop_pct"]), _fmt(r["utilization"]),
+                 _fmt(r["jain_fairness"]), _fmt(r["web_total_mean_s"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_tables(points, out_dir, stem="table"):
+    """Write ``STEM.csv`` and ``STEM.md`` of :func:`table_rows` into ``out_dir``;
+    returns the two paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    rows = table_rows(points)
+    paths = []
+    for ext, text in (("csv", table_csv(rows)), ("md", table_markdown(rows))):
+        path = os.path.join(out_dir, f"{stem}.{ext}")
+        with open(path, "w") as f:
+            f.write(text)
+        paths.append(path)
+    return paths

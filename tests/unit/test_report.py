@@ -1,0 +1,171 @@
+"""The HTML report, opened in headless Chromium: it loads with no missing image and shows
+every run's configuration and metrics table, for a run, a sweep and a results tree.
+
+The page's inline script counts, after the load event, the images whose naturalWidth is
+0 and writes the count into ``#image-check``; Chromium's ``--dump-dom`` prints the DOM
+after the scripts ran (``--virtual-time-budget`` lets the load complete first).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from bufferbloat.errors import UsageError
+from plots.report import REPORT_FILE, TABLES_DIR, write_report
+
+FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   "fixtures", "runs")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def needs_chromium(test):
+    """The report test needs Debian's chromium (scripts/host-packages.txt installs it):
+    without it the test fails, it does not skip."""
+    def wrapper(*args, **kwargs):
+        assert CHROMIUM, ("chromium is not installed: run scripts/install-deps.sh "
+                          "(scripts/host-packages.txt lists it)")
+        return test(*args, **kwargs)
+    import functools
+    return functools.wraps(test)(wrapper)
+
+
+def browse(html_path, profile_dir):
+    """The DOM of ``html_path`` after Chromium loaded it and ran its scripts."""
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={profile_dir}", "--virtual-time-budget=10000", "--dump-dom",
+         "file://" + os.path.abspath(html_path)],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "</html>" in proc.stdout, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def image_check(dom):
+    m = re.search(r'<div id="image-check" data-images="(\d*)" data-broken="(\d*)"', dom)
+    assert m, "image-check element missing from the DOM"
+    assert m.group(1), "the page's load script did not run"
+    return int(m.group(1)), int(m.group(2))
+
+
+def metric_tables(dom):
+    return re.findall(r'<table class="metrics" data-run="([^"]+)">', dom)
+
+
+def check_page(html_path, tmp_path, runs):
+    """Common checks: images all decoded, one metrics table per run (non-empty), one
+    configuration table per run, no external URL."""
+    with open(html_path) as f:
+        source = f.read()
+    assert not re.search(r'(src|href)="(https?:)?//', source), "external URL in the report"
+    dom = browse(html_path, tmp_path / "chromium-profile")
+    n_images, broken = image_check(dom)
+    assert broken == 0
+    assert n_images == source.count("<img ") > 0
+    tables = metric_tables(dom)
+    assert sorted(tables) == sorted(runs)
+    for run_dir in runs:
+        table = dom.split(f'data-run="{run_dir}">', 1)[1].split("</table>", 1)[0]
+        assert table.count("<tr>") > 5, f"empty metrics table for {run_dir}"
+    assert dom.count('<table class="config">') == len(runs)
+    return dom
+
+
+def copy_fixture(name, dest):
+    shutil.copytree(os.path.join(FIX, name), dest)
+    return str(dest)
+
+
+@needs_chromium
+def test_report_of_one_run(tmp_path):
+    d = copy_fixture("a2_pie", tmp_path / "a2_pie")
+    html = write_report(d)
+    assert html == os.path.join(d, REPORT_FILE)
+    dom = check_page(html, tmp_path, [d])
+    # the configuration of the run: qdisc, params, machine, kernel, host or VM
+    assert "pie {" in dom and "target_ms" in dom and "project VM" in dom
+    assert "6.1.0" in dom                                  # the VM's kernel
+    assert "pie tupdate 15 ms becomes 16 ms" in dom      # the qdisc's warning
+    # every figure of the run (scenario's first), each with an alt text naming it
+    alts = re.findall(r'<img alt="([^"]+)"', dom)
+    assert [a.split(":")[0] for a in alts][:5] == ["cwnd", "rtt", "queue", "qdelay", "web"]
+
+
+@needs_chromium
+def test_report_of_a_sweep(tmp_path):
+    d = copy_fixture("sweep_fifo_buffer", tmp_path / "sweep")
+    html = write_report(d)
+    runs = [os.path.join(d, p, f"rep-{r}") for p in ("buffer_pkts=20", "buffer_pkts=100")
+            for r in (1, 2)]
+    dom = check_page(html, tmp_path, runs)
+    sweep_table = dom.split('<table class="sweep">', 1)[1].split("</table>", 1)[0]
+    assert sweep_table.count("<tr>") == 3                 # header + 2 points
+    assert "buffer_pkts=20" in sweep_table and "buffer_pkts=100" in sweep_table
+    for ext in ("csv", "md"):
+        assert os.path.isfile(os.path.join(d, TABLES_DIR, f"a1_fifo.{ext}"))
+        assert f'href="{TABLES_DIR}/a1_fifo.{ext}"' in dom
+    assert "rtt_mean_ms-vs-buffer_pkts: a1_fifo" in dom
+
+
+@needs_chromium
+def test_report_of_a_results_tree(tmp_path):
+    """OUT/index.json as run-all writes it, with run_dir paths of another machine."""
+    out = tmp_path / "results"
+    copy_fixture("sweep_fifo_buffer", out / "a1_fifo" / "sweep")
+    os.remove(out / "a1_fifo" / "sweep" / "index.json")
+    copy_fixture("a2_pie", out / "a2_pie" / "20261121-200040-430")
+    copy_fixture("b2_rrul", out / "b2_pie_target" / "20261121-200105-583")
+    copy_fixture("a3_fifo_3flows", out / "a3_pie_flows" / "20261121-200010-22467")
+    copy_fixture("c1_red_2flows", out / "c1_red_vs_pie" / "20261121-202041-440")
+    done = []
+    for run_dir in sorted(str(p.parent) for p in out.rglob("result.json")):
+        rel = os.path.relpath(run_dir, out)
+        done.append({"scenario": rel.split("/")[0], "overrides": {}, "rep": 1,
+                     "run_dir": "/elsewhere/results/" + rel, "status": "ok"})
+    (out / "index.json").write_text(json.dumps({"catalogue": ["a1_fifo"], "points": 8,
+                                                "done": done}))
+    html = write_report(str(out))
+    runs = [os.path.join(str(out), e["run_dir"][len("/elsewhere/results/"):]) for e in done]
+    assert len(runs) == 8
+    dom = check_page(html, tmp_path, runs)
+    # RRUL figures, the flags section, a table per scenario
+    assert "totals: b2_pie_target" in dom
+    assert dom.count('<table class="sweep">') == 5
+    assert "Jain's index" in dom                  # the 3-flow run's flag
+
+
+def test_report_refuses_what_is_not_a_result(tmp_path):
+    with pytest.raises(UsageError):
+        write_report(str(tmp_path / "nothing"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="no run"):
+        write_report(str(tmp_path / "empty"))
+
+
+@needs_chromium
+def test_the_image_check_sees_a_broken_image(tmp_path):
+    """The check itself: a report with one undecodable image counts it."""
+    d = copy_fixture("a1_fifo", tmp_path / "a1_fifo")
+    html = write_report(d)
+    with open(html) as f:
+        source = f.read()
+    with open(html, "w") as f:
+        f.write(source.replace("</body>", '<img alt="broken" src="data:image/png;base64,'
+                                          'AAAA"></body>'))
+    n_images, broken = image_check(browse(html, tmp_path / "chromium-profile"))
+    assert broken == 1 and n_images == source.count("<img ") + 1
+
+
+@needs_chromium
+def test_report_of_a_qdisc_sweep_compares_them(tmp_path):
+    d = copy_fixture("sweep_qdiscs", tmp_path / "sweep")
+    html = write_report(d)
+    runs = [os.path.join(d, f"qdisc={q}", "rep-1") for q in ("fifo", "pie", "codel",
+                                                             "fq_codel")]
+    dom = check_page(html, tmp_path, runs)
+    assert "compare-qdiscs: a1_fifo" in dom
+    assert "aqm_delay_p50_ms-vs-qdisc: a1_fifo" in dom
+    assert "FIFO RTT" in dom or "CODEL" in dom        # flags are shown
