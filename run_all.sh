@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run the whole scenario catalogue and record every run under results/.
+# Run the whole scenario catalogue, record every run under results/ and write
+# results/report.html.
 #   sudo ./run_all.sh            on this host if its kernel has what the scenarios need,
 #                                otherwise inside the project VM (built on first use)
 #   sudo ./run_all.sh --host     force the host     sudo ./run_all.sh --vm   force the VM
@@ -35,8 +36,16 @@ if [ "$where" = auto ]; then
     where=vm
   fi
 fi
+# The catalogue, then one HTML report of everything recorded (the report is written even
+# when some runs failed; the exit status says whether all of them succeeded).
 if [ "$where" = host ]; then
-  exec $PY -m bufferbloat run-all "${args[@]}"
+  $PY -m bufferbloat run-all "${args[@]}"
+  rc=$?
+  [ "$rc" -eq 2 ] && exit 2
+  $PY -m bufferbloat report results || rc=1
 else
-  exec vm/run -- python3 -m bufferbloat run-all "${args[@]}"
+  vm/run -- bash -c 'python3 -m bufferbloat run-all "$@"; rc=$?; [ $rc -eq 2 ] && exit 2;
+                     python3 -m bufferbloat report results || rc=1; exit $rc' run-all "${args[@]}"
+  rc=$?
 fi
+exit $rc

@@ -1,4 +1,4 @@
-"""The ``bufferbloat`` command: check, list, run, sweep, show, run-all.
+"""The ``bufferbloat`` command: check, list, run, sweep, show, plot, report, run-all.
 
 Usage errors (bad parameter, unknown scenario, missing kernel feature or tool) print one
 message and exit with code 2 before any network state is created.
@@ -74,24 +74,45 @@ def cmd_list(_args):
     return 0
 
 
+def _check_common(args):
+    """Options every running command shares, checked before anything is built."""
+    from .engine import check_out_dir
+    check_out_dir(args.out)
+    if getattr(args, "time", None) is not None and not 1 <= args.time <= 86400:
+        raise UsageError(f"invalid value for --time: {args.time:g} (allowed: 1 to 86400 s)")
+    if not 1 <= getattr(args, "repeat", 1) <= 1000:
+        raise UsageError(f"invalid value for --repeat: {args.repeat} (allowed: 1 to 1000)")
+
+
 def cmd_run(args):
-    """Run one scenario (``--repeat`` times)."""
+    """Run one scenario (``--repeat`` times); a failed run is reported and the others go
+    on; exit 1 if any failed."""
     from .engine import run_point
     from .metrics import format_table
     from .results import load_run
     scn = _scenario(args.scenario)
     overrides = _overrides(args.set)
+    _check_common(args)
+    if not 1 <= args.sample_ms <= 10000:
+        raise UsageError(f"invalid value for --sample-ms: {args.sample_ms:g} (allowed: 1 "
+                         "to 10000 ms)")
     scn.build(overrides, quick=args.quick)       # bad input: exit 2 before anything runs
-    if not 1 <= args.repeat <= 1000:
-        raise UsageError(f"invalid value for --repeat: {args.repeat} (allowed: 1 to 1000)")
+    failed = 0
     for i in range(args.repeat):
         if args.repeat > 1:
             print(f"[{i + 1}/{args.repeat}] {scn.name}", flush=True)
-        run_dir = run_point(scn, overrides, args.time, args.out, quick=args.quick,
-                            sample_period_s=args.sample_ms / 1000.0)
+        try:
+            run_dir = run_point(scn, overrides, args.time, args.out, quick=args.quick,
+                                sample_period_s=args.sample_ms / 1000.0)
+        except (UsageError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded in the run's result.json
+            failed += 1
+            print(f"bufferbloat: run failed: {exc}", file=sys.stderr)
+            continue
         print(f"result: {run_dir}")
         print(format_table(_metrics_rows(load_run(run_dir))))
-    return 0
+    return 1 if failed else 0
 
 
 def _metrics_rows(run):
@@ -109,6 +130,7 @@ def cmd_sweep(args):
     from .engine import run_point
     from .sweep import parse_vary, run_sweep
     scn = _scenario(args.scenario)
+    _check_common(args)
     vary = parse_vary(args.vary) if args.vary else scn.sweep_for(args.quick)
     if not vary:
         raise UsageError(f"scenario {scn.name} declares no sweep: give --vary key=v1,v2")
@@ -135,6 +157,21 @@ def cmd_show(args):
     return 0
 
 
+def cmd_plot(args):
+    """Redraw a run's figures (or a sweep's / results tree's) from what is stored."""
+    import plots
+    if args.format not in ("png", "svg", "pdf"):
+        raise UsageError(f"invalid value for --format: {args.format!r} (allowed: png, svg, "
+                         "pdf)")
+    return plots.cli_plot(args.path, args.format)
+
+
+def cmd_report(args):
+    """Write one self-contained HTML report for a run, a sweep or a results tree."""
+    import plots
+    return plots.cli_report(args.path)
+
+
 def catalogue_points(quick, only=None):
     """Every point run_all runs: [(scenario, overrides, varied, rep)]."""
     from .sweep import points
@@ -154,6 +191,7 @@ def cmd_run_all(args):
     """Run the whole catalogue with progress; go on past failures; write an index."""
     from .engine import run_point
     from .sweep import run_points
+    _check_common(args)
     todo = catalogue_points(args.quick, args.only)
     caps, needed = _needs(sorted({scn.name for scn, _, _, _ in todo}))
     caps.require(needed)  # refuse up front, before any network state, what can't run here
@@ -208,6 +246,13 @@ def parser():
     s.add_argument("--recompute", action="store_true",
                    help="recompute the metrics from the stored series")
     s.set_defaults(func=cmd_show)
+    g = sub.add_parser("plot", help="redraw the figures of a run, sweep or results tree")
+    g.add_argument("path")
+    g.add_argument("--format", default="png", help="png (default), svg or pdf")
+    g.set_defaults(func=cmd_plot)
+    h = sub.add_parser("report", help="one HTML page for a run, a sweep or results/")
+    h.add_argument("path")
+    h.set_defaults(func=cmd_report)
     a = sub.add_parser("run-all", help="run every scenario")
     a.add_argument("--quick", action="store_true")
     a.add_argument("--out", default="results")
@@ -224,6 +269,6 @@ def main(argv=None):
     except UsageError as err:
         print(f"bufferbloat: error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("bufferbloat: interrupted", file=sys.stderr)
-        return 130
+        return 143 if "SIGTERM" in str(exc) else 130
