@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Run the emulation-core benchmark on the host, then inside the project VM.
+# Benchmarks (they print measured numbers; they assert nothing): the emulation core
+# (configured vs achieved rate, full-queue RTT vs theory, delay and loss, build/teardown
+# time) and the 10 ms sampler (achieved period, CPU share), on the host, then inside the
+# project VM.   sudo bench/run.sh [--time S]
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ./scripts/install-deps.sh || exit 2
-PYTHONPATH=$PWD /usr/bin/python3 bench/bench_core.py --rates 1.5,10,100 "$@"
-vm/run -- python3 bench/bench_core.py --rates 1.5,10,20 "$@"
+export PYTHONPATH=$PWD
+echo "=== host: emulation core"
+/usr/bin/python3 bench/bench_core.py --rates 1.5,10,100 "$@"
+echo "=== host: sampler"
+/usr/bin/python3 bench/bench_sampler.py
+echo "=== project VM: emulation core and sampler"
+vm/run -- bash -c 'python3 bench/bench_core.py --rates 1.5,10,20 "$@" &&
+                   python3 bench/bench_sampler.py --time 5' bench "$@"

@@ -135,11 +135,12 @@ def plan_network(topo, intfs):
     if bnl.ab.loss_pct:
         steps += ingress_netem(rx, rx_in, Impairment(0.0, 0.0, bnl.ab.loss_pct),
                                f"bottleneck {bnl.a}->{rx} wire loss")
+    rev_rate = topo.params.get("reverse_mbit") or bnl.rate_mbit
     if topo.params.get("aqm_both_ways"):
-        steps += shaped(rx, rx_in, bnl.rate_mbit, topo.qdisc.tc_args(bnl.rate_mbit),
+        steps += shaped(rx, rx_in, rev_rate, topo.qdisc.tc_args(rev_rate),
                         f"bottleneck {rx}->{bnl.a} (the same AQM both ways)")
     else:
-        steps += shaped(rx, rx_in, bnl.rate_mbit,
+        steps += shaped(rx, rx_in, rev_rate,
                         _plain_leaf(Impairment(0.0, 0.0, bnl.ba.loss_pct)),
                         f"bottleneck {rx}->{bnl.a}")
     return steps

@@ -63,27 +63,41 @@ def rate_cap_mbit():
 
 
 def _iperf_objects(net, spec, duration_s, clock, ports, ccas):
-    """Iperf3Flow objects of one iperf spec (``count`` flows, staggered over
-    ``stagger_s``), each with its start offset (s from t0)."""
+    """Iperf3Flow objects of one iperf spec with their start offsets (s from t0):
+    ``count`` flows staggered over ``stagger_s``; with ``on_off_s`` = (on, off) each flow
+    is a train of ``on``-second flows (a new connection each time, as an application that
+    sends in bursts) every ``on + off`` seconds, named NAME-on1, NAME-on2..."""
     count = int(spec.get("count", 1))
     start = spec["start"] * duration_s
     length = (spec["stop"] - spec["start"]) * duration_s
     stagger = min(float(spec.get("stagger_s", 0.0)), 0.9 * length)
+    rate = spec.get("rate_mbit")
+    if spec.get("rate_pct") is not None:
+        rate = net.topo.bottleneck.rate_mbit * float(spec["rate_pct"]) / 100.0
+    bursts = [(0.0, length, "")]
+    if spec.get("on_off_s"):
+        on, off = (float(x) for x in spec["on_off_s"])
+        n = max(1, int((length + off) // (on + off)))
+        bursts = [(k * (on + off), on, f"-on{k + 1}") for k in range(n)]
     out = []
     for i in range(count):
         offset = stagger * i / count
-        name = spec["name"] if count == 1 else f"{spec['name']}{i + 1}"
-        flow = Iperf3Flow(net, spec["src"], spec["dst"], max(1.0, length - offset),
-                          cca=spec.get("cca") or ccas.get(spec["src"]), port=next(ports),
-                          parallel=int(spec.get("parallel", 1)), name=name,
-                          direction=spec.get("direction", "up"),
-                          mss_bytes=spec.get("mss_bytes"), rate_mbit=spec.get("rate_mbit"),
-                          udp=spec.get("protocol") == "udp", **clock)
-        out.append((flow, start + offset))
+        base = spec["name"] if count == 1 else f"{spec['name']}{i + 1}"
+        for at, dur, suffix in bursts:
+            if offset + at >= length:
+                break
+            flow = Iperf3Flow(net, spec["src"], spec["dst"],
+                              max(1.0, min(dur, length - offset - at)),
+                              cca=spec.get("cca") or ccas.get(spec["src"]),
+                              port=next(ports), parallel=int(spec.get("parallel", 1)),
+                              name=base + suffix, direction=spec.get("direction", "up"),
+                              mss_bytes=spec.get("mss_bytes"), rate_mbit=rate,
+                              udp=spec.get("protocol") == "udp", **clock)
+            out.append((flow, start + offset + at))
     return out
 
 
-def build_traffic(net, traffic, duration_s, t0, rmm):
+def build_traffic(net, traffic, duration_s, t0, rmm, raw_dir=None):
     """[(object, start_s, stop_s)] for the resolved traffic specs."""
     clock = dict(t0=t0, realtime_minus_monotonic=rmm)
     ports = iter(range(IPERF_BASE_PORT, IPERF_BASE_PORT + 1000))
@@ -112,7 +126,7 @@ def build_traffic(net, traffic, duration_s, t0, rmm):
             plan.append((UdpStream(net, spec["src"], spec["dst"], spec["rate_kbit"],
                                    spec.get("size_bytes", 1200), start_s=start,
                                    duration_s=stop - start, t0=t0, port=next(udp_ports),
-                                   name=spec["name"]), 0.0, None))
+                                   name=spec["name"], work_dir=raw_dir), 0.0, None))
         elif kind == "rrul":
             base = next(ports)
             for _ in range(7):
@@ -272,7 +286,7 @@ def _run_network(scn, overrides, quick, duration, warmup, sample_period_s, topo,
             log(f"  removed what a killed run left behind: {net.recovered}")
         rec["network"] = net.describe()
         rec["bottleneck_dev"] = net.bottleneck_dev[1]
-        rec["sysctls"] = net.sysctls() if hasattr(net, "sysctls") else {}
+        rec["sysctls"] = net.sysctls()
         log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
             f"{len(traffic)} traffic parts, {duration:g} s")
         if topo.scaling:
@@ -298,7 +312,8 @@ def _traffic(scn, duration, sample_period_s, topo, traffic, net, writer, run_dir
     writer.start_clock()
     t0 = writer.t0
     rmm = rec["realtime_minus_monotonic"]
-    plan = state["plan"] = build_traffic(net, traffic, duration, t0, rmm)
+    plan = state["plan"] = build_traffic(net, traffic, duration, t0, rmm,
+                                         raw_dir=os.path.join(run_dir, "raw"))
     devs = [net.bottleneck_dev]
     if topo.params.get("aqm_both_ways"):   # the reverse AQM, in the receiver
         bnl = topo.bottleneck

@@ -272,11 +272,29 @@ class Network:
                             f"net.ipv4.tcp_rmem=4096 {rcvbuf} {max(rcvbuf, 16 << 20)}"])
             # every flow starts afresh: no ssthresh/RTT cached from an earlier flow
             self.run(host, ["sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"])
+            sndbuf = self.topo.params.get("sndbuf_bytes")
+            if sndbuf:   # a limited sender buffer caps the window at sndbuf / 2 or so
+                self.run(host, ["sysctl", "-q", "-w",
+                                f"net.ipv4.tcp_wmem=4096 {min(16384, sndbuf)} {sndbuf}"])
         for host, cca in self.topo.ccas.items():
             self.run(host, ["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cca}"])
             got = self.run(host, ["sysctl", "-n", "net.ipv4.tcp_congestion_control"]).strip()
             if got != cca:
                 raise CommandError(f"{host}: congestion control is {got!r}, wanted {cca!r}")
+
+    HOST_SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem",
+                    "net.ipv4.tcp_wmem", "net.ipv4.tcp_ecn", "net.ipv4.tcp_no_metrics_save",
+                    "net.core.default_qdisc")
+
+    def sysctls(self):
+        """{host: {sysctl: value}} of the TCP settings every host runs with, as read back
+        from its namespace (for the run record)."""
+        out = {}
+        for host in sorted(set(self.topo.senders) | {self.topo.receiver}):
+            vals = self.run(host, ["sysctl", "-n", *self.HOST_SYSCTLS], check=False)
+            out[host] = dict(zip(self.HOST_SYSCTLS,
+                                 (" ".join(v.split()) for v in vals.splitlines())))
+        return out
 
     def offloads_off(self, ns, dev):
         """Turn TSO/GSO/GRO off on ``dev`` and verify it."""

@@ -207,9 +207,13 @@ def tcp_row(t, label, host, s):
     pacing = i["pacing_rate"]
     dr = i["delivery_rate"]
     bw = s["bbr_bw_Bps"]
+    # tcpi_rtt is 0 until the socket's first RTT sample (a connection still in its
+    # handshake): "no sample yet" is an empty cell, not an RTT of 0
+    no_rtt = not i["rtt"]
     return (t, label, host, s["src"], s["sport"], s["dst"], s["dport"], s["cca"], s["state"],
             i["snd_cwnd"], None if ssth is None or ssth >= nlstats.TCP_INFINITE_SSTHRESH
-            else ssth, i["rtt"], i["rttvar"], i["snd_mss"], nlstats.in_flight_pkts(i),
+            else ssth, None if no_rtt else i["rtt"], None if no_rtt else i["rttvar"],
+            i["snd_mss"], nlstats.in_flight_pkts(i),
             i["total_retrans"], i["bytes_acked"], None if dr is None else dr * 8,
             None if pacing is None or pacing >= _U64_MAX else pacing * 8,
             None if bw is None else bw * 8, s["bbr_min_rtt_us"])

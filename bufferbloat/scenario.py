@@ -30,7 +30,7 @@ from .topology import TOPOLOGIES, make_topo
 #: The traffic kinds and the fields each accepts (besides kind/start/stop/name).
 TRAFFIC_FIELDS = {
     "iperf": {"src", "dst", "parallel", "count", "stagger_s", "cca", "direction",
-              "mss_bytes", "rate_mbit", "protocol", "on_off_s"},
+              "mss_bytes", "rate_mbit", "rate_pct", "protocol", "on_off_s"},
     "ping": {"src", "dst", "interval_s"},
     "web": {"client", "server", "every_s", "size_bytes"},
     "udp": {"src", "dst", "rate_kbit", "size_bytes"},
@@ -52,6 +52,9 @@ KNOBS = {k.name: k for k in (
           choices=("none", "udp", "tcp")),
     Param("stagger_s", float, 0.0, "flows start uniformly within this many seconds",
           lo=0, hi=86400),
+    Param("load", str, "bulk", "what the sender sends: bulk (saturating), onoff (1 s on, "
+          "5 s off), stream50/stream25 (paced at 50/25 % of the bottleneck rate)",
+          choices=("bulk", "onoff", "stream50", "stream25")),
 )}
 
 

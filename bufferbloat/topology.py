@@ -85,6 +85,11 @@ _COMMON = (
           "limits a flow before the bottleneck does", lo=4096, hi=1 << 30),
     Param("switch", str, "auto", "switch kind: OVS kernel datapath, Linux bridge, or "
           "auto (OVS where the kernel has it)", choices=("auto", "ovs", "bridge")),
+    Param("reverse_mbit", float, None, "rate of the bottleneck link's reverse direction "
+          "(receiver -> s0: ACKs, downloads), Mbit/s; default bottleneck_mbit (a symmetric "
+          "link, as Mininet's TCLink makes it)", lo=0, lo_open=True, hi=100_000),
+    Param("sndbuf_bytes", int, 0, "largest TCP send buffer of every host (the maximum of "
+          "net.ipv4.tcp_wmem); 0: the kernel's autotuning (unlimited)", lo=0, hi=1 << 30),
     Param("aqm_both_ways", bool, False, "the bottleneck's reverse direction (receiver -> "
           "s0, e.g. RRUL downloads) queues in the same AQM too, instead of a plain FIFO"),
 )
@@ -127,6 +132,9 @@ class BaseDumbbell(Topo):
             raise ParameterError("loss_link", p["loss_link"], "one of " + ", ".join(valid_links))
         self.qdisc = make_qdisc(p["qdisc"], hz=self.hz, **with_buffer(
             p["qdisc"], p["buffer_pkts"], p["buffer_bytes"], **self.qdisc_params))
+        if 0 < p["sndbuf_bytes"] < 4096:
+            raise ParameterError("sndbuf_bytes", p["sndbuf_bytes"], "0 (unlimited) or "
+                                 ">= 4096 bytes")
         if p["aqm_both_ways"] and p["loss_pct"] and p["loss_link"] == "bottleneck" \
                 and p["loss_dir"] in ("reverse", "both"):
             raise ParameterError("aqm_both_ways", True, "false when the bottleneck's "

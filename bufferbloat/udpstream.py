@@ -212,7 +212,8 @@ class UdpStream:
     """
 
     def __init__(self, net, src, dst, rate_kbit, size_bytes=1200, start_s=0.0,
-                 duration_s=10.0, t0=None, port=5600, name=None):
+                 duration_s=10.0, t0=None, port=5600, name=None, work_dir=None):
+        self.work_dir = work_dir   # the receiver's CSV goes there (e.g. the run's raw/)
         self.rate_kbit, self.size_bytes, self.duration_s, self.port = check_stream_params(
             rate_kbit, size_bytes, duration_s, port)
         self.start_s = _check("start_s", start_s, 0, 86_400)
@@ -227,17 +228,24 @@ class UdpStream:
     def start(self):
         """Start the receiver on dst (wait until bound), then the sender on src. The
         sender begins at t0 + start_s (it sleeps in its own process until then)."""
-        self._recv_out = tempfile.NamedTemporaryFile(mode="w+", suffix=".csv",
-                                                     prefix="udprecv-", delete=False)
-        self._recv_out.close()
-        os.chmod(self._recv_out.name, 0o666)
+        if self.work_dir:
+            # in the run directory: a run killed with SIGKILL keeps what was received
+            # there, and no temporary file is left behind
+            self._recv_path = os.path.join(self.work_dir, f"{self.name}.recv.csv")
+            open(self._recv_path, "w").close()
+        else:
+            tmp = tempfile.NamedTemporaryFile(mode="w+", suffix=".csv", prefix="udprecv-",
+                                              delete=False)
+            tmp.close()
+            self._recv_path = tmp.name
+        os.chmod(self._recv_path, 0o666)
         self._recv_log = tempfile.TemporaryFile(mode="w+")
         now = time.monotonic()
         wait_s = max(0.0, self.t0 + self.start_s - now)
         recv_dur = wait_s + self.duration_s + 2.0  # ends by itself if stop() never comes
         self.receiver = self.net.popen(
             self.dst, [sys.executable, "-m", "bufferbloat.udpstream", "recv", "--port",
-                       self.port, "--out", self._recv_out.name, "--duration", f"{recv_dur:.3f}"],
+                       self.port, "--out", self._recv_path, "--duration", f"{recv_dur:.3f}"],
             stdout=subprocess.PIPE, stderr=self._recv_log, cwd=_repo_root())
         line = self.receiver.stdout.readline()
         if not line.startswith("READY"):
@@ -273,9 +281,10 @@ class UdpStream:
         self._send_out.seek(0)
         send_text = self._send_out.read()
         self._send_out.close()
-        with open(self._recv_out.name) as f:
+        with open(self._recv_path) as f:
             recv_text = f.read()
-        os.unlink(self._recv_out.name)
+        if not self.work_dir:
+            os.unlink(self._recv_path)
         self._recv_log.seek(0)
         recv_log = self._recv_log.read()
         self._recv_log.close()

@@ -93,3 +93,24 @@ def test_parallel_flows_are_labelled_and_sampled(tmp_path, net_guard):
     rows = compute_metrics(run, warmup_s=2)
     assert _metric(rows, "network", "flows") == 4
     assert 0.25 <= _metric(rows, "network", "jain_fairness") <= 1.0
+
+
+def test_family_d_traffic_kinds_and_sender_buffer(tmp_path, net_guard):
+    """On-off: one connection per 1 s burst every 6 s; stream50: paced at half the
+    10 Mbit/s bottleneck (within 10 %); sndbuf_bytes caps tcp_wmem in every host."""
+    scn = catalogue()["d1_cca_paths"]
+    base = {"delay_ms": 0, "bottleneck_mbit": 10}
+    run = load_run(run_point(scn, dict(base, load="onoff"), duration_s=13,
+                             out_root=str(tmp_path), log=lambda *_: None))
+    iperf = run.series("iperf")
+    assert set(iperf["flow"]) == {"onoff-on1", "onoff-on2", "onoff-on3"}
+    for k, label in enumerate(("onoff-on1", "onoff-on2", "onoff-on3")):
+        t = iperf["t_start"][iperf["flow"] == label]
+        assert abs(t.min() - 6 * k) < 1.0, (label, t.min())
+    run = load_run(run_point(scn, dict(base, load="stream50", sndbuf_bytes=65536),
+                             duration_s=10, out_root=str(tmp_path), log=lambda *_: None))
+    rows = compute_metrics(run, warmup_s=2)
+    assert abs(_metric(rows, "flow", "throughput_mbit") - 5.0) <= 0.5
+    assert run.record["params"]["sndbuf_bytes"] == 65536
+    assert run.record["sysctls"]["h1"]["net.ipv4.tcp_wmem"] == "4096 16384 65536"
+    assert run.record["sysctls"]["h1"]["net.ipv4.tcp_congestion_control"] == "cubic"

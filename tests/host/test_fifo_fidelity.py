@@ -12,6 +12,12 @@ Tolerances: max ping RTT within 10 % of that; goodput >= 93 % of the configured 
 ceiling through a frame-counting shaper is 1448/1514 = 95.6 %). A cubic flow at 1.5 Mbit/s
 fills this queue only now and then (its RTT jumps by hundreds of ms after each timeout's
 slow start and Linux's RTO fires every few seconds), so that run lasts 60 s.
+
+The bottleneck is the s0 -> h2 direction (EXPERIMENTS.md, family A); the ACKs return at
+host rate (reverse_mbit=1000). Measured with the reverse direction shaped at 1.5 Mbit/s
+too (the default, a symmetric link): goodput 90-94 % instead of 95 %, with the same
+number of retransmissions but longer idle spells (the ACK clock goes through a second
+HTB); that is left as a property of the symmetric link, not hidden here.
 """
 import pytest
 
@@ -24,7 +30,7 @@ from bufferbloat.topology import DumbbellTopo
 @pytest.mark.parametrize("rate_mbit,ping_s,duration_s", [(1.5, 0.1, 60), (10, 0.05, 20)])
 def test_full_fifo_rtt_and_goodput(rate_mbit, ping_s, duration_s, net_guard):
     topo = DumbbellTopo(bottleneck_mbit=rate_mbit, buffer_pkts=100, cca="cubic",
-                        switch="bridge")
+                        switch="bridge", reverse_mbit=1000)
     with Network(topo) as net:
         res = long_flow(net, duration_s, ping_interval_s=ping_s)
         leaf = net.bottleneck_tree()["leaf"]

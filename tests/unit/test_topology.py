@@ -166,3 +166,12 @@ def test_aqm_both_ways_puts_the_aqm_on_the_reverse_bottleneck_too():
     with pytest.raises(ParameterError):
         DumbbellTopo(qdisc="pie", aqm_both_ways=True, loss_pct=1, loss_link="bottleneck",
                      loss_dir="reverse")
+
+
+def test_reverse_rate_of_the_bottleneck_link():
+    rev = steps_on(plan_for(DumbbellTopo(bottleneck_mbit=1.5)), "h2-eth0")
+    assert ("rate", "1500000bit") == rev[1].argv[rev[1].argv.index("rate"):][:2]
+    rev = steps_on(plan_for(DumbbellTopo(bottleneck_mbit=1.5, reverse_mbit=1000)), "h2-eth0")
+    assert ("rate", "1000000000bit") == rev[1].argv[rev[1].argv.index("rate"):][:2]
+    with pytest.raises(ParameterError):
+        DumbbellTopo(reverse_mbit=0)

@@ -78,7 +78,8 @@ def test_sampler_pie_codel_fq_codel(net_guard, tmp_path):
         assert max(delays) > 0
         assert all(r["marks"] != "" and r["early_drops"] != "" for r in rows)
 
-    srtt = [int(r["srtt_us"]) for r in tcp]
-    assert srtt and min(srtt) > 0
+    # an RTT is either sampled (> 0) or not yet (empty: the handshake's first rows)
+    srtt = [int(r["srtt_us"]) for r in tcp if r["srtt_us"] != ""]
+    assert len(srtt) > 0.9 * len(tcp) and min(srtt) > 0
     assert len({r["flow"] for r in tcp}) == 3  # one data connection per iperf3 run
     assert abs(stats["period_p50_ms"] - 10) <= 1.0
