@@ -30,7 +30,7 @@ if [ "$phase" != vm ]; then
   $PY -m pytest -p no:cacheprovider tests/unit tests/host "$@" || rc=1
 fi
 if [ "$phase" != host ]; then
-  echo "=== full-kernel tests in the project VM ==="
-  vm/run -- python3 -m pytest -p no:cacheprovider tests/vm "$@" || rc=1
+  echo "=== full-kernel tests in the project VM (and the fault-injection tests again, with OVS) ==="
+  vm/run -- python3 -m pytest -p no:cacheprovider tests/vm tests/host/test_faults.py "$@" || rc=1
 fi
 exit $rc
