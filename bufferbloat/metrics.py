@@ -256,10 +256,26 @@ def flow_metrics(run, cutoff_s=-math.inf):
             keep = t >= cutoff_s
             rows.stats("flow", flow, "srtt", "ms", tcp["srtt_us"][mask][keep] / 1e3)
             rows.stats("flow", flow, "cwnd", "pkts", tcp["cwnd_pkts"][mask][keep])
+            if "ssthresh_pkts" in tcp:
+                rows.add("flow", flow, "ssthresh_changes",
+                         count_changes(tcp["ssthresh_pkts"][mask][keep]), "")
             if "retrans_total" in tcp and np.isfinite(tcp["retrans_total"][mask]).any():
                 rows.add("flow", flow, "retrans_pkts",
                          counter_delta(t, tcp["retrans_total"][mask], cutoff_s)[1], "pkts")
     return rows, throughput
+
+
+def count_changes(values):
+    """How many times a sampled value changes (NaN = not set yet, e.g. ssthresh while
+    "infinite": NaN -> 42 is a change, NaN -> NaN is not). Family D's "number of ssthresh
+    changes" (each one a congestion event the CCA reacted to, as far as 10 ms sampling
+    sees them)."""
+    v = np.asarray(values, dtype=float)
+    if v.size < 2:
+        return 0
+    a, b = v[:-1], v[1:]
+    both_nan = np.isnan(a) & np.isnan(b)
+    return int(np.sum((a != b) & ~both_nan))
 
 
 def _leaf_groups(run):

@@ -292,3 +292,11 @@ def test_link_without_rate_skips_rate_metrics(tmp_path):
     assert not any(k[2].startswith("qdelay") or k[2] == "utilization" for k in got)
     got = _by_key(m.link_metrics(run, rate_mbit=3.0))
     assert got[("link", "s0-eth2:pfifo", "qdelay_mean_ms")] == pytest.approx(40.0)
+
+
+def test_count_changes_counts_ssthresh_reactions():
+    from bufferbloat.metrics import count_changes
+    nan = float("nan")
+    assert count_changes([nan, nan, 40, 40, 20, 20, 20, 10]) == 3
+    assert count_changes([nan, nan, nan]) == 0
+    assert count_changes([7]) == 0 and count_changes([]) == 0
