@@ -107,11 +107,9 @@ def rfc3550_jitter(t_sent, t_recv):
     return float(jitter)
 
 
-def counter_delta(t, values, cutoff_s=-math.inf):
-    """(dt_s, delta) of a cumulative counter over the samples at or after ``cutoff_s``,
-    starting from the last sample at or before the cut when there is one. NaN samples
-    are skipped; (0, 0) when fewer than two samples remain. A counter that went backwards
-    (reset) counts from its new value."""
+def _counter_window(t, values, cutoff_s):
+    """(t, v) of a cumulative counter's samples sorted by time, NaNs dropped, from the
+    last sample at or before ``cutoff_s`` (the baseline) on."""
     t = np.asarray(t, dtype=float)
     v = np.asarray(values, dtype=float)
     ok = ~(np.isnan(t) | np.isnan(v))
@@ -120,7 +118,15 @@ def counter_delta(t, values, cutoff_s=-math.inf):
     t, v = t[order], v[order]
     before = np.nonzero(t <= cutoff_s)[0]
     start = before[-1] if before.size else 0
-    t, v = t[start:], v[start:]
+    return t[start:], v[start:]
+
+
+def counter_delta(t, values, cutoff_s=-math.inf):
+    """(dt_s, delta) of a cumulative counter over the samples at or after ``cutoff_s``,
+    starting from the last sample at or before the cut when there is one. NaN samples
+    are skipped; (0, 0) when fewer than two samples remain. A counter that went backwards
+    (reset) counts from its new value."""
+    t, v = _counter_window(t, values, cutoff_s)
     if t.size < 2:
         return 0.0, 0.0
     steps = np.diff(v)
@@ -344,15 +350,7 @@ def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
 def _interval_rates(t, counter, cutoff_s):
     """Per-sample-interval rates of a cumulative counter, from the last sample at or
     before the cut."""
-    t = np.asarray(t, dtype=float)
-    v = np.asarray(counter, dtype=float)
-    ok = ~(np.isnan(t) | np.isnan(v))
-    t, v = t[ok], v[ok]
-    order = np.argsort(t, kind="stable")
-    t, v = t[order], v[order]
-    before = np.nonzero(t <= cutoff_s)[0]
-    start = before[-1] if before.size else 0
-    t, v = t[start:], v[start:]
+    t, v = _counter_window(t, counter, cutoff_s)
     dt = np.diff(t)
     dv = np.diff(v)
     good = dt > 0

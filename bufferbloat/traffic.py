@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from .errors import ParameterError
 from .network import stop_process
+from .stats import percentile  # noqa: F401  (web.py and callers import it from here)
 
 #: Columns of the series files written from these objects' ``rows()``.
 COLUMNS = {
@@ -536,15 +537,6 @@ def rtt_stats(sorted_ms):
     return dict(zip(keys, (sorted_ms[0], sum(sorted_ms) / len(sorted_ms),
                            percentile(sorted_ms, 50), percentile(sorted_ms, 95),
                            percentile(sorted_ms, 99), sorted_ms[-1])))
-
-
-def percentile(sorted_vals, p):
-    """Percentile by linear interpolation between closest ranks (numpy's default)."""
-    if not sorted_vals:
-        return None
-    k = (len(sorted_vals) - 1) * p / 100.0
-    lo, hi = math.floor(k), math.ceil(k)
-    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo)
 
 
 def parse_ping_probes(text, interval_s):

@@ -31,6 +31,7 @@ import tempfile
 import time
 
 from .errors import ParameterError
+from .stats import percentile
 
 HEADER = struct.Struct("!QQ")
 SNDBUF_BYTES = 16 << 20
@@ -153,15 +154,6 @@ def parse_recv_csv(text):
     return rows
 
 
-def _pct(sorted_vals, p):
-    """Percentile by linear interpolation (numpy's default), ``sorted_vals`` sorted."""
-    if not sorted_vals:
-        return None
-    k = (len(sorted_vals) - 1) * p / 100.0
-    lo, hi = math.floor(k), math.ceil(k)
-    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo)
-
-
 def stream_stats(packets, sent):
     """Summary of received ``packets`` [(seq, t_sent, t_recv, size)] of which ``sent``
     were sent.
@@ -191,7 +183,7 @@ def stream_stats(packets, sent):
     lat = sorted((p[2] - p[1]) * 1000 for p in packets)
     out["latency_mean_ms"] = sum(lat) / len(lat)
     for p in (50, 95, 99):
-        out[f"latency_p{p}_ms"] = _pct(lat, p)
+        out[f"latency_p{p}_ms"] = percentile(lat, p)
     return out
 
 

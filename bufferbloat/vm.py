@@ -558,13 +558,7 @@ class _Builder:
                     next_beat = now + heartbeat_s
                     self.progress(f"      {now - start:5.0f}s  {last[0][:100]}")
         finally:
-            if proc.poll() is None:      # interrupted: stop what WE started
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            _stop_process(proc)          # interrupted: stop what WE started
             t.join(5)
         if proc.returncode != 0:
             raise BuildError(f"step {self.step_no} failed: {self.redact(shlex.join(argv))} "
@@ -952,7 +946,7 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
                 timed_out = True
                 progress(f"vm: timeout after {timeout_s:.0f}s: stopping qemu (pid {proc.pid})")
                 break
-        _stop_qemu(proc)
+        _stop_process(proc)
         pump()
         rc_file = ctl / "rc"
         wall = time.monotonic() - t0
@@ -978,7 +972,7 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
         if proc is not None and proc.poll() is None:
             if interrupted or terminated:
                 progress(f"vm: interrupted: stopping qemu (pid {proc.pid})")
-            _stop_qemu(proc)
+            _stop_process(proc)
         if out_f is not None:
             out_f.close()
         if in_main and old_handler is not None:
@@ -989,8 +983,9 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
         one_at_a_time.close()
 
 
-def _stop_qemu(proc: subprocess.Popen) -> None:
-    """Stop the qemu WE started, by its PID: SIGTERM, then SIGKILL after 10 s."""
+def _stop_process(proc: subprocess.Popen) -> None:
+    """Stop a process WE started (qemu, a build step), by its PID: SIGTERM, then SIGKILL
+    after 10 s."""
     if proc.poll() is not None:
         return
     proc.terminate()
