@@ -11,5 +11,5 @@ setup(
     python_requires=">=3.9",
     install_requires=[],  # mininet, numpy, matplotlib come from Debian (python3-*)
     extras_require={"test": ["pytest"]},
-    entry_points={"console_scripts": ["bufferbloat=bufferbloat.cli:main"]},
+    entry_points={"console_scripts": ["bufferbloat=bufferbloat.cli:console"]},
 )

@@ -1,6 +1,6 @@
 """``python3 -m bufferbloat``: the command line."""
 import sys
 
-from .cli import main
+from .cli import console
 
-sys.exit(main())
+sys.exit(console())

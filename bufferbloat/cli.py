@@ -7,6 +7,7 @@ message and exit with code 2 before any network state is created.
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -265,10 +266,27 @@ def main(argv=None):
     """Entry point of the ``bufferbloat`` console command."""
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        rc = args.func(args)
     except UsageError as err:
         print(f"bufferbloat: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
+        rc = EXIT_USAGE
     except KeyboardInterrupt as exc:
         print("bufferbloat: interrupted", file=sys.stderr)
-        return 143 if "SIGTERM" in str(exc) else 130
+        rc = 143 if "SIGTERM" in str(exc) else 130
+    return rc
+
+
+def console():
+    """The ``bufferbloat`` program: :func:`main`, then exit quietly. Once ``main`` has
+    returned, everything is recorded and torn down, so a SIGINT/SIGTERM has nothing left
+    to stop; but Python puts the default handlers back while the interpreter finalises,
+    and a signal in that window would kill the process (rc -15) after a run recorded as
+    complete. So the program blocks them from here on (pending ones die with it)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        rc = main()
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except KeyboardInterrupt as exc:      # one that came between main and the mask
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        rc = 143 if "SIGTERM" in str(exc) else 130
+    return rc

@@ -35,3 +35,24 @@ def test_list_names_every_scenario(capsys):
     out = capsys.readouterr().out
     for name, scn in catalogue().items():
         assert name in out and scn.description in out
+
+
+def test_a_signal_after_the_command_has_finished_does_not_kill_it():
+    """A SIGTERM that lands once the command has returned (all recorded) but before the
+    interpreter has exited must not turn a complete run into 'killed by signal 15'."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = ("import os, signal, sys, time\n"
+            "from bufferbloat.cli import console\n"
+            "sys.argv = ['bufferbloat', 'list']\n"
+            "rc = console()\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "time.sleep(0.2)\n"
+            "sys.exit(rc)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=root), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "a1_fifo" in proc.stdout and "Traceback" not in proc.stderr
