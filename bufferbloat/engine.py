@@ -38,6 +38,12 @@ IPERF_BASE_PORT = 5201
 WEB_PORT = 8080
 UDP_BASE_PORT = 5600
 SAMPLE_PERIOD_S = 0.01
+#: After the run's time, flows get this long (in all) to finish their own -t; the ones
+#: still running are then stopped by the run (recorded, not a failure).
+FLOW_GRACE_S = 8.0
+#: The sampler stops by itself this long after the grace period if nobody stops it
+#: (a safety net for an orphan; the run stops it well before).
+SAMPLER_SPARE_S = 60.0
 #: Under TCG the project VM forwards ~57 Mbit/s at most with nothing else running
 #: (PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
 #: is what it sustains at full utilization. Env BUFFERBLOAT_MAX_MBIT overrides (0: none).
@@ -319,7 +325,8 @@ def _traffic(scn, duration, sample_period_s, topo, traffic, net, writer, run_dir
         bnl = topo.bottleneck
         devs.append((bnl.b, net.intfs[(bnl.a, bnl.b)][1]))
     sampler = Sampler(net, run_dir, t0, period_s=sample_period_s, qdisc_devs=devs,
-                      flows=sampler_flows(plan), duration_s=duration + 30)
+                      flows=sampler_flows(plan),
+                      duration_s=duration + FLOW_GRACE_S + SAMPLER_SPARE_S)
     state["sampler"] = sampler
     sampler.start()
     sched = state["sched"] = Schedule(t0)
@@ -332,10 +339,13 @@ def _traffic(scn, duration, sample_period_s, topo, traffic, net, writer, run_dir
         problem = health_problem(net, plan, sampler, sched)
         if problem:
             raise RunFailed(problem)
-    for obj, _, _ in plan:            # let flows finish their own -t
+    # let flows finish their own -t (a late start ends late), all within one grace
+    # period: 40 late flows must not wait 5 s each while the sampler runs out of time
+    grace_end = time.monotonic() + FLOW_GRACE_S
+    for obj, _, _ in plan:
         if hasattr(obj, "wait") and not isinstance(obj, (PingProbe, WebServer)):
             try:
-                obj.wait(timeout_s=5)
+                obj.wait(timeout_s=max(0.1, grace_end - time.monotonic()))
             except Exception:  # noqa: BLE001 - stop() ends it; its record is kept
                 pass
     sched.stop()
