@@ -43,6 +43,10 @@ KNOBS = {k.name: k for k in (
     Param("web_every_s", float, 2.0, "period of the web fetches, s", lo=0.1, hi=3600),
     Param("web_size_bytes", int, 100_000, "size of the fetched index.html, bytes",
           lo=1, hi=1 << 30),
+    Param("web_server", str, "h2", "host serving the web page: h2 (h1 downloads it, as "
+          "EXPERIMENTS.md has it: the page comes back on the reverse path and the queue "
+          "holds its SYN, request and ACKs) or h1 (h2 downloads it, as in the CS244 "
+          "original: the page itself waits in the bottleneck queue)", choices=("h2", "h1")),
     Param("udp_rate_kbit", float, 1000.0, "UDP stream rate, kbit/s", lo=1, hi=10_000_000),
     Param("udp_size_bytes", int, 1200, "UDP payload per packet, bytes", lo=16, hi=1472),
     Param("ping_interval_s", float, 0.1, "ping period, s", lo=0.01, hi=60),

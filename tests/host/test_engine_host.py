@@ -114,3 +114,26 @@ def test_family_d_traffic_kinds_and_sender_buffer(tmp_path, net_guard):
     assert run.record["params"]["sndbuf_bytes"] == 65536
     assert run.record["sysctls"]["h1"]["net.ipv4.tcp_wmem"] == "4096 16384 65536"
     assert run.record["sysctls"]["h1"]["net.ipv4.tcp_congestion_control"] == "cubic"
+
+
+def test_the_page_served_by_the_sender_waits_in_the_bloated_queue(tmp_path, net_guard):
+    """FIFO-100 at 1.5 Mbit/s behind one cubic flow. With web_server=h1 (the CS244
+    direction) the 100 kB page goes h1 -> h2 through the standing queue: its SYN-ACK and
+    each of its >= 3 slow-start rounds (IW10: 10 + 20 + 40 packets) cross it, so a fetch
+    takes at least 4 x the mean queueing delay. The other way round (EXPERIMENTS.md's
+    direction, the default) only its handshake, request and ACKs cross it, and a fetch
+    takes less than half as long. Measured: 6.7 s against 1.4 s (queue mean 385 ms)."""
+    scn = catalogue()["a1_fifo"]
+    means = {}
+    for server in ("h2", "h1"):
+        run_dir = run_point(scn, {"delay_ms": 0, "web_server": server}, duration_s=20,
+                            out_root=str(tmp_path / server), log=lambda *_: None)
+        run = load_run(run_dir)
+        web = run.series("web")
+        assert set(web["fetch"]) == {"web"}
+        rows = compute_metrics(run, warmup_s=run.record["warmup_s"])
+        means[server] = _metric(rows, "web", "total_mean_s")
+        qdelay_s = _metric(rows, "link", "qdelay_mean_ms") / 1000
+        if server == "h1":
+            assert means["h1"] >= 4 * qdelay_s, (means, qdelay_s)
+    assert means["h1"] >= 2 * means["h2"], means

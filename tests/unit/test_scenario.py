@@ -75,6 +75,22 @@ def test_knob_references_conditions_and_sender_expansion():
     assert traffic[-1]["name"] == "x" and traffic[-1]["rate_mbit"] == 7
 
 
+@pytest.mark.parametrize("name", ["a1_fifo", "a2_pie", "a3_pie_flows", "a4_wifi_loss",
+                                  "a5_video"])
+def test_family_a_fetches_one_way_or_the_other(name):
+    """EXPERIMENTS.md's direction by default (h1 downloads from h2); web_server=h1 turns
+    it round (the page then crosses the bottleneck s0 -> h2); one fetcher either way."""
+    for server, client in (("h2", "h1"), ("h1", "h2")):
+        over = {} if server == "h2" else {"web_server": server}
+        _, knobs, traffic = CAT[name].build(over)
+        web = [t for t in traffic if t["kind"] == "web"]
+        assert [(w["server"], w["client"]) for w in web] == [(server, client)]
+        assert knobs["web_server"] == server
+    with pytest.raises(UsageError) as err:
+        CAT[name].build({"web_server": "h3"})
+    assert "web_server" in str(err.value) and "h1" in str(err.value)
+
+
 def test_bad_traffic_declarations_are_caught_when_the_module_loads():
     with pytest.raises(ValueError):
         Scenario(name="t", description="t", traffic=({"kind": "ftp"},))
