@@ -280,13 +280,19 @@ def console():
     """The ``bufferbloat`` program: :func:`main`, then exit quietly. Once ``main`` has
     returned, everything is recorded and torn down, so a SIGINT/SIGTERM has nothing left
     to stop; but Python puts the default handlers back while the interpreter finalises,
-    and a signal in that window would kill the process (rc -15) after a run recorded as
-    complete. So the program blocks them from here on (pending ones die with it)."""
-    held = {signal.SIGINT, signal.SIGTERM}
+    and a signal in that window would kill the process (rc -2/-15) after a run recorded
+    as complete. So the program ignores them from here on: a process-wide disposition
+    (a thread mask would not do: the kernel hands a signal to any thread that does not
+    block it, and the traffic tools' watcher threads may still exist)."""
     try:
         rc = main()
-        signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    except KeyboardInterrupt as exc:      # one that came between main and the mask
-        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        _ignore_signals()
+    except KeyboardInterrupt as exc:      # one that came between main and the above
+        _ignore_signals()
         rc = 143 if "SIGTERM" in str(exc) else 130
     return rc
+
+
+def _ignore_signals():
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)

@@ -44,13 +44,23 @@ def test_a_signal_after_the_command_has_finished_does_not_kill_it():
     import subprocess
     import sys
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    code = ("import os, signal, sys, time\n"
+    # a thread is alive (as the traffic tools' watcher threads may be): the kernel may
+    # hand it the signal; a daemon thread sends one more while the interpreter exits
+    code = ("import os, signal, sys, threading, time\n"
             "from bufferbloat.cli import console\n"
             "sys.argv = ['bufferbloat', 'list']\n"
+            "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
             "rc = console()\n"
             "os.kill(os.getpid(), signal.SIGTERM)\n"
             "os.kill(os.getpid(), signal.SIGINT)\n"
             "time.sleep(0.2)\n"
+            "def late():\n"
+            "    time.sleep(0.05)\n"
+            "    for s in (signal.SIGTERM, signal.SIGINT) * 50:\n"
+            "        os.kill(os.getpid(), s)\n"
+            "        time.sleep(0.001)\n"
+            "threading.Thread(target=late, daemon=True).start()\n"
+            "time.sleep(0.1)\n"
             "sys.exit(rc)\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=root), timeout=60)
