@@ -272,7 +272,7 @@ def main(argv=None):
         rc = EXIT_USAGE
     except KeyboardInterrupt as exc:
         print("bufferbloat: interrupted", file=sys.stderr)
-        rc = 143 if "SIGTERM" in str(exc) else 130
+        rc = _interrupt_rc(exc)
     return rc
 
 
@@ -289,8 +289,13 @@ def console():
         _ignore_signals()
     except KeyboardInterrupt as exc:      # one that came between main and the above
         _ignore_signals()
-        rc = 143 if "SIGTERM" in str(exc) else 130
+        rc = _interrupt_rc(exc)
     return rc
+
+
+def _interrupt_rc(exc):
+    """128 + the signal that interrupted the command (SIGTERM 143, SIGINT 130)."""
+    return 143 if "SIGTERM" in str(exc) else 130
 
 
 def _ignore_signals():

@@ -465,7 +465,7 @@ def flow_errors(plan):
     while the traffic ran was caught by :func:`health_problem` before."""
     for obj, _, _ in plan:
         for part in _leaves(obj):
-            if isinstance(part, Iperf3Flow) and part.error and not part._stopped:
+            if isinstance(part, Iperf3Flow) and part.error and not part.stopped:
                 return f"iperf3 flow {part.name}: {part.error}"
     return None
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from .errors import ParameterError
 from .network import stop_process
-from .stats import percentile  # noqa: F401  (web.py and callers import it from here)
+from .stats import percentile
 
 #: Columns of the series files written from these objects' ``rows()``.
 COLUMNS = {
@@ -246,6 +246,11 @@ class Iperf3Flow(_Timed):
         if self.error:
             raise RuntimeError(f"iperf3: {self.error}")
         return self.result
+
+    @property
+    def stopped(self):
+        """True once the run stopped this flow itself (see :meth:`stop`)."""
+        return self._stopped
 
     def stop(self):
         """End the flow now (by PID); iperf3 still reports the intervals it completed.

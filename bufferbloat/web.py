@@ -14,7 +14,8 @@ import time
 
 from .errors import ParameterError
 from .network import stop_process
-from .traffic import _Timed, check_number, check_port, percentile
+from .stats import percentile
+from .traffic import _Timed, check_number, check_port
 
 COLUMNS = ("fetch", "t", "total_s", "connect_s", "ttfb_s", "size_bytes", "http_code", "ok")
 CURL_FORMAT = "%{time_connect} %{time_starttransfer} %{time_total} %{http_code} " \

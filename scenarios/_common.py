@@ -10,13 +10,11 @@ A_TRAFFIC = (
     {"kind": "iperf", "name": "long", "src": "h1", "dst": "h2", "parallel": "$flows"},
     {"kind": "ping", "name": "ping", "src": "h1", "dst": "h2",
      "interval_s": "$ping_interval_s"},
-    {"kind": "web", "name": "web", "client": "h1", "server": "h2",
+) + tuple(
+    {"kind": "web", "name": "web", "client": client, "server": server,
      "every_s": "$web_every_s", "size_bytes": "$web_size_bytes",
-     "when": {"web_server": "h2"}},
-    {"kind": "web", "name": "web", "client": "h2", "server": "h1",
-     "every_s": "$web_every_s", "size_bytes": "$web_size_bytes",
-     "when": {"web_server": "h1"}},
-)
+     "when": {"web_server": server}}
+    for server, client in (("h2", "h1"), ("h1", "h2")))
 A_KNOBS = dict(flows=1, ping_interval_s=0.1, web_every_s=2.0, web_size_bytes=100_000,
                web_server="h2")
 
