@@ -225,8 +225,14 @@ def flow_metrics(run, cutoff_s=-math.inf):
     (over 1 s bins), ``srtt_{mean,p50,p95,p99}_ms``, ``cwnd_{...}_pkts``,
     ``retrans_pkts`` (retrans_total delta), ``fct_s`` when iperf has no such flow (last t -
     first t, whole flow).
+
+    The per-flow throughput given to the network scope is the receiver's: bytes_acked
+    (what the receiver acknowledged) wherever tcp.csv has the flow; iperf's intervals
+    count bytes the *sender* wrote into its socket (a late flow's first interval fills
+    a socket buffer in no time) and stand in only for flows the sampler did not see
+    (UDP). Their iperf rate is kept as ``sent_throughput_mbit``.
     """
-    rows, throughput = _Rows(), {}
+    rows, throughput, sent = _Rows(), {}, {}
     if run.has("iperf"):
         ip = run.series("iperf")
         for flow, mask in _groups(ip, "flow").items():
@@ -237,8 +243,8 @@ def flow_metrics(run, cutoff_s=-math.inf):
             span = np.nansum(t1s[keep] - t0s[keep])
             if keep.any() and span > 0:
                 mbit = np.nansum(ip["bytes"][mask][keep]) * 8 / span / 1e6
-                throughput[flow] = mbit
-                rows.add("flow", flow, "throughput_mbit", mbit, "Mbit/s")
+                sent[flow] = mbit
+                rows.add("flow", flow, "sent_throughput_mbit", mbit, "Mbit/s")
                 bps = _values(ip["bits_per_second"][mask][keep])
                 if bps.size:
                     rows.add("flow", flow, "throughput_cov", cov(bps), "")
@@ -249,13 +255,13 @@ def flow_metrics(run, cutoff_s=-math.inf):
         tcp = run.series("tcp")
         for flow, mask in _groups(tcp, "flow").items():
             t = tcp["t"][mask]
-            if flow not in throughput and np.isfinite(t).sum() >= 1:
+            if flow not in sent and np.isfinite(t).sum() >= 1:
                 rows.add("flow", flow, "fct_s", np.nanmax(t) - np.nanmin(t), "s")
             dt, acked = counter_delta(t, tcp["bytes_acked"][mask], cutoff_s)
             if dt > 0:
                 mbit = acked * 8 / dt / 1e6
                 rows.add("flow", flow, "acked_throughput_mbit", mbit, "Mbit/s")
-                throughput.setdefault(flow, mbit)
+                throughput[flow] = mbit
             rates = binned_rates(t, tcp["bytes_acked"][mask], cutoff_s=cutoff_s)
             if rates.size:
                 rows.add("flow", flow, "acked_throughput_cov", cov(rates), "")
@@ -268,6 +274,10 @@ def flow_metrics(run, cutoff_s=-math.inf):
             if "retrans_total" in tcp and np.isfinite(tcp["retrans_total"][mask]).any():
                 rows.add("flow", flow, "retrans_pkts",
                          counter_delta(t, tcp["retrans_total"][mask], cutoff_s)[1], "pkts")
+    for flow, mbit in sent.items():          # flows the sampler did not see (UDP)
+        throughput.setdefault(flow, mbit)
+    for flow, mbit in throughput.items():
+        rows.add("flow", flow, "throughput_mbit", mbit, "Mbit/s")
     return rows, throughput
 
 
@@ -357,15 +367,57 @@ def _interval_rates(t, counter, cutoff_s):
     return np.clip(dv[good], 0, None) / dt[good]
 
 
-def network_metrics(throughput_mbit):
-    """``aggregate_throughput_mbit``, ``flows`` and ``jain_fairness`` over the per-flow
-    throughputs {flow: Mbit/s}."""
+def _receiver(run):
+    """The topology's receiver host (h2 in the plain dumbbell), or None."""
+    topo = (run.record.get("network") or {}).get("topology") or {}
+    return topo.get("receiver")
+
+
+def delivered_goodput(run, cutoff_s=-math.inf):
+    """{direction: Mbit/s} of what the receivers acknowledged over the run's common
+    window: every TCP flow's bytes_acked delta after the cut, summed per direction, / the
+    window from the cut (or the first sample) to the last sample of any flow. 'up' is
+    towards the bottleneck's receiver, 'down' from it (sender = receiver host). This is
+    the link-level goodput (never more than the link carried); a sum of per-flow rates
+    is not, when flows do not all live the whole window."""
+    if not run.has("tcp"):
+        return {}
+    tcp = run.series("tcp")
+    t_all = _values(tcp["t"])
+    if t_all.size < 2:
+        return {}
+    lo = max(float(t_all.min()), cutoff_s)
+    span = float(t_all.max()) - lo
+    if span <= 0:
+        return {}
+    receiver = _receiver(run)
+    hosts = tcp.get("host", np.array([""] * len(tcp["t"])))
+    total = {}
+    for flow, mask in _groups(tcp, "flow").items():
+        _, acked = counter_delta(tcp["t"][mask], tcp["bytes_acked"][mask], cutoff_s)
+        sender = hosts[mask][0] if mask.any() else ""
+        direction = "down" if receiver and sender == receiver else "up"
+        total[direction] = total.get(direction, 0.0) + acked
+    return {d: b * 8 / span / 1e6 for d, b in total.items()}
+
+
+def network_metrics(throughput_mbit, goodput_mbit=None):
+    """``flows`` and ``jain_fairness`` over the per-flow throughputs {flow: Mbit/s};
+    ``goodput_{up,down}_mbit`` and ``aggregate_throughput_mbit`` (their sum) from
+    :func:`delivered_goodput` when the run has tcp.csv, else the per-flow sum."""
     rows = _Rows()
     if throughput_mbit:
         shares = list(throughput_mbit.values())
         rows.add("network", "all", "flows", len(shares), "")
-        rows.add("network", "all", "aggregate_throughput_mbit", sum(shares), "Mbit/s")
         rows.add("network", "all", "jain_fairness", jain_index(shares), "")
+    if goodput_mbit:
+        for direction, mbit in sorted(goodput_mbit.items()):
+            rows.add("network", "all", f"goodput_{direction}_mbit", mbit, "Mbit/s")
+        rows.add("network", "all", "aggregate_throughput_mbit", sum(goodput_mbit.values()),
+                 "Mbit/s")
+    elif throughput_mbit:
+        rows.add("network", "all", "aggregate_throughput_mbit", sum(throughput_mbit.values()),
+                 "Mbit/s")
     return rows
 
 
@@ -465,7 +517,7 @@ def compute_metrics(run, warmup_s=0.0):
     flows, throughput = flow_metrics(run, cutoff)
     rows = list(flows)
     rows += link_metrics(run, cutoff)
-    rows += network_metrics(throughput)
+    rows += network_metrics(throughput, delivered_goodput(run, cutoff))
     rows += web_metrics(run, cutoff)
     rows += ping_metrics(run, cutoff)
     rows += udp_metrics(run, cutoff)

@@ -1,0 +1,284 @@
+"""Did the emulator keep up? A health verdict for every run, from what the run recorded.
+
+An emulator that falls behind still produces numbers: a link that holds a queue but
+sends below its rate, a sampler that skips ticks, a flow that starts late. Those runs
+measured the emulator, not the network. :func:`assess` reads a stored run (its record
+and its series; it never asks the tools again) and returns::
+
+    {"verdict": "healthy" | "degraded" | "unknown",
+     "problems": ["work conservation 0.62 on s0-eth2:pie (>= 0.95 required)", ...],
+     "checks": {name: {"value": ..., "limit": ..., "ok": True | False | None, ...}}}
+
+``ok`` None means the check could not be made (e.g. no backlogged time to judge work
+conservation on); such a check does not make a run degraded. The thresholds below are
+justified by measurements in docs/HEALTH.md.
+"""
+
+import math
+
+import numpy as np
+
+from .metrics import NOT_LEAF_KINDS
+from .results import load_run
+
+#: The bottleneck must send at >= this share of its configured rate whenever its leaf
+#: holds a backlog. The host kernel (HTB, exact) and an unloaded TCG VM measure
+#: 0.98-1.01 (docs/HEALTH.md); 0.95 leaves room for sampling edges, not for a CPU-starved
+#: emulator (0.23-0.88 measured under overload).
+MIN_WORK_CONSERVATION = 0.95
+#: A sampler interval counts as backlogged when the leaf held at least this many bytes at
+#: both of its ends (two full-size packets: the link cannot go idle in between unless the
+#: emulator stalls).
+BACKLOG_BYTES = 3000
+#: Less backlogged time than this is not enough to judge work conservation on.
+MIN_BACKLOGGED_S = 1.0
+#: Highest share of the sampler's ticks it may miss (10 ms series with gaps make queue
+#: percentiles and drop rates wrong).
+MAX_MISSED_TICKS = 0.05
+#: A flow may start at most this late against its schedule (server + client start-up
+#: under TCG is ~0.3-1 s; the overloaded runs that prompted this were 49-53 s late).
+MAX_START_LATE_S = 2.0
+#: The idle RTT before traffic may exceed the configured base RTT by at most
+#: max(IDLE_RTT_SLACK_MS, IDLE_RTT_SLACK_SHARE x base) at its median (TCG adds
+#: 0.8-1.1 ms of its own and ~0.3 ms per netem stage).
+IDLE_RTT_SLACK_MS = 3.0
+IDLE_RTT_SLACK_SHARE = 0.10
+#: ... and must not be below it by more than this (the delay emulation did not work).
+IDLE_RTT_BELOW_MS = 0.5
+#: Goodput above the link rate by more than this share is impossible (a measurement bug).
+MAX_GOODPUT_SHARE = 1.02
+#: The traffic phase may end at most this long after its scheduled end.
+MAX_OVERRUN_S = 3.0
+
+THRESHOLDS = {"work_conservation_min": MIN_WORK_CONSERVATION,
+              "backlog_bytes": BACKLOG_BYTES, "min_backlogged_s": MIN_BACKLOGGED_S,
+              "missed_ticks_max": MAX_MISSED_TICKS, "start_late_max_s": MAX_START_LATE_S,
+              "idle_rtt_slack_ms": IDLE_RTT_SLACK_MS,
+              "idle_rtt_slack_share": IDLE_RTT_SLACK_SHARE,
+              "goodput_share_max": MAX_GOODPUT_SHARE, "overrun_max_s": MAX_OVERRUN_S}
+
+
+def _num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def work_conservation(t, backlog, sent_bytes, rate_mbit, backlog_bytes=BACKLOG_BYTES):
+    """(ratio, backlogged seconds): bytes the leaf sent over the sampler intervals during
+    which it held >= ``backlog_bytes`` at both ends, x 8 / (rate x their total length).
+    (None, 0) when no interval was backlogged."""
+    t = np.asarray(t, dtype=float)
+    b = np.asarray(backlog, dtype=float)
+    s = np.asarray(sent_bytes, dtype=float)
+    ok = ~(np.isnan(t) | np.isnan(b) | np.isnan(s))
+    t, b, s = t[ok], b[ok], s[ok]
+    order = np.argsort(t, kind="stable")
+    t, b, s = t[order], b[order], s[order]
+    if t.size < 2 or not rate_mbit:
+        return None, 0.0
+    busy = (b[:-1] >= backlog_bytes) & (b[1:] >= backlog_bytes)
+    dt, ds = np.diff(t), np.diff(s)
+    busy &= (dt > 0) & (ds >= 0)         # a counter reset is not an interval to judge
+    span = float(np.sum(dt[busy]))
+    if span <= 0:
+        return None, 0.0
+    return float(np.sum(ds[busy])) * 8 / (span * rate_mbit * 1e6), span
+
+
+def _leaf_rates(run):
+    """{dev: rate Mbit/s} of every AQM device the sampler watched: the bottleneck's
+    egress at its rate, the reverse AQM (receiver's egress) at the reverse rate."""
+    params = run.params
+    fwd = params.get("bottleneck_mbit")
+    rev = params.get("reverse_mbit") or fwd
+    want = run.record.get("bottleneck_dev")
+    if isinstance(want, (list, tuple)):
+        want = want[-1] if want else None
+    devs = (run.record.get("sampler") or {}).get("qdisc_devs") or ([want] if want else [])
+    return {d: (fwd if d == want or want is None else rev) for d in devs}
+
+
+def check_work_conservation(run):
+    """One check per AQM leaf with enough backlogged time."""
+    out = {}
+    if not run.has("qdisc"):
+        return out
+    q = run.series("qdisc")
+    rates = _leaf_rates(run)
+    n = len(q.get("t", []))
+    dev = q.get("dev", np.array([""] * n))
+    kind = q.get("kind", np.array([""] * n))
+    for key in dict.fromkeys(zip(dev.tolist(), kind.tolist())):
+        if key[1] in NOT_LEAF_KINDS or (rates and key[0] not in rates):
+            continue
+        rate = rates.get(key[0]) if rates else run.bottleneck_mbit
+        mask = (dev == key[0]) & (kind == key[1])
+        if "sent_bytes" not in q or "backlog_bytes" not in q:
+            continue
+        ratio, span = work_conservation(q["t"][mask], q["backlog_bytes"][mask],
+                                        q["sent_bytes"][mask], rate)
+        judged = span >= MIN_BACKLOGGED_S and ratio is not None
+        out[f"work_conservation:{key[0]}:{key[1]}"] = {
+            "value": None if ratio is None else round(ratio, 4),
+            "limit": f">= {MIN_WORK_CONSERVATION}", "backlogged_s": round(span, 3),
+            "rate_mbit": rate, "ok": (ratio >= MIN_WORK_CONSERVATION) if judged else None,
+            "what": f"bottleneck {key[0]} ({key[1]}) sent at this share of {rate:g} Mbit/s "
+                    f"while backlogged" if rate else "no rate recorded"}
+    return out
+
+
+def check_sampler(record):
+    """The sampler's missed-tick share and achieved period."""
+    st = record.get("sampler") or {}
+    samples, missed = st.get("samples"), st.get("missed_ticks")
+    if not _num(samples) or not _num(missed) or samples + missed <= 0:
+        return {}
+    share = missed / (samples + missed)
+    return {"sampler_missed_ticks": {
+        "value": round(share, 4), "limit": f"<= {MAX_MISSED_TICKS}",
+        "ok": share <= MAX_MISSED_TICKS, "missed": missed, "samples": samples,
+        "period_ms": st.get("period_ms"), "period_p99_ms": st.get("period_p99_ms"),
+        "cpu_share": st.get("cpu_share"),
+        "what": f"the sampler missed {missed} of {samples + missed} ticks"}}
+
+
+def check_flows(record):
+    """Every scheduled flow started on time and moved data."""
+    late, never, empty, total = [], [], [], 0
+    worst = 0.0
+    summaries = []
+    for s in record.get("traffic_results") or []:
+        if isinstance(s, dict):
+            summaries += [s] + [f for f in s.get("flows") or [] if isinstance(f, dict)]
+    for s in summaries:
+        if "scheduled_s" not in s or "flow" not in s:
+            continue
+        total += 1
+        if not _num(s.get("t_start")):
+            never.append(s["flow"])
+            continue
+        lag = s["t_start"] - s["scheduled_s"]
+        worst = max(worst, lag)
+        if lag > MAX_START_LATE_S:
+            late.append(f"{s['flow']} +{lag:.1f} s")
+        moved = s.get("bytes_received") or s.get("bytes_sent")
+        if not moved:
+            empty.append(s["flow"])
+    if not total:
+        return {}
+    ok = not (late or never or empty)
+    parts = []
+    if late:
+        parts.append(f"{len(late)} started late ({', '.join(late[:4])}"
+                     f"{', ...' if len(late) > 4 else ''})")
+    if never:
+        parts.append(f"{len(never)} never started ({', '.join(never[:4])})")
+    if empty:
+        parts.append(f"{len(empty)} carried no data ({', '.join(empty[:4])})")
+    return {"flows_on_time": {
+        "value": round(worst, 3), "limit": f"start <= {MAX_START_LATE_S} s late",
+        "ok": ok, "flows": total, "late": len(late), "never_started": len(never),
+        "no_data": len(empty),
+        "what": "; ".join(parts) or f"all {total} flows started within "
+                                    f"{MAX_START_LATE_S:g} s of their schedule"}}
+
+
+def idle_rtt_limits(base_ms):
+    """(lowest, highest) acceptable median idle RTT for a configured base RTT, ms."""
+    return (base_ms - IDLE_RTT_BELOW_MS,
+            base_ms + max(IDLE_RTT_SLACK_MS, IDLE_RTT_SLACK_SHARE * base_ms))
+
+
+def check_idle_rtt(record):
+    """The RTT measured before the traffic against the configured base RTT."""
+    idle = record.get("idle_rtt") or {}
+    base = record.get("base_rtt_ms")
+    p50 = idle.get("p50_ms")
+    if not _num(base) or not _num(p50):
+        return {}
+    lo, hi = idle_rtt_limits(base)
+    return {"idle_rtt": {
+        "value": round(p50, 3), "limit": f"{lo:.2f} to {hi:.2f} ms (base {base:g} ms)",
+        "ok": lo <= p50 <= hi, "base_rtt_ms": base, **{k: idle.get(k) for k in
+                                                        ("min_ms", "p90_ms", "max_ms",
+                                                         "samples")},
+        "what": f"idle RTT p50 {p50:.2f} ms against a configured {base:g} ms"}}
+
+
+def check_overrun(record):
+    """The traffic phase ended within MAX_OVERRUN_S of its scheduled end."""
+    over = record.get("traffic_overrun_s")
+    if not _num(over):
+        return {}
+    return {"traffic_overrun": {
+        "value": round(over, 3), "limit": f"<= {MAX_OVERRUN_S} s", "ok": over <= MAX_OVERRUN_S,
+        "what": f"the traffic ended {over:.1f} s after its scheduled end"}}
+
+
+def check_goodput(run, metrics_rows=None):
+    """Goodput per direction can not exceed the link's rate."""
+    if metrics_rows is None:
+        return {}
+    params = run.params
+    fwd = params.get("bottleneck_mbit")
+    rev = params.get("reverse_mbit") or fwd
+    out = {}
+    for r in metrics_rows:
+        if r["scope"] != "network" or not r["metric"].startswith("goodput_") \
+                or not r["metric"].endswith("_mbit"):
+            continue
+        direction = r["metric"][len("goodput_"):-len("_mbit")]
+        rate = rev if direction == "down" else fwd
+        if not _num(rate):
+            continue
+        share = r["value"] / rate
+        out[f"goodput_possible:{direction}"] = {
+            "value": round(share, 4), "limit": f"<= {MAX_GOODPUT_SHARE}",
+            "ok": share <= MAX_GOODPUT_SHARE, "goodput_mbit": round(r["value"], 4),
+            "rate_mbit": rate,
+            "what": f"{direction} goodput {r['value']:.2f} Mbit/s on a {rate:g} Mbit/s link"}
+    return out
+
+
+def assess(run, metrics_rows=None):
+    """The health verdict of ``run`` (a Run or a run directory); see the module doc."""
+    if not hasattr(run, "record"):
+        run = load_run(run)
+    rec = run.record
+    checks = {}
+    checks.update(check_work_conservation(run))
+    checks.update(check_sampler(rec))
+    checks.update(check_flows(rec))
+    checks.update(check_idle_rtt(rec))
+    checks.update(check_overrun(rec))
+    checks.update(check_goodput(run, metrics_rows))
+    problems = [f"{c['what']}: {c['value']} (required {c['limit']})"
+                for c in checks.values() if c["ok"] is False]
+    judged = [c for c in checks.values() if c["ok"] is not None]
+    verdict = "degraded" if problems else ("healthy" if judged else "unknown")
+    return {"verdict": verdict, "problems": problems, "checks": checks,
+            "thresholds": THRESHOLDS}
+
+
+def verdict_of(record):
+    """The verdict a record holds ('healthy', 'degraded', 'unknown'), 'unknown' if none."""
+    h = record.get("health") if isinstance(record, dict) else None
+    return (h or {}).get("verdict", "unknown")
+
+
+def headline(health):
+    """One line for a terminal: 'healthy (work conservation 0.99, ...)' or the problems."""
+    if not health:
+        return "health: unknown (not assessed)"
+    checks = health.get("checks", {})
+    figs = []
+    for name, c in checks.items():
+        if c.get("value") is None:
+            continue
+        short = name.split(":")[0].replace("_", " ")
+        figs.append(f"{short} {c['value']}")
+    line = f"health: {health['verdict']}"
+    if figs:
+        line += f" ({', '.join(figs[:6])})"
+    if health.get("problems"):
+        line += "\n  the emulator fell behind:\n    " + "\n    ".join(health["problems"])
+    return line
