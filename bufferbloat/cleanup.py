@@ -294,7 +294,10 @@ def _run(argv):
 @contextlib.contextmanager
 def deferred_signals(note=None):
     """Hold SIGINT and SIGTERM during the block (a build or a teardown must not be cut in
-    two); if one came, raise KeyboardInterrupt after it. Outside the main thread, a no-op.
+    two); if one came, raise KeyboardInterrupt after it. A sweep's stall watchdog
+    (SIGALRM with a Python handler) is held too: an alarm during the block re-arms the
+    timer (0.5 s), so it reaches its handler once the block is over. Outside the main
+    thread, a no-op.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -306,11 +309,17 @@ def deferred_signals(note=None):
             print(note, file=sys.stderr, flush=True)
         got.append(sig)
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    old_alarm = signal.getsignal(signal.SIGALRM)
+    if callable(old_alarm):
+        signal.signal(signal.SIGALRM,
+                      lambda _sig, _frame: signal.setitimer(signal.ITIMER_REAL, 0.5))
     try:
         yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        if callable(old_alarm):
+            signal.signal(signal.SIGALRM, old_alarm)
     if got:
         if got[0] == signal.SIGTERM and old[signal.SIGTERM] in (signal.SIG_DFL, None):
             raise KeyboardInterrupt("SIGTERM")

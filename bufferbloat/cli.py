@@ -81,7 +81,7 @@ def _check_common(args):
     check_out_dir(args.out)
     if getattr(args, "time", None) is not None and not 1 <= args.time <= 86400:
         raise UsageError(f"invalid value for --time: {args.time:g} (allowed: 1 to 86400 s)")
-    if not 1 <= getattr(args, "repeat", 1) <= 1000:
+    if getattr(args, "repeat", None) is not None and not 1 <= args.repeat <= 1000:
         raise UsageError(f"invalid value for --repeat: {args.repeat} (allowed: 1 to 1000)")
 
 
@@ -97,16 +97,27 @@ def cmd_run(args):
     if not 1 <= args.sample_ms <= 10000:
         raise UsageError(f"invalid value for --sample-ms: {args.sample_ms:g} (allowed: 1 "
                          "to 10000 ms)")
-    scn.build(overrides, quick=args.quick)       # bad input: exit 2 before anything runs
+    from .identity import run_config
+    from .sweep import PointStalled, stall_limit_s, watchdog
+    # every repetition's configuration (bad input: exit 2 before anything runs)
+    configs = [run_config(scn, overrides, quick=args.quick, duration_s=args.time,
+                          rep=i + 1, sample_period_s=args.sample_ms / 1000.0)
+               for i in range(args.repeat)]
     failed = 0
-    for i in range(args.repeat):
-        if args.repeat > 1:
-            print(f"[{i + 1}/{args.repeat}] {scn.name}", flush=True)
+    for i, config in enumerate(configs):
+        limit = stall_limit_s(config)
+        print(f"[{i + 1}/{args.repeat}] {scn.name} ({config['profile']} profile, "
+              f"{config['duration_s']:g} s, stall limit {limit:.0f} s)", flush=True)
         try:
-            run_dir = run_point(scn, overrides, args.time, args.out, quick=args.quick,
-                                sample_period_s=args.sample_ms / 1000.0)
+            with watchdog(limit, f"{scn.name} run {i + 1}"):
+                run_dir = run_point(scn, overrides, args.time, args.out, quick=args.quick,
+                                    sample_period_s=args.sample_ms / 1000.0, rep=i + 1)
         except (UsageError, KeyboardInterrupt):
             raise
+        except PointStalled as exc:
+            failed += 1
+            print(f"bufferbloat: run stalled: {exc}", file=sys.stderr)
+            continue
         except Exception as exc:  # noqa: BLE001 - recorded in the run's result.json
             failed += 1
             print(f"bufferbloat: run failed: {exc}", file=sys.stderr)
@@ -135,6 +146,7 @@ def cmd_sweep(args):
     vary = parse_vary(args.vary) if args.vary else scn.sweep_for(args.quick)
     if not vary:
         raise UsageError(f"scenario {scn.name} declares no sweep: give --vary key=v1,v2")
+    # --repeat overrides the scenario's own repetitions (None: the scenario's)
     index, failed = run_sweep(scn, vary, args.repeat, args.out, run_point, quick=args.quick,
                               duration_s=args.time, base=_overrides(args.set))
     print(f"index: {index}")
@@ -154,6 +166,11 @@ def cmd_show(args):
     rec = run.record
     print(f"{rec.get('scenario', {}).get('name', '?')}  status {rec.get('status')}  "
           f"started {rec.get('started', '?')}  {rec.get('duration_s', '?')} s")
+    if rec.get("run_key"):
+        from .identity import setting, setting_label, short
+        print(f"configuration {short(rec.get('config_key'))} (run {short(rec['run_key'])}, "
+              f"rep {(rec.get('run_config') or {}).get('rep', '?')}): "
+              f"{setting_label(setting(rec))}")
     print(format_table(rows))
     return 0
 
@@ -204,7 +221,8 @@ def cmd_run_all(args):
     print(f"done: {ok}/{len(todo)} runs ok; index: {index_path}")
     if failed:
         print("failed:\n  " + "\n  ".join(
-            f"{e['run_dir']}: {e.get('error', '')}" for e in index if e["status"] == "failed"),
+            f"{e['run_dir']}: {e.get('error', '')}" for e in index
+            if e["status"] in ("failed", "stalled")),
             file=sys.stderr)
         return 1
     return 0
@@ -237,7 +255,8 @@ def parser():
                    help="values of a key (repeatable: cartesian product); default: the "
                         "scenario's own sweep")
     w.add_argument("--set", action="append", metavar="KEY=VALUE")
-    w.add_argument("--repeat", type=int, default=1)
+    w.add_argument("--repeat", type=int, default=None,
+                   help="repetitions per point (default: the scenario's own)")
     w.add_argument("--time", type=float)
     w.add_argument("--out", default="results")
     w.add_argument("--quick", action="store_true")

@@ -23,7 +23,7 @@ import time
 from dataclasses import asdict
 
 from . import metrics as mx
-from . import theory
+from . import identity, theory
 from .capabilities import probe
 from .cleanup import deferred_signals, record_result_file, terminate_on_sigterm
 from .errors import ParameterError, UsageError
@@ -206,9 +206,10 @@ def _add_rows(writer, obj):
 
 
 def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=False,
-              log=print, run_dir=None, sample_period_s=SAMPLE_PERIOD_S):
+              log=print, run_dir=None, sample_period_s=SAMPLE_PERIOD_S, rep=1):
     """Run ``scn`` once with ``overrides``; returns the run directory. Bad input raises
-    UsageError before any network state exists.
+    UsageError before any network state exists. ``rep`` is the repetition number, part
+    of the run's identity (:mod:`.identity`: result.json's run_config, run_key).
 
     While the traffic runs, its processes are checked every 0.5 s (see
     :func:`health_problem`); a tool that died or exited with an error, or a flow that
@@ -220,13 +221,7 @@ def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=Fa
     caps = probe()
     topo, knobs, traffic = scn.build(overrides, quick=quick, hz=caps.hz,
                                      max_rate_mbit=rate_cap_mbit())
-    duration = duration_s if duration_s is not None else (
-        scn.quick_duration_s if quick else scn.duration_s)
-    if isinstance(duration, bool) or not isinstance(duration, (int, float)) \
-            or not 1 <= duration <= 86400:
-        raise UsageError(f"invalid value for time: {duration!r} (allowed: 1 to 86400 s)")
-    # a shortened run keeps the study's share of warm-up (C: the first of two minutes)
-    warmup = scn.warmup_s * min(1.0, duration / scn.duration_s)
+    duration, warmup = identity.durations(scn, quick, duration_s)
     if isinstance(sample_period_s, bool) or \
             not isinstance(sample_period_s, (int, float)) or \
             not 0.001 <= sample_period_s <= 10:
@@ -241,6 +236,8 @@ def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=Fa
         run_dir = os.path.join(out_root, scn.name, f"{stamp}-{os.getpid()}")
     writer = RunWriter(run_dir)
     rec = writer.record
+    rec.update(identity.record_fields(identity.config_of(
+        scn, topo, knobs, traffic, quick, duration, warmup, sample_period_s, rep)))
     t_wall = time.monotonic()
     state = {}
     status, error = "failed", None

@@ -1,22 +1,53 @@
-"""Parameter sweeps: the cartesian product of varied keys x repetitions, resumable.
+"""Parameter sweeps: the cartesian product of varied keys x repetitions, resumable, each
+point under a watchdog.
 
-Each point runs in its own directory ``OUT/SCENARIO/sweep/KEY=VALUE,.../rep-N`` whose name
-is derived from the point alone; a point whose directory holds a result with status ``ok``
-is not rerun, so an interrupted sweep rerun with the same arguments completes only the
-missing points. ``OUT/SCENARIO/sweep/index.json`` lists every point with its status.
+A point is one run of a fully resolved configuration (:mod:`.identity`). It runs in its
+own directory ``OUT/SCENARIO/sweep/KEY=VALUE,.../PROFILE-CONFIGKEY/rep-N``: the varied
+values, the profile (quick/full) and the first 12 hex digits of the configuration's key
+(everything the run uses but the repetition: every parameter after the profile, variants,
+``--set`` and rate scaling, the duration, warm-up and sampling period). A point is reused
+only when its directory holds a result with the same ``run_key`` and status ``ok``; a
+failed or interrupted attempt of the same run is run again in place; a directory holding
+another configuration's run is never touched (the point runs beside it, ``rep-N.2``...).
+So a quick sweep is not reused by the full one, a changed ``--set``, ``--time``,
+``BUFFERBLOAT_MAX_MBIT`` or scenario definition reruns, and the same command run again
+runs only its missing points. ``OUT/SCENARIO/sweep/index.json`` lists every point with
+its status and keys, and groups the runs by configuration (``configs``).
+
+Watchdog: a point that runs longer than its own duration plus a margin
+(:func:`stall_limit_s`: duration + the flows' grace period + an allowance for setup and
+teardown, plus 50 %) is ended (SIGALRM raises :class:`PointStalled` in the run, which
+tears its network down and records it ``failed`` with the reason) and reported
+``stalled``; the sweep goes on with the next point, as for a failed one.
 """
 
+import contextlib
 import itertools
 import json
 import os
 import re
 import shutil
+import signal
+import threading
 import time
 
+from . import identity
 from .errors import UsageError
 from .results import RESULT_FILE, write_json_atomic
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
+#: Seconds a point may take beyond its traffic and the flows' grace period (network
+#: build, teardown, metrics; ~20 s at most measured in the TCG VM); env overrides.
+STALL_ALLOWANCE_S = 60.0
+STALL_ALLOWANCE_ENV = "BUFFERBLOAT_STALL_ALLOWANCE_S"
+#: ... plus this share of the whole, for a slow machine.
+STALL_MARGIN = 0.5
+#: A stall swallowed by a broad ``except`` in the run is raised again this much later.
+STALL_REFIRE_S = 10.0
+
+
+class PointStalled(RuntimeError):
+    """A point ran past its stall limit (raised in the run by the watchdog)."""
 
 
 def parse_vary(items):
@@ -44,43 +75,128 @@ def points(vary, repeat=1):
             for rep in range(1, int(repeat) + 1)]
 
 
-def point_dir(root, overrides, rep):
-    """The directory of one point: a name made of the point alone (stable across runs)."""
-    name = ",".join(f"{k}={v}" for k, v in sorted(overrides.items())) or "default"
-    return os.path.join(root, _UNSAFE.sub("_", name), f"rep-{rep}")
+def config_dir_name(config):
+    """``PROFILE-SHORTKEY`` of a configuration (its repetitions share it)."""
+    return f"{config['profile']}-{identity.short(identity.config_key(config))}"
+
+
+def point_dir(root, varied, rep, config=None):
+    """The directory of one point: its varied values (readable), then, given its
+    configuration, the profile and short configuration key, then ``rep-N``."""
+    name = ",".join(f"{k}={v}" for k, v in sorted(varied.items())) or "default"
+    parts = [root, _UNSAFE.sub("_", name)]
+    if config is not None:
+        parts.append(config_dir_name(config))
+    return os.path.join(*parts, f"rep-{rep}")
+
+
+def recorded(path):
+    """(status, run_key) recorded in ``path``/result.json; (None, None) when there is
+    no readable record."""
+    try:
+        with open(os.path.join(path, RESULT_FILE)) as f:
+            rec = json.load(f)
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(rec, dict):
+        return None, None
+    return rec.get("status"), rec.get("run_key")
 
 
 def point_status(path):
     """Status recorded in a point's result.json, or None if there is none."""
+    return recorded(path)[0]
+
+
+def place(path, key):
+    """Where the run ``key`` goes, starting at ``path``: (directory, reuse). ``reuse``
+    when a directory holds this run recorded ``ok``; a directory holding an attempt of
+    this run that did not end ok (or no readable record) is emptied and used; one
+    holding another run is skipped (``path.2``, ``path.3``...), never overwritten."""
+    for n in itertools.count(1):
+        candidate = path if n == 1 else f"{path}.{n}"
+        if not os.path.exists(candidate):
+            return candidate, False
+        status, rec_key = recorded(candidate)
+        if status is None and not os.path.exists(os.path.join(candidate, RESULT_FILE)):
+            shutil.rmtree(candidate)            # a run that died before its first record
+            return candidate, False
+        if rec_key == key:
+            if status == "ok":
+                return candidate, True
+            shutil.rmtree(candidate)            # a failed or interrupted attempt
+            return candidate, False
+
+
+def stall_limit_s(config, allowance_s=None, margin=STALL_MARGIN):
+    """Seconds after which a point of ``config`` counts as stalled: (duration + the
+    flows' grace period + ``allowance_s``) x (1 + ``margin``). ``allowance_s`` defaults
+    to env BUFFERBLOAT_STALL_ALLOWANCE_S, else STALL_ALLOWANCE_S."""
+    from .engine import FLOW_GRACE_S
+    if allowance_s is None:
+        raw = os.environ.get(STALL_ALLOWANCE_ENV)
+        try:
+            allowance_s = float(raw) if raw else STALL_ALLOWANCE_S
+        except ValueError:
+            raise UsageError(f"invalid value for {STALL_ALLOWANCE_ENV}: {raw!r} "
+                             "(seconds)") from None
+        if not 0 <= allowance_s <= 86400:
+            raise UsageError(f"invalid value for {STALL_ALLOWANCE_ENV}: {raw!r} "
+                             "(0 to 86400 s)")
+    return (float(config["duration_s"]) + FLOW_GRACE_S + allowance_s) * (1.0 + margin)
+
+
+@contextlib.contextmanager
+def watchdog(limit_s, what="the point"):
+    """Raise :class:`PointStalled` in the main thread once ``limit_s`` seconds have
+    passed (SIGALRM), and every STALL_REFIRE_S after that until the block ends (a broad
+    ``except`` in the run may swallow one). Builds and teardowns hold it like SIGINT
+    (:func:`bufferbloat.cleanup.deferred_signals`). Outside the main thread, or with no
+    limit, a no-op."""
+    if not limit_s or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(_sig, _frame):
+        signal.setitimer(signal.ITIMER_REAL, STALL_REFIRE_S)
+        raise PointStalled(f"{what} still running after {limit_s:.0f} s (its stall "
+                           "limit): ended")
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, limit_s)
     try:
-        with open(os.path.join(path, RESULT_FILE)) as f:
-            return json.load(f).get("status")
-    except (OSError, ValueError):
-        return None
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def run_sweep(scn, vary, repeat, out_root, run_point, quick=False, duration_s=None,
-              base=None, log=print):
-    """Run every missing point of ``scn`` x ``vary`` x ``repeat``; returns
-    (index path, number of failed points). Every point is validated before the first
-    runs, so a bad value stops the sweep before any network exists."""
+              base=None, log=print, stall_limit=stall_limit_s):
+    """Run every missing point of ``scn`` x ``vary`` x ``repeat`` (None: the scenario's
+    own repetitions); returns (index path, number of failed or stalled points). Every
+    point is validated before the first runs, so a bad value stops the sweep before any
+    network exists."""
+    repeat = scn.repeat if repeat is None else repeat
     todo = [(scn, dict(base or {}, **o), o, rep) for o, rep in points(vary, repeat)]
     root = os.path.join(out_root, scn.name, "sweep")
     index_path = os.path.join(root, "index.json")
-    meta = {"scenario": scn.name, "vary": vary, "repeat": repeat}
+    meta = {"scenario": scn.name, "vary": vary, "repeat": repeat, "base": dict(base or {})}
     done, failed = run_points(todo, out_root, run_point, index_path, meta, quick=quick,
-                              duration_s=duration_s, log=log)
+                              duration_s=duration_s, log=log, stall_limit=stall_limit)
     return index_path, failed
 
 
 def run_points(todo, out_root, run_point, index_path, meta, quick=False, duration_s=None,
-               log=print):
+               log=print, stall_limit=stall_limit_s):
     """Run ``todo`` = [(scenario, overrides, varied, rep)] with progress (i/n, elapsed,
-    estimated remaining), skipping points already recorded as ok, going on past failed
-    ones. Each point goes to ``OUT/SCENARIO/sweep/<varied>/rep-N``. Writes ``index_path``
-    after every point. Returns (index entries, number failed)."""
-    for scn, overrides, _, _ in todo:
-        scn.build(overrides, quick=quick)                  # raises UsageError up front
+    estimated remaining), skipping points already recorded as ok with the same run key,
+    going on past failed and stalled ones (``stall_limit(config)``: seconds, or None for
+    no watchdog). Each point goes to ``OUT/SCENARIO/sweep/<varied>/<profile>-<key>/rep-N``.
+    Writes ``index_path`` after every point. Returns (index entries, number failed or
+    stalled)."""
+    # every configuration first: validates every point before anything runs
+    configs = [identity.run_config(scn, overrides, quick=quick, duration_s=duration_s,
+                                   rep=rep) for scn, overrides, _, rep in todo]
     os.makedirs(os.path.dirname(index_path), exist_ok=True)
     index, failed, ran = [], 0, 0
     t0 = time.monotonic()
@@ -88,40 +204,71 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
     def save():
         write_json_atomic(index_path, dict(meta, points=len(todo),
                                            profile="quick" if quick else "full",
-                                           wall_s=time.monotonic() - t0, done=index))
-    for i, (scn, overrides, varied, rep) in enumerate(todo, 1):
-        path = point_dir(os.path.join(out_root, scn.name, "sweep"), varied, rep)
-        entry = {"scenario": scn.name, "overrides": overrides, "rep": rep, "run_dir": path}
+                                           wall_s=time.monotonic() - t0, done=index,
+                                           configs=group_configs(index)))
+    for i, ((scn, overrides, varied, rep), config) in enumerate(zip(todo, configs), 1):
+        key = identity.run_key(config)
+        path, reuse = place(point_dir(os.path.join(out_root, scn.name, "sweep"), varied,
+                                      rep, config), key)
+        entry = {"scenario": scn.name, "overrides": overrides, "varied": dict(varied),
+                 "rep": rep, "run_dir": path, "run_key": key,
+                 "config_key": identity.config_key(config), "profile": config["profile"],
+                 "duration_s": config["duration_s"], "scaling": config["scaling"]}
         label = f"{scn.name} {_fmt(varied)} rep {rep}"
-        if point_status(path) == "ok":
+        tag = config_dir_name(config)
+        if reuse:
             index.append(dict(entry, status="ok", resumed=True))
-            log(f"[{i}/{len(todo)}] {label}: already recorded")
+            log(f"[{i}/{len(todo)}] {label}: already recorded ({tag})")
             continue
-        if os.path.exists(path):
-            shutil.rmtree(path)       # a failed or interrupted attempt: run it again
         elapsed = time.monotonic() - t0
         eta = f", ~{elapsed / ran * (len(todo) - i + 1):.0f} s left" if ran else ""
-        log(f"[{i}/{len(todo)}] {label} (elapsed {elapsed:.0f} s{eta})")
+        limit = stall_limit(config) if stall_limit else None
+        log(f"[{i}/{len(todo)}] {label} (elapsed {elapsed:.0f} s{eta}; {tag}"
+            + (f", stall limit {limit:.0f} s)" if limit else ")"))
+        t_point = time.monotonic()
         try:
-            run_point(scn, overrides, duration_s=duration_s, quick=quick, run_dir=path,
-                      log=log)
+            with watchdog(limit, f"{label}"):
+                run_point(scn, overrides, duration_s=duration_s, quick=quick, run_dir=path,
+                          log=log, rep=rep)
             entry["status"] = "ok"
+            rec_key = recorded(path)[1]
+            if rec_key != key:
+                log(f"  warning: {path} records run_key {rec_key}, the sweep expected {key}")
         except KeyboardInterrupt:
             index.append(dict(entry, status="interrupted"))
             save()
             raise
         except UsageError:
             raise
+        except PointStalled as exc:
+            entry["status"] = "stalled"
+            entry["error"] = f"stalled: {exc}"
+            failed += 1
+            log(f"  STALLED: {exc}; going on with the next point")
         except Exception as exc:  # noqa: BLE001 - one failed point must not stop the rest
             entry["status"] = "failed"
             entry["error"] = f"{type(exc).__name__}: {exc}"
             failed += 1
             log(f"  FAILED: {entry['error']}")
+        entry["wall_s"] = round(time.monotonic() - t_point, 3)
         ran += 1
         index.append(entry)
         save()
     save()
     return index, failed
+
+
+def group_configs(entries):
+    """{config_key: {scenario, varied, profile, duration_s, scaling, runs: [{rep,
+    run_dir, status}]}}: the index's runs grouped by configuration."""
+    out = {}
+    for e in entries:
+        group = out.setdefault(e.get("config_key") or "?", {
+            k: e.get(k) for k in ("scenario", "varied", "overrides", "profile",
+                                  "duration_s", "scaling")})
+        group.setdefault("runs", []).append(
+            {"rep": e.get("rep"), "run_dir": e.get("run_dir"), "status": e.get("status")})
+    return out
 
 
 def _fmt(varied):

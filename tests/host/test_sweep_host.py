@@ -9,7 +9,9 @@ import sys
 import time
 
 from bufferbloat.cleanup import STATE_PATH
+from bufferbloat.identity import run_config, run_key
 from bufferbloat.sweep import point_dir
+from scenarios import catalogue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIZES = ("20", "50", "100")
@@ -36,7 +38,9 @@ def _record(path):
 def test_an_interrupted_sweep_reruns_only_the_missing_points(tmp_path, net_guard):
     out = tmp_path / "out"
     root = os.path.join(str(out), "a1_fifo", "sweep")
-    dirs = [point_dir(root, {"buffer_pkts": s}, 1) for s in SIZES]
+    configs = [run_config(catalogue()["a1_fifo"], {"delay_ms": "0", "buffer_pkts": s},
+                          duration_s=3, rep=1) for s in SIZES]
+    dirs = [point_dir(root, {"buffer_pkts": s}, 1, c) for s, c in zip(SIZES, configs)]
 
     proc = _sweep(out, tmp_path / "first.log")
     deadline = time.monotonic() + 300
@@ -72,6 +76,10 @@ def test_an_interrupted_sweep_reruns_only_the_missing_points(tmp_path, net_guard
     recs = [_record(d) for d in dirs]
     assert [r["status"] for r in recs] == ["ok", "ok", "ok"]
     assert [r["params"]["buffer_pkts"] for r in recs] == [20, 50, 100]
+    # the engine recorded the identity the sweep keyed the points with
+    assert [r["run_key"] for r in recs] == [run_key(c) for c in configs]
+    assert all(r["run_config"]["profile"] == "full" and r["run_config"]["duration_s"] == 3
+               for r in recs)
     # each point is a run of its own: three distinct start times
     assert len({r["started"] for r in recs}) == 3
     with open(os.path.join(root, "index.json")) as f:

@@ -1,29 +1,71 @@
-"""Sweeps: cartesian points, stable point directories, resumption after an interruption."""
+"""Sweeps: cartesian points, point directories keyed by the run's configuration, reuse only
+of the same run, resumption after an interruption, the scenario's repetitions, the stall
+watchdog. The fake run_point writes result.json through the real writer with the
+identity the engine records (bufferbloat.identity), so reuse is decided as for real runs."""
+import dataclasses
 import json
 import os
+import time
 
 import pytest
 
-from bufferbloat import sweep
+from bufferbloat import cli, identity, sweep
+from bufferbloat.cleanup import deferred_signals
 from bufferbloat.errors import UsageError
+from bufferbloat.results import RunWriter
 from scenarios import catalogue
 
 SCN = catalogue()["a4_wifi_loss"]
+QUIET = dict(log=lambda *_: None)
 
 
-def fake_runner(calls, interrupt_at=None):
-    def run_point(scn, overrides, duration_s=None, quick=False, run_dir=None, log=None):
-        calls.append(dict(overrides))
-        if interrupt_at is not None and len(calls) == interrupt_at:
-            os.makedirs(run_dir)
-            with open(os.path.join(run_dir, "result.json"), "w") as f:
-                json.dump({"status": "interrupted"}, f)
-            raise KeyboardInterrupt
-        os.makedirs(run_dir, exist_ok=True)
-        with open(os.path.join(run_dir, "result.json"), "w") as f:
-            json.dump({"status": "ok", "overrides": overrides}, f)
+@pytest.fixture(autouse=True)
+def no_rate_cap(monkeypatch):
+    """The tests decide the scaling cap themselves (not the machine they run on)."""
+    monkeypatch.delenv("BUFFERBLOAT_MAX_MBIT", raising=False)
+    monkeypatch.delenv("BUFFERBLOAT_GUEST_ACCEL", raising=False)
+    monkeypatch.delenv(sweep.STALL_ALLOWANCE_ENV, raising=False)
+
+
+def fake_runner(calls, interrupt_at=None, fail=None, sleep_s=None):
+    """A run_point that records like the engine (identity, status) without a network.
+    ``interrupt_at``: the call that is interrupted; ``fail(overrides)``: raise for it;
+    ``sleep_s(overrides)``: seconds of 'traffic' (a run that never ends: a long sleep)."""
+    def run_point(scn, overrides, duration_s=None, quick=False, run_dir=None, log=None,
+                  rep=1):
+        calls.append(dict(overrides, rep=rep, quick=quick, duration_s=duration_s))
+        config = identity.run_config(scn, overrides, quick=quick, duration_s=duration_s,
+                                     rep=rep)
+        w = RunWriter(run_dir)
+        w.record.update(identity.record_fields(config), overrides=dict(overrides),
+                        profile=config["profile"], duration_s=config["duration_s"])
+        w.save()
+        try:
+            if interrupt_at is not None and len(calls) == interrupt_at:
+                raise KeyboardInterrupt
+            if fail is not None and fail(overrides):
+                raise RuntimeError("iperf3 crashed")
+            if sleep_s is not None and sleep_s(overrides):
+                time.sleep(sleep_s(overrides))
+        except KeyboardInterrupt:
+            w.close("interrupted", "KeyboardInterrupt")
+            raise
+        except Exception as exc:
+            w.close("failed", f"{type(exc).__name__}: {exc}")
+            raise
+        w.close("ok")
         return run_dir
     return run_point
+
+
+def _index(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _record(run_dir):
+    with open(os.path.join(run_dir, "result.json")) as f:
+        return json.load(f)
 
 
 def test_parse_vary_and_points():
@@ -43,7 +85,7 @@ def test_bad_value_stops_the_sweep_before_any_point_runs(tmp_path):
     calls = []
     with pytest.raises(UsageError) as err:
         sweep.run_sweep(SCN, {"loss_pct": ["1", "150"]}, 1, str(tmp_path),
-                        fake_runner(calls), log=lambda *_: None)
+                        fake_runner(calls), **QUIET)
     assert "loss_pct" in str(err.value) and calls == []
 
 
@@ -52,42 +94,233 @@ def test_an_interrupted_sweep_reruns_only_the_missing_points(tmp_path):
     first = []
     with pytest.raises(KeyboardInterrupt):
         sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(first, interrupt_at=4),
-                        log=lambda *_: None)
+                        **QUIET)
     assert len(first) == 4           # 3 recorded, the 4th interrupted
     second = []
     index, failed = sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(second),
-                                    log=lambda *_: None)
+                                    **QUIET)
     assert failed == 0
     assert len(second) == 8 - 3      # the interrupted point runs again, done ones don't
     assert first[3] == second[0]
     assert not any(p in second for p in first[:3])
-    with open(index) as f:
-        done = json.load(f)["done"]
+    done = _index(index)["done"]
     assert len(done) == 8 and all(d["status"] == "ok" for d in done)
     assert sum(1 for d in done if d.get("resumed")) == 3
+    # the interrupted attempt was rerun in its own place: no second directory for it
+    assert not any(os.path.exists(d["run_dir"] + ".2") for d in done)
     third = []
-    sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(third), log=lambda *_: None)
+    sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(third), **QUIET)
     assert third == []
+
+
+def test_the_same_command_twice_runs_nothing_the_second_time(tmp_path):
+    vary = {"loss_pct": ["1", "2"]}
+    first, second = [], []
+    sweep.run_sweep(SCN, vary, 2, str(tmp_path), fake_runner(first), quick=True,
+                    duration_s=7, base={"variant": "pie"}, **QUIET)
+    stamps = {}
+    index = os.path.join(str(tmp_path), SCN.name, "sweep", "index.json")
+    for d in _index(index)["done"]:
+        stamps[d["run_dir"]] = _record(d["run_dir"])["finished"]
+    lines = []
+    sweep.run_sweep(SCN, vary, 2, str(tmp_path), fake_runner(second), quick=True,
+                    duration_s=7, base={"variant": "pie"}, log=lines.append)
+    assert len(first) == 4 and second == []
+    assert sum("already recorded" in line for line in lines) == 4
+    done = _index(index)["done"]
+    assert {d["run_dir"]: _record(d["run_dir"])["finished"] for d in done} == stamps
+
+
+def _dirs(index_path):
+    return [d["run_dir"] for d in _index(index_path)["done"]]
+
+
+def test_quick_then_full_reruns_every_point_into_its_own_directories(tmp_path):
+    vary = {"loss_pct": ["1", "2"]}
+    quick, full = [], []
+    index = os.path.join(str(tmp_path), SCN.name, "sweep", "index.json")
+    sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(quick), quick=True, **QUIET)
+    quick_dirs = _dirs(index)
+    quick_records = [_record(d) for d in quick_dirs]
+    sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(full), quick=False, **QUIET)
+    full_dirs = _dirs(index)
+    assert len(quick) == 2 and len(full) == 2 and all(not c["quick"] for c in full)
+    assert not set(quick_dirs) & set(full_dirs)
+    assert all("/quick-" in d for d in quick_dirs) and all("/full-" in d for d in full_dirs)
+    # the quick runs are still there, untouched, and say what they are
+    assert [_record(d) for d in quick_dirs] == quick_records
+    assert {r["run_config"]["profile"] for r in quick_records} == {"quick"}
+    assert {_record(d)["run_config"]["profile"] for d in full_dirs} == {"full"}
+    entries = _index(index)
+    assert all(not d.get("resumed") for d in entries["done"])
+    assert entries["profile"] == "full"
+    assert {c["profile"] for c in entries["configs"].values()} == {"full"}
+
+
+@pytest.mark.parametrize("first, second", [
+    (dict(base={"variant": "fifo"}), dict(base={"variant": "pie"})),       # --set
+    (dict(base={"delay_ms": "5"}), dict(base={"delay_ms": "6"})),          # --set
+    (dict(duration_s=10), dict(duration_s=None)),                           # --time
+    (dict(duration_s=10), dict(duration_s=11)),                             # --time
+])
+def test_a_changed_set_or_time_reruns(tmp_path, first, second):
+    vary = {"loss_pct": ["1", "2"]}
+    a, b = [], []
+    sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(a), **first, **QUIET)
+    before = _dirs(os.path.join(str(tmp_path), SCN.name, "sweep", "index.json"))
+    lines = []
+    sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(b), **second, log=lines.append)
+    after = _dirs(os.path.join(str(tmp_path), SCN.name, "sweep", "index.json"))
+    assert len(a) == 2 and len(b) == 2
+    assert not any("already recorded" in line for line in lines)
+    assert not set(before) & set(after)
+    assert all(_record(d)["status"] == "ok" for d in before + after)
+    # a run of each configuration, each recording its own key
+    assert {_record(d)["run_key"] for d in before}.isdisjoint(
+        {_record(d)["run_key"] for d in after})
+
+
+def test_a_changed_scaling_cap_reruns(tmp_path, monkeypatch):
+    vary = {"loss_pct": ["1"]}
+    runs = {}
+    for cap in (None, "1", "0.5", "0.5"):
+        if cap is None:
+            monkeypatch.delenv("BUFFERBLOAT_MAX_MBIT", raising=False)
+        else:
+            monkeypatch.setenv("BUFFERBLOAT_MAX_MBIT", cap)
+        calls = []
+        sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(calls), **QUIET)
+        runs.setdefault(cap, []).append(len(calls))
+        d, = _dirs(os.path.join(str(tmp_path), SCN.name, "sweep", "index.json"))
+        scaling = _record(d)["run_config"]["scaling"]
+        assert (scaling or {}).get("max_rate_mbit") == (float(cap) if cap else None)
+    # 1.5 Mbit/s unscaled, scaled to 1, to 0.5: three runs; the same cap again: none
+    assert runs == {None: [1], "1": [1], "0.5": [1, 0]}
+
+
+def test_a_changed_scenario_definition_reruns(tmp_path):
+    vary = {"loss_pct": ["1", "2"]}
+    a, b, c = [], [], []
+    sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(a), **QUIET)
+    edited = dataclasses.replace(SCN, params=dict(SCN.params, buffer_pkts=50))
+    sweep.run_sweep(edited, vary, 1, str(tmp_path), fake_runner(b), **QUIET)
+    assert len(a) == 2 and len(b) == 2
+    # a change the runs do not see (the description) reruns nothing
+    reworded = dataclasses.replace(edited, description="the same, said otherwise")
+    sweep.run_sweep(reworded, vary, 1, str(tmp_path), fake_runner(c), **QUIET)
+    assert c == []
+
+
+def test_a_directory_holding_another_run_is_never_overwritten(tmp_path):
+    config = identity.run_config(SCN, {"loss_pct": "1"}, rep=1)
+    path = sweep.point_dir(os.path.join(str(tmp_path), SCN.name, "sweep"),
+                           {"loss_pct": "1"}, 1, config)
+    os.makedirs(path)
+    foreign = {"status": "ok", "run_key": "0" * 64, "note": "another run"}
+    with open(os.path.join(path, "result.json"), "w") as f:
+        json.dump(foreign, f)
+    calls = []
+    index, _ = sweep.run_sweep(SCN, {"loss_pct": ["1"]}, 1, str(tmp_path),
+                               fake_runner(calls), **QUIET)
+    assert len(calls) == 1
+    assert _record(path) == foreign
+    d, = _dirs(index)
+    assert d == path + ".2" and _record(d)["run_key"] == identity.run_key(config)
 
 
 def test_a_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
     calls = []
-
-    def run_point(scn, overrides, duration_s=None, quick=False, run_dir=None, log=None):
-        calls.append(overrides)
-        if overrides["loss_pct"] == "1":
-            raise RuntimeError("iperf3 crashed")
-        return fake_runner([])(scn, overrides, run_dir=run_dir)
     index, failed = sweep.run_sweep(SCN, {"loss_pct": ["0.5", "1", "2"]}, 1, str(tmp_path),
-                                    run_point, log=lambda *_: None)
+                                    fake_runner(calls, fail=lambda o: o["loss_pct"] == "1"),
+                                    **QUIET)
     assert failed == 1 and len(calls) == 3
-    with open(index) as f:
-        done = json.load(f)["done"]
+    done = _index(index)["done"]
     assert [d["status"] for d in done] == ["ok", "failed", "ok"]
     assert "iperf3 crashed" in done[1]["error"]
+    # rerun: only the failed point runs again, in its own directory
+    again = []
+    sweep.run_sweep(SCN, {"loss_pct": ["0.5", "1", "2"]}, 1, str(tmp_path),
+                    fake_runner(again), **QUIET)
+    assert [c["loss_pct"] for c in again] == ["1"]
+    assert _dirs(index)[1] == done[1]["run_dir"]
 
 
-def test_point_dirs_are_stable_and_safe(tmp_path):
+def test_point_dirs_are_stable_readable_and_safe():
     a = sweep.point_dir("r", {"b": "1", "a": "x/y"}, 2)
     assert a == sweep.point_dir("r", {"a": "x/y", "b": "1"}, 2)
     assert a == os.path.join("r", "a=x_y,b=1", "rep-2")
+    cfg1 = identity.run_config(SCN, {"loss_pct": "1"}, quick=True, rep=1)
+    cfg2 = identity.run_config(SCN, {"loss_pct": "1"}, quick=True, rep=2)
+    d1 = sweep.point_dir("r", {"loss_pct": "1"}, 1, cfg1)
+    d2 = sweep.point_dir("r", {"loss_pct": "1"}, 2, cfg2)
+    short = identity.short(identity.config_key(cfg1))
+    assert d1 == os.path.join("r", "loss_pct=1", f"quick-{short}", "rep-1")
+    assert os.path.dirname(d1) == os.path.dirname(d2)   # repetitions share a directory
+
+
+def test_a_c1_sweep_without_repeat_runs_the_scenarios_five_repetitions(tmp_path,
+                                                                         monkeypatch):
+    import bufferbloat.engine as engine
+    calls = []
+    monkeypatch.setattr(engine, "run_point", fake_runner(calls))
+    rc = cli.main(["sweep", "c1_red_vs_pie", "--quick", "--out", str(tmp_path)])
+    scn = catalogue()["c1_red_vs_pie"]
+    points = len(sweep.points(scn.sweep_for(True)))
+    assert rc == 0 and scn.repeat == 5
+    assert len(calls) == points * 5
+    for varied, _ in sweep.points(scn.sweep_for(True)):
+        reps = sorted(c["rep"] for c in calls
+                      if all(str(c[k]) == str(v) for k, v in varied.items()))
+        assert reps == [1, 2, 3, 4, 5]
+    calls.clear()
+    rc = cli.main(["sweep", "c1_red_vs_pie", "--quick", "--repeat", "6", "--out",
+                   str(tmp_path)])
+    assert rc == 0 and len(calls) == points      # reps 1-5 recorded: only rep 6 runs
+    assert {c["rep"] for c in calls} == {6}
+
+
+def test_a_stalled_point_is_ended_reported_and_the_others_complete(tmp_path):
+    calls, lines = [], []
+    never_ends = fake_runner(calls, sleep_s=lambda o: 3600 if o["loss_pct"] == "1" else 0)
+    t0 = time.monotonic()
+    index, failed = sweep.run_sweep(SCN, {"loss_pct": ["0.5", "1", "2"]}, 1, str(tmp_path),
+                                    never_ends, stall_limit=lambda cfg: 0.5,
+                                    log=lines.append)
+    assert time.monotonic() - t0 < 30
+    assert failed == 1 and len(calls) == 3
+    done = _index(index)["done"]
+    assert [d["status"] for d in done] == ["ok", "stalled", "ok"]
+    assert done[1]["error"].startswith("stalled: ")
+    assert any("STALLED" in line for line in lines)
+    rec = _record(done[1]["run_dir"])      # the run itself recorded why it ended
+    assert rec["status"] == "failed" and rec["error"].startswith("PointStalled")
+    assert all(_record(d["run_dir"])["status"] == "ok" for d in (done[0], done[2]))
+
+
+def test_the_watchdog_waits_for_a_held_teardown(tmp_path):
+    """A stall during a build or teardown (deferred_signals) is delivered after it."""
+    finished = []
+
+    def run_point(scn, overrides, run_dir=None, rep=1, **_):
+        with deferred_signals():
+            time.sleep(1.0)                  # the watchdog fires at 0.3 s, in here
+            finished.append(True)
+        time.sleep(30)                       # ...and reaches the run once it is over
+    t0 = time.monotonic()
+    index, failed = sweep.run_sweep(SCN, {"loss_pct": ["1"]}, 1, str(tmp_path), run_point,
+                                    stall_limit=lambda cfg: 0.3, **QUIET)
+    assert finished == [True]
+    assert 1.0 <= time.monotonic() - t0 < 10
+    assert [d["status"] for d in _index(index)["done"]] == ["stalled"]
+
+
+def test_stall_limit_is_the_duration_plus_a_stated_margin(monkeypatch):
+    from bufferbloat.engine import FLOW_GRACE_S
+    cfg = identity.run_config(SCN, quick=True)
+    assert sweep.stall_limit_s(cfg) == pytest.approx(
+        (cfg["duration_s"] + FLOW_GRACE_S + sweep.STALL_ALLOWANCE_S) * 1.5)
+    monkeypatch.setenv(sweep.STALL_ALLOWANCE_ENV, "0")
+    assert sweep.stall_limit_s(cfg) == pytest.approx((cfg["duration_s"] + FLOW_GRACE_S) * 1.5)
+    monkeypatch.setenv(sweep.STALL_ALLOWANCE_ENV, "soon")
+    with pytest.raises(UsageError):
+        sweep.stall_limit_s(cfg)
