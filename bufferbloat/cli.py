@@ -11,7 +11,7 @@ import signal
 import sys
 import time
 
-from .errors import EXIT_USAGE, UsageError
+from .errors import EXIT_DEGRADED, EXIT_USAGE, UsageError
 
 
 def _scenarios():
@@ -89,6 +89,7 @@ def cmd_run(args):
     """Run one scenario (``--repeat`` times); a failed run is reported and the others go
     on; exit 1 if any failed."""
     from .engine import run_point
+    from .health import headline, verdict_of
     from .metrics import format_table
     from .results import load_run
     scn = _scenario(args.scenario)
@@ -103,7 +104,7 @@ def cmd_run(args):
     configs = [run_config(scn, overrides, quick=args.quick, duration_s=args.time,
                           rep=i + 1, sample_period_s=args.sample_ms / 1000.0)
                for i in range(args.repeat)]
-    failed = 0
+    failed, degraded = 0, []
     for i, config in enumerate(configs):
         limit = stall_limit_s(config)
         print(f"[{i + 1}/{args.repeat}] {scn.name} ({config['profile']} profile, "
@@ -122,9 +123,25 @@ def cmd_run(args):
             failed += 1
             print(f"bufferbloat: run failed: {exc}", file=sys.stderr)
             continue
+        run = load_run(run_dir)
         print(f"result: {run_dir}")
-        print(format_table(_metrics_rows(load_run(run_dir))))
-    return 1 if failed else 0
+        print(headline(run.record.get("health")))
+        if verdict_of(run.record) == "degraded":
+            degraded.append(run_dir)
+        print(format_table(_metrics_rows(run)))
+    return _end_status(failed, degraded)
+
+
+def _end_status(failed, degraded_dirs):
+    """Exit status of a command that ran several points: 1 if any failed, else
+    EXIT_DEGRADED (listing them) if any is degraded, else 0."""
+    if degraded_dirs:
+        print(f"degraded ({len(degraded_dirs)}): the emulator fell behind; kept, marked, "
+              "left out of means and figures:\n  " + "\n  ".join(degraded_dirs),
+              file=sys.stderr)
+    if failed:
+        return 1
+    return EXIT_DEGRADED if degraded_dirs else 0
 
 
 def _metrics_rows(run):
@@ -150,11 +167,15 @@ def cmd_sweep(args):
     index, failed = run_sweep(scn, vary, args.repeat, args.out, run_point, quick=args.quick,
                               duration_s=args.time, base=_overrides(args.set))
     print(f"index: {index}")
-    return 1 if failed else 0
+    from .sweep import degraded
+    with open(index) as f:
+        entries = json.load(f).get("done", [])
+    return _end_status(failed, [e["run_dir"] for e in degraded(entries)])
 
 
 def cmd_show(args):
     """Print a run's metrics table (recomputed from its stored series with --recompute)."""
+    from .health import headline
     from .metrics import compute_metrics, format_table, write_metrics
     from .results import load_run
     run = load_run(args.run_dir)
@@ -171,6 +192,7 @@ def cmd_show(args):
         print(f"configuration {short(rec.get('config_key'))} (run {short(rec['run_key'])}, "
               f"rep {(rec.get('run_config') or {}).get('rep', '?')}): "
               f"{setting_label(setting(rec))}")
+    print(headline(rec.get("health")))
     print(format_table(rows))
     return 0
 
@@ -218,14 +240,16 @@ def cmd_run_all(args):
                                {"catalogue": sorted({s.name for s, _, _, _ in todo})},
                                quick=args.quick)
     ok = sum(1 for e in index if e["status"] == "ok")
-    print(f"done: {ok}/{len(todo)} runs ok; index: {index_path}")
+    from .sweep import degraded
+    bad = degraded(index)
+    print(f"done: {ok}/{len(todo)} runs ok ({ok - len(bad)} healthy, {len(bad)} degraded); "
+          f"index: {index_path}")
     if failed:
         print("failed:\n  " + "\n  ".join(
             f"{e['run_dir']}: {e.get('error', '')}" for e in index
             if e["status"] in ("failed", "stalled")),
             file=sys.stderr)
-        return 1
-    return 0
+    return _end_status(failed, [e["run_dir"] for e in bad])
 
 
 def parser():

@@ -23,14 +23,15 @@ import time
 from dataclasses import asdict
 
 from . import metrics as mx
-from . import identity, theory
+from . import health, identity, theory
 from .capabilities import probe
 from .cleanup import deferred_signals, record_result_file, terminate_on_sigterm
 from .errors import ParameterError, UsageError
 from .network import Network
-from .results import RunWriter
+from .results import RunWriter, load_run
 from .sampler import Sampler
-from .traffic import Iperf3Flow, PingProbe, Rrul, Schedule
+from .stats import percentile
+from .traffic import Iperf3Flow, PingProbe, Rrul, Schedule, parse_ping
 from .udpstream import UdpStream
 from .web import WebFetcher, WebServer
 
@@ -66,6 +67,20 @@ def rate_cap_mbit():
     if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg":
         return TCG_MAX_MBIT
     return None
+
+
+#: Env: the sampler's SCHED_FIFO priority (0: the normal scheduler). Default 0: in a
+#: CPU-bound TCG guest a real-time sampler starves the softirq work that forwards the
+#: packets (docs/HEALTH.md has both measured).
+SAMPLER_RT_ENV = "BUFFERBLOAT_SAMPLER_RT"
+
+
+def sampler_rt_priority():
+    """The sampler's SCHED_FIFO priority from the environment (default 0: none)."""
+    raw = os.environ.get(SAMPLER_RT_ENV, "0")
+    if not raw.isdigit() or int(raw) > 99:
+        raise UsageError(f"invalid value for {SAMPLER_RT_ENV}: {raw!r} (0 to 99)")
+    return int(raw)
 
 
 def _iperf_objects(net, spec, duration_s, clock, ports, ccas):
@@ -321,16 +336,25 @@ def _traffic(scn, duration, sample_period_s, topo, traffic, net, writer, run_dir
     if topo.params.get("aqm_both_ways"):   # the reverse AQM, in the receiver
         bnl = topo.bottleneck
         devs.append((bnl.b, net.intfs[(bnl.a, bnl.b)][1]))
+    rec["idle_rtt"] = idle_rtt(net, *_probe_pair(topo, traffic))
+    tcp_period = (max(sample_period_s, scn.tcp_sample_ms / 1e3)
+                  if scn.tcp_sample_ms else None)
     sampler = Sampler(net, run_dir, t0, period_s=sample_period_s, qdisc_devs=devs,
-                      flows=sampler_flows(plan),
+                      flows=sampler_flows(plan), tcp_period_s=tcp_period,
+                      rt_priority=sampler_rt_priority(),
                       duration_s=duration + FLOW_GRACE_S + SAMPLER_SPARE_S)
     state["sampler"] = sampler
     sampler.start()
-    sched = state["sched"] = Schedule(t0)
+    # the schedule's origin is taken once the sampler samples (its start-up takes seconds
+    # under TCG): a flow's lateness is then its own, not the sampler's
+    origin = time.monotonic()
+    rec["traffic_start_s"] = origin - t0
+    sched = state["sched"] = Schedule(origin)
     for obj, at, stop in plan:
         sched.add(obj, at, stop)
+        obj.scheduled_s = rec["traffic_start_s"] + at
     sched.start()
-    end = t0 + duration
+    end = origin + duration
     while time.monotonic() < end:
         time.sleep(min(0.5, max(0.0, end - time.monotonic())))
         problem = health_problem(net, plan, sampler, sched)
@@ -345,6 +369,7 @@ def _traffic(scn, duration, sample_period_s, topo, traffic, net, writer, run_dir
                 obj.wait(timeout_s=max(0.1, grace_end - time.monotonic()))
             except Exception:  # noqa: BLE001 - stop() ends it; its record is kept
                 pass
+    rec["traffic_overrun_s"] = time.monotonic() - end
     sched.stop()
     if not sampler.alive():
         raise RunFailed(f"the sampler died (exit {sampler.proc.returncode}): "
@@ -374,7 +399,42 @@ def _finish(writer, state, net, run_dir, status, error, warmup, topo, t_wall):
         rows = mx.compute_metrics(run_dir, warmup_s=warmup)
         mx.write_metrics(run_dir, rows, warmup_s=warmup)
         rec["summary"] = summarize(topo, rows)
+        # from what was collected, never by collecting again
+        rec["health"] = health.assess(load_run(run_dir), rows)
         writer.save()
+
+
+#: The idle probe before the traffic: this many pings this far apart (1 s in all).
+IDLE_PINGS, IDLE_PING_INTERVAL_S = 20, 0.05
+
+
+def _probe_pair(topo, traffic):
+    """(src, dst) hosts for the idle RTT probe: the scenario's first ping probe, else
+    its first part with two ends, else the first sender and the receiver."""
+    specs = sorted(traffic, key=lambda sp: sp.get("kind") != "ping")
+    for spec in specs:
+        for a, b in (("src", "dst"), ("a", "b"), ("client", "server")):
+            if spec.get(a) and spec.get(b):
+                return spec[a], spec[b]
+    return topo.senders[0], topo.receiver
+
+
+def idle_rtt(net, src, dst, count=IDLE_PINGS, interval_s=IDLE_PING_INTERVAL_S):
+    """RTT of the idle path before any traffic: {samples, lost, min_ms, p50_ms, p90_ms,
+    max_ms, src, dst} (None values when no reply came). Shows the emulator's own timing
+    against the configured delays (docs/HEALTH.md)."""
+    proc = net.popen(src, ["ping", "-n", "-D", "-c", count, "-i", interval_s, "-W", 1,
+                           net.ip(dst)])
+    try:
+        out, _ = proc.communicate(timeout=count * interval_s + 10)
+    except Exception:  # noqa: BLE001 - the probe is informative; the run goes on
+        proc.kill()
+        out, _ = proc.communicate()
+    rtts = sorted(r for _, _, r in parse_ping(out or "").probes)
+    res = {"src": src, "dst": dst, "samples": len(rtts), "lost": count - len(rtts)}
+    for key, q in (("min_ms", 0), ("p50_ms", 50), ("p90_ms", 90), ("max_ms", 100)):
+        res[key] = round(percentile(rtts, q), 3) if rtts else None
+    return res
 
 
 def check_out_dir(path, what="--out"):
@@ -480,6 +540,11 @@ def _collect(writer, plan, sampler, run_dir):
             summary = (obj.summary() if hasattr(obj, "summary") else {}) or {}
             summaries.append({"name": getattr(obj, "name", ""), "kind": type(obj).__name__,
                               **summary})
+            if getattr(obj, "scheduled_s", None) is not None:
+                # every flow (a composite load's too) against its schedule (health)
+                for flow in [summaries[-1]] + list(summary.get("flows") or []):
+                    if isinstance(flow, dict) and "t_start" in flow:
+                        flow["scheduled_s"] = obj.scheduled_s
             if isinstance(obj, UdpStream) and summary.get("sent") is not None:
                 for spec in writer.record.get("traffic", []):
                     if spec.get("name") == obj.name:   # the loss metric's denominator

@@ -83,6 +83,9 @@ class Scenario:
     variants: dict = field(default_factory=dict)
     family: str = ""
     figures: tuple = ("cwnd", "rtt", "queue")
+    #: how often the TCP sockets are sampled, ms (None: with the queue, every tick); the
+    #: queue is always sampled at the run's sample period
+    tcp_sample_ms: float | None = None
 
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:

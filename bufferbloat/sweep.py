@@ -33,6 +33,7 @@ import time
 
 from . import identity
 from .errors import UsageError
+from .health import verdict_of
 from .results import RESULT_FILE, write_json_atomic
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
@@ -217,7 +218,7 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         label = f"{scn.name} {_fmt(varied)} rep {rep}"
         tag = config_dir_name(config)
         if reuse:
-            index.append(dict(entry, status="ok", resumed=True))
+            index.append(dict(entry, status="ok", resumed=True, health=health_of(path)))
             log(f"[{i}/{len(todo)}] {label}: already recorded ({tag})")
             continue
         elapsed = time.monotonic() - t0
@@ -231,6 +232,9 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
                 run_point(scn, overrides, duration_s=duration_s, quick=quick, run_dir=path,
                           log=log, rep=rep)
             entry["status"] = "ok"
+            entry["health"] = health_of(path)
+            if entry["health"] == "degraded":
+                log(f"  DEGRADED: the emulator fell behind ({path}/result.json: health)")
             rec_key = recorded(path)[1]
             if rec_key != key:
                 log(f"  warning: {path} records run_key {rec_key}, the sweep expected {key}")
@@ -256,6 +260,21 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         save()
     save()
     return index, failed
+
+
+def health_of(path):
+    """The health verdict a point's result.json records ('healthy', 'degraded',
+    'unknown')."""
+    try:
+        with open(os.path.join(path, RESULT_FILE)) as f:
+            return verdict_of(json.load(f))
+    except (OSError, ValueError):
+        return "unknown"
+
+
+def degraded(index):
+    """The entries of ``index`` whose run is ok but degraded (the emulator fell behind)."""
+    return [e for e in index if e.get("status") == "ok" and e.get("health") == "degraded"]
 
 
 def group_configs(entries):

@@ -20,6 +20,10 @@ wrong. The checks and their tolerances:
 - **Fairness**: Jain's index below :data:`MIN_JAIN` (0.8) for two or more flows with the
   same CCA on the same path (a dumbbell, one sender).
 - **Status**: a run whose status is not ``ok``.
+- **Health** (bufferbloat/health.py): a run whose verdict is ``degraded`` gets one flag,
+  "the emulator fell behind", with its figures; the symptom flags above (utilization,
+  fairness, throughput, delays) are then not raised: they would blame the flows for what
+  the emulator did.
 """
 
 from bufferbloat import theory
@@ -34,6 +38,7 @@ TARGET_SLACK_MS = 5.0
 MIN_UTILIZATION = 0.80
 OVER_RATE_TOL = 0.05
 MIN_JAIN = 0.80
+UP_DIR, DOWN_DIR = "up", "down"
 
 
 def _equal_flows(run):
@@ -74,6 +79,11 @@ def flags(run, rows=None):
     if run.status != "ok":
         out.append(f"run status {run.status!r}"
                    + (f": {run.record.get('error')}" if run.record.get("error") else ""))
+    health = run.record.get("health") or {}
+    if health.get("verdict") == "degraded":
+        out.append("the emulator fell behind (health: degraded), so this run measured the "
+                   "emulator, not the network: " + "; ".join(health.get("problems", [])))
+        return out
     kind, _ = qdisc_info(run)
 
     bound = full_queue_rtt_ms(run)
@@ -107,7 +117,10 @@ def flags(run, rows=None):
     for link, u in util.items():
         if u < MIN_UTILIZATION and sending:
             out.append(f"utilization {u * 100:.0f} %: the flow did not fill the link ({link})")
-    for direction, total in _per_direction(run, rows).items():
+    delivered = {d: metric_value(rows, f"goodput_{d}_mbit", "network") for d in (UP_DIR,
+                                                                                DOWN_DIR)}
+    delivered = {d: v for d, v in delivered.items() if v is not None}
+    for direction, total in (delivered or _per_direction(run, rows)).items():
         if rate and total > rate * (1 + OVER_RATE_TOL):
             out.append(f"{direction} throughput {total:.3g} Mbit/s above the link rate "
                        f"{rate:g} Mbit/s: is the shaper in place?")

@@ -20,6 +20,7 @@ import io
 import json
 import os
 
+from bufferbloat import identity
 from bufferbloat.errors import UsageError
 from bufferbloat.metrics import format_value
 from bufferbloat.results import RESULT_FILE, load_run
@@ -83,6 +84,16 @@ def _json(value):
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else value
 
 
+def _identity_text(rec):
+    """``full profile, 60 s; configuration 3fa2b1c9d0e4, run 91c0..., rep 2``."""
+    text = identity.setting_label(identity.setting(rec))
+    if rec.get("config_key"):
+        text += (f"; configuration {identity.short(rec['config_key'])}, run "
+                 f"{identity.short(rec.get('run_key'))}, rep "
+                 f"{(rec.get('run_config') or {}).get('rep', '?')}")
+    return text
+
+
 def config_pairs(run):
     """(key, value) pairs describing a run's configuration."""
     rec = run.record
@@ -95,6 +106,7 @@ def config_pairs(run):
                                              else "")),
              ("started", rec.get("started")),
              ("duration (s)", rec.get("duration_s")),
+             ("configuration", _identity_text(rec)),
              ("warm-up (s)", rec.get("warmup_s")),
              ("overrides", _json(rec.get("overrides") or {})),
              ("qdisc", f"{qdisc.get('kind', '?')} {_json(qdisc.get('params') or {})}"),
@@ -129,11 +141,36 @@ def _flags_html(items):
         "</ul></div>"
 
 
+def _verdict(run):
+    return (run.record.get("health") or {}).get("verdict", "unknown")
+
+
+def _health_html(runs, base):
+    """The report's first word: did the emulator keep up in every run?"""
+    counts = {}
+    for run in runs:
+        counts[_verdict(run)] = counts.get(_verdict(run), 0) + 1
+    text = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    bad = [r for r in runs if _verdict(r) == "degraded"]
+    if not bad:
+        return f"<p class=ok>Health: {_e(text)}.</p>"
+    items = "".join(
+        f"<li>{_e(run_label(r))} <span class=muted>({_e(os.path.relpath(r.dir, base))})"
+        f"</span>: {_e('; '.join((r.record.get('health') or {}).get('problems', [])))}</li>"
+        for r in bad)
+    return (f"<div class=flags><p><b>Health: {_e(text)}.</b> In a degraded run the "
+            "emulator fell behind: it measured the emulator, not the network. Such runs are "
+            "shown and marked here, and left out of every mean, table and sweep figure "
+            "(set BUFFERBLOAT_INCLUDE_DEGRADED=1 to include them).</p>"
+            f"<ul>{items}</ul></div>")
+
+
 def _run_section(run, idx, names):
     rows = run_metrics(run)
     warn = flags(run, rows)
     figs = draw_figures(run, names)
-    parts = [f'<section class="run" id="run-{idx}"><h2>Run: {_e(run_label(run))}</h2>',
+    parts = [f'<section class="run" id="run-{idx}"><h2>Run: {_e(run_label(run))}'
+             f' [{_e(_verdict(run))}]</h2>',
              f"<p class=muted>{_e(caption(run))}</p>", _flags_html(warn),
              "<h3>Configuration</h3>", _kv_table(config_pairs(run)),
              "<h3>Figures</h3>"]
@@ -188,7 +225,8 @@ def write_report(path, out=None):
     for scn, pts in groups.items():
         keys = _sweep.by_key(pts)
         body.append(f'<section class="sweep" id="sweep-{_e(scn)}"><h2>{_e(scn)}: '
-                    f"{len(pts)} runs, {len(keys)} points"
+                    f"{len(pts)} runs, {len(keys)} points, "
+                    f"{_e(_sweep.setting_label(pts))}"
                     + (f" (varied: {_e(', '.join(_sweep.swept_params(pts)))})"
                        if _sweep.swept_params(pts) else "") + "</h2>")
         rows = _sweep.table_rows(pts)
@@ -212,7 +250,7 @@ def write_report(path, out=None):
         all_flags += [f"{run_label(run)} ({os.path.relpath(run.dir, path) or '.'}): {w}"
                       for w in warn]
 
-    toc = "".join(f'<li><a href="#run-{i}">{_e(run_label(r))}</a> '
+    toc = "".join(f'<li><a href="#run-{i}">{_e(run_label(r))}</a> [{_e(_verdict(r))}] '
                   f'<span class=muted>{_e(os.path.relpath(r.dir, path))}</span></li>'
                   for i, r in enumerate(runs))
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
@@ -225,6 +263,8 @@ def write_report(path, out=None):
 <h1>bufferbloat report: {_e(path)}</h1>
 <p>{_e(kind)}, {len(runs)} run(s); generated {_e(now)} from the stored results only.</p>
 <div id="image-check" data-images="" data-broken="">(figures not checked yet)</div>
+<h2>Health</h2>
+{_health_html(runs, path)}
 <h2>Flags</h2>
 {_flags_html(all_flags)}
 <h2>Runs</h2><ol>{toc}</ol>

@@ -20,8 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bufferbloat import identity
 from bufferbloat.errors import UsageError
 from bufferbloat.metrics import traffic_start_s
+
+#: Env: 1 puts degraded runs (the emulator fell behind) into means and figures too.
+INCLUDE_DEGRADED_ENV = "BUFFERBLOAT_INCLUDE_DEGRADED"
 from bufferbloat.results import RESULT_FILE, Run, find_runs, load_run
 
 from . import ellipsis as _ellipsis
@@ -69,12 +73,32 @@ class Point:
         return scn.get("name") if isinstance(scn, dict) else str(scn or "?")
 
     @property
+    def setting(self):
+        """(profile, duration s, scaling factor): runs of different settings never share
+        a table, a mean or a figure (:func:`by_scenario`)."""
+        return identity.setting(self.run.record)
+
+    @property
     def key(self):
         """The sweep point's label (its varied values), shared by its repetitions."""
         return ",".join(f"{k}={v}" for k, v in self.varied.items()) or "default"
 
+    @property
+    def degraded(self):
+        """The emulator fell behind in this run (bufferbloat/health.py)."""
+        return (self.run.record.get("health") or {}).get("verdict") == "degraded"
+
+    @property
+    def averaged(self):
+        """Whether the run enters means and figures: not when degraded, unless the
+        environment says BUFFERBLOAT_INCLUDE_DEGRADED=1 (then it is still marked)."""
+        return not self.degraded or os.environ.get(INCLUDE_DEGRADED_ENV) == "1"
+
     def value(self, key):
-        """The run's value of KEY_METRICS ``key`` (mean over names), or None."""
+        """The run's value of KEY_METRICS ``key`` (mean over names), or None (also for a
+        run left out of means: see :attr:`averaged`)."""
+        if not self.averaged:
+            return None
         scope, metric, _ = KEY_METRICS[key]
         vals = list(metric_values(self.rows, metric, scope).values())
         return float(np.mean(vals)) if vals else None
@@ -144,11 +168,11 @@ def load_points(path):
 
 def _fill_varied(points, vary=None):
     """Set each point's ``varied``: the keys in ``vary``, else the override keys whose
-    values differ among the points of the same scenario."""
-    by_scn = {}
-    for p in points:
-        by_scn.setdefault(p.scenario, []).append(p)
-    for group in by_scn.values():
+    values differ among the points of the same scenario and setting. Runs whose varied
+    values agree but whose recorded configurations differ (``config_key``: e.g. the
+    scenario was edited in between) are told apart by a varied ``config`` (the short
+    key), so that they are never averaged as repetitions of one point."""
+    for group in by_scenario(points).values():
         keys = vary
         if keys is None:
             all_keys = sorted({k for p in group for k in p.overrides})
@@ -156,14 +180,39 @@ def _fill_varied(points, vary=None):
                     if len({str(p.overrides.get(k)) for p in group}) > 1]
         for p in group:
             p.varied = {k: p.overrides.get(k) for k in keys}
+        configs = {}
+        for p in group:
+            configs.setdefault(p.key, set()).add(p.run.record.get("config_key"))
+        if any(len(c) > 1 for c in configs.values()):
+            for p in group:
+                p.varied["config"] = identity.short(p.run.record.get("config_key")) or "?"
+
+
+def setting_slug(setting):
+    """``quick-20s`` / ``full-120s-x0.2``: a setting in a file name."""
+    profile, duration, factor = setting
+    slug = f"{profile}-{duration:g}s" if isinstance(duration, (int, float)) else profile
+    return slug + (f"-x{factor:.3g}" if factor is not None else "")
 
 
 def by_scenario(points):
-    """{scenario: [points]} in order of appearance."""
-    out = {}
+    """{set name: [points]} in order of appearance: the runs of one scenario and one
+    setting (profile, duration, rate scaling). The name is the scenario's, followed by
+    the setting (:func:`setting_slug`) when the scenario's runs have several."""
+    groups = {}
     for p in points:
-        out.setdefault(p.scenario, []).append(p)
-    return out
+        groups.setdefault((p.scenario, p.setting), []).append(p)
+    settings = {}
+    for scn, setting in groups:
+        settings.setdefault(scn, []).append(setting)
+    return {(scn if len(settings[scn]) == 1 else f"{scn}-{setting_slug(setting)}"): pts
+            for (scn, setting), pts in groups.items()}
+
+
+def setting_label(points):
+    """What the runs of a set share and a reader must know: ``quick profile, 20 s``."""
+    labels = list(dict.fromkeys(identity.setting_label(p.setting) for p in points))
+    return labels[0] if len(labels) == 1 else "MIXED: " + " / ".join(labels)
 
 
 def by_key(points):
@@ -191,12 +240,17 @@ def stats(values):
 
 # ------------------------------------------------------------------------- figures
 
+def _title(points, text):
+    """A figure's title followed by the set's setting (profile, duration, scaling)."""
+    return f"{text} ({setting_label(points)})"
+
+
 def _caption(points):
     """The first run's parameters (without its label) and the size of the set."""
     first = points[0].run
     reps = max(len(v) for v in by_key(points).values())
-    return f"{caption(first).split(' | ', 1)[1]} | {len(by_key(points))} points x " \
-           f"up to {reps} reps (first point's parameters)"
+    return f"{setting_label(points)} | {caption(first).split(' | ', 1)[1]} | " \
+           f"{len(by_key(points))} points x up to {reps} reps (first point's parameters)"
 
 
 def _x_positions(points, param):
@@ -260,7 +314,8 @@ def draw_metric(points, param, key):
     if not any(p.value(key) is not None for p in points):
         return None
     xs, cats = _x_positions(points, param)
-    fig, (ax,) = new_figure(f"{ylabel.split(' (')[0]} vs {param}", _caption(points))
+    fig, (ax,) = new_figure(_title(points, f"{ylabel.split(' (')[0]} vs {param}"),
+                            _caption(points))
     theory_pts, target_pts = [], []
     for i, (label, pts) in enumerate(_series_of(points, param).items()):
         rows = []
@@ -343,7 +398,7 @@ def draw_box(points, param=None):
     thrs = [np.concatenate([d[1] for d in v]) for v in data.values()]
     if not any(r.size for r in rtts) and not any(t.size for t in thrs):
         return None
-    fig, (ax_r, ax_t) = new_figure("Latency and throughput per sweep point",
+    fig, (ax_r, ax_t) = new_figure(_title(points, "Latency and throughput per sweep point"),
                                    _caption(points), nrows=2, height=3.2)
     labels = list(groups)
     colors = [qdisc_color(qdisc_info(reps[0].run)[0]) for reps in groups.values()]
@@ -383,7 +438,7 @@ def draw_comparison(points, keys=COMPARE_KEYS):
         return None
     order = [k for k in QDISC_COLORS if k in by_kind] + sorted(set(by_kind) - set(QDISC_COLORS))
     keys = [k for k in keys if any(p.value(k) is not None for p in points)]
-    fig, axes = new_figure("Qdiscs side by side", _caption(points), ncols=len(keys),
+    fig, axes = new_figure(_title(points, "Qdiscs side by side"), _caption(points), ncols=len(keys),
                            width=3.2 * len(keys), sharex=False)
     for ax, key in zip(axes, keys):
         for i, kind in enumerate(order):
@@ -406,7 +461,8 @@ def draw_ellipsis(points):
     groups = {k: [_ellipsis.samples(p.run) for p in reps] for k, reps in by_key(points).items()}
     groups = {k: [s for s in v if s[0].size] for k, v in groups.items()}
     return _ellipsis.draw_groups({k: v for k, v in groups.items() if v},
-                                 "Latency vs throughput per sweep point", _caption(points),
+                                 _title(points, "Latency vs throughput per sweep point"),
+                                 _caption(points),
                                  colors=_qdisc_colors(points))
 
 
@@ -435,7 +491,7 @@ def draw_all(points):
 
 # ------------------------------------------------------------------------- tables
 
-TABLE_COLUMNS = ("scenario", "point", "reps", "qdisc",
+TABLE_COLUMNS = ("scenario", "setting", "point", "reps", "degraded", "qdisc",
                  "latency_min_ms", "latency_max_ms", "latency_mean_ms", "latency_mean_std_ms",
                  "throughput_min_mbit", "throughput_max_mbit", "throughput_mean_mbit",
                  "throughput_mean_std_mbit", "qdelay_p50_ms", "drop_pct", "utilization",
@@ -451,12 +507,14 @@ def table_rows(points):
     out = []
     for scn, pts in by_scenario(points).items():
         for key, reps in by_key(pts).items():
-            samp = [samples(p.run) for p in reps]
+            samp = [samples(p.run) for p in reps if p.averaged] or [(np.array([]), np.array([]))]
             rtt = np.concatenate([s[0] for s in samp])
             thr = np.concatenate([s[1] for s in samp])
             lat = stats([p.value("rtt_mean_ms") for p in reps])
             tput = stats([p.value("throughput_mbit") for p in reps])
-            row = {"scenario": scn, "point": key, "reps": len(reps),
+            row = {"scenario": scn, "setting": setting_label(reps), "point": key,
+                   "reps": len(reps),
+                   "degraded": sum(p.degraded for p in reps),
                    "qdisc": qdisc_info(reps[0].run)[0],
                    "latency_min_ms": float(rtt.min()) if rtt.size else None,
                    "latency_max_ms": float(rtt.max()) if rtt.size else None,
@@ -493,7 +551,7 @@ def table_csv(rows):
 def table_markdown(rows):
     """The table rows as a Markdown table: latency and throughput as ``min-max (mean ±
     std)``."""
-    head = ["scenario", "point", "reps", "qdisc", "latency ms: range (mean ± std)",
+    head = ["scenario", "setting", "point", "reps", "qdisc", "latency ms: range (mean ± std)",
             "throughput Mbit/s: range (mean ± std)", "qdelay p50 ms", "drops %",
             "utilization", "Jain", "web fetch s"]
 
@@ -504,7 +562,9 @@ def table_markdown(rows):
         return f"{text} ({_fmt(mean)} ± {_fmt(sd)})" if mean is not None else text
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [r["scenario"], r["point"], str(r["reps"]), r["qdisc"],
+        reps = str(r["reps"]) + (f" ({r['degraded']} degraded, not averaged)"
+                                 if r.get("degraded") else "")
+        cells = [r["scenario"], r["setting"], r["point"], reps, r["qdisc"],
                  rng(r["latency_min_ms"], r["latency_max_ms"], r["latency_mean_ms"],
                      r["latency_mean_std_ms"]),
                  rng(r["throughput_min_mbit"], r["throughput_max_mbit"],

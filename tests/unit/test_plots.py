@@ -437,7 +437,7 @@ def test_tables_csv_and_markdown(tmp_path):
     text = open(csv_path).read().splitlines()
     assert text[0].split(",") == list(sweep.TABLE_COLUMNS) and len(text) == 3
     md = open(md_path).read().splitlines()
-    assert md[0].startswith("| scenario | point") and len(md) == 4
+    assert md[0].startswith("| scenario | setting | point") and len(md) == 4
     assert "buffer_pkts=100" in md[3]
 
 

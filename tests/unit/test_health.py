@@ -1,0 +1,173 @@
+"""The health verdict (did the emulator keep up?) on synthetic runs with known answers,
+the receiver-side goodput, and what a degraded run does to flags, tables and exit codes."""
+import json
+
+import numpy as np
+import pytest
+
+from bufferbloat import health as hl
+from bufferbloat import metrics as m
+from bufferbloat.results import SERIES_COLUMNS, RunWriter, find_runs, load_run
+
+RATE = 10.0  # Mbit/s
+FIXTURES = "tests/fixtures/runs"
+
+
+def _write(path, send_share=1.0, missed=0, late_s=0.5, idle_p50=20.5, backlog=30000,
+           flows=2):
+    """A 10 s run on a 10 Mbit/s bottleneck whose leaf holds ``backlog`` bytes and sends
+    at ``send_share`` of the rate; ``flows`` flows at equal shares, the last one
+    ``late_s`` late; the sampler missed ``missed`` of 1000 ticks."""
+    w = RunWriter(path)
+    w.record.update(params={"bottleneck_mbit": RATE}, base_rtt_ms=20.0,
+                    bottleneck_dev="s0-eth2",
+                    network={"topology": {"receiver": "h2"}},
+                    sampler={"samples": 1000 - missed, "missed_ticks": missed,
+                             "period_ms": 10.0, "qdisc_devs": ["s0-eth2"]},
+                    idle_rtt={"p50_ms": idle_p50, "min_ms": 20.1, "samples": 20},
+                    traffic_overrun_s=0.4,
+                    traffic_results=[{"flow": f"f{i}", "t_start": 1.0 + (late_s if i == flows
+                                                                         else 0.1),
+                                      "scheduled_s": 1.0, "bytes_sent": 10**6,
+                                      "bytes_received": 10**6} for i in range(1, flows + 1)])
+    t = np.arange(0, 10.001, 0.01)
+    w.add_rows("qdisc", SERIES_COLUMNS["qdisc"], [
+        {"t": ti, "dev": "s0-eth2", "handle": "10:", "parent": "1:1", "kind": "pfifo",
+         "qlen_pkts": backlog // 1500, "backlog_bytes": backlog,
+         "sent_bytes": round(ti * send_share * RATE * 1e6 / 8), "drops": 0} for ti in t])
+    share = send_share * RATE / flows
+    w.add_rows("tcp", SERIES_COLUMNS["tcp"], [
+        {"t": ti, "flow": f"f{i}", "host": "h1", "cca": "cubic", "cwnd_pkts": 10,
+         "srtt_us": 40000, "bytes_acked": round(ti * share * 1e6 / 8)}
+        for i in range(1, flows + 1) for ti in t[::10]])
+    w.close("ok")
+    return load_run(path)
+
+
+def test_work_conservation_counts_backlogged_intervals_only():
+    t = np.arange(0, 4.001, 0.01)
+    # backlogged for 2 s sending at 0.6 of 10 Mbit/s, then idle (empty queue) for 2 s
+    backlog = np.where(t < 2.0, 20000, 0)
+    sent = np.cumsum(np.where(t < 2.0, 0.6 * RATE * 1e6 / 8 * 0.01, 0.0))
+    ratio, span = hl.work_conservation(t, backlog, sent, RATE)
+    assert ratio == pytest.approx(0.6, rel=0.01)
+    assert span == pytest.approx(2.0, abs=0.02)
+    assert hl.work_conservation(t, np.zeros_like(t), sent, RATE) == (None, 0.0)
+
+
+def test_healthy_run(tmp_path):
+    h = hl.assess(_write(tmp_path / "r"))
+    assert h["verdict"] == "healthy", h["problems"]
+    wc = h["checks"]["work_conservation:s0-eth2:pfifo"]
+    assert wc["value"] == pytest.approx(1.0, abs=0.01) and wc["ok"]
+    assert h["checks"]["flows_on_time"]["ok"] and h["checks"]["idle_rtt"]["ok"]
+
+
+@pytest.mark.parametrize("kwargs, check", [
+    (dict(send_share=0.6), "work_conservation:s0-eth2:pfifo"),
+    (dict(missed=200), "sampler_missed_ticks"),
+    (dict(late_s=49.0), "flows_on_time"),
+    (dict(idle_p50=35.0), "idle_rtt"),     # 15 ms above a 20 ms base RTT
+    (dict(idle_p50=12.0), "idle_rtt"),     # below: the delay emulation is missing
+])
+def test_each_check_makes_a_run_degraded(tmp_path, kwargs, check):
+    h = hl.assess(_write(tmp_path / "r", **kwargs))
+    assert h["verdict"] == "degraded"
+    assert h["checks"][check]["ok"] is False
+    assert len(h["problems"]) == 1, h["problems"]
+
+
+def test_an_idle_link_is_not_judged(tmp_path):
+    h = hl.assess(_write(tmp_path / "r", backlog=0))
+    assert h["checks"]["work_conservation:s0-eth2:pfifo"]["ok"] is None
+    assert h["verdict"] == "healthy"
+
+
+def test_goodput_is_what_the_receivers_got_over_the_common_window(tmp_path):
+    """Two flows that live one after the other, each at the full 1 Mbit/s of the link for
+    half the run: the link delivered 1 Mbit/s, not the 2 Mbit/s a sum of per-flow rates
+    says (the aggregation that reported 37 Mbit/s on a 10 Mbit/s link). Their iperf3
+    intervals count what the sender wrote (a socket buffer filled at once), and are not
+    the goodput."""
+    w = RunWriter(tmp_path / "r")
+    w.record.update(params={"bottleneck_mbit": 1.0},
+                    network={"topology": {"receiver": "h2"}})
+    rows = []
+    for flow, start in (("a", 0.0), ("b", 5.0)):
+        for ti in np.arange(start, start + 5.001, 0.1):
+            rows.append({"t": ti, "flow": flow, "host": "h1", "cca": "cubic",
+                         "bytes_acked": round((ti - start) * 1e6 / 8)})
+    w.add_rows("tcp", SERIES_COLUMNS["tcp"], rows)
+    w.add_rows("iperf", SERIES_COLUMNS["iperf"], [
+        {"flow": "b", "t_start": 5.0, "t_end": 5.1, "bytes": 4_000_000,
+         "bits_per_second": 320e6, "retransmits": 0}])
+    w.close("ok")
+    got = {(r["scope"], r["name"], r["metric"]): r["value"]
+           for r in m.compute_metrics(load_run(tmp_path / "r"))}
+    assert got[("network", "all", "goodput_up_mbit")] == pytest.approx(1.0, rel=0.01)
+    assert got[("network", "all", "aggregate_throughput_mbit")] == pytest.approx(1.0, rel=0.01)
+    assert got[("flow", "b", "throughput_mbit")] == pytest.approx(1.0, rel=0.01)
+    assert got[("flow", "b", "sent_throughput_mbit")] == pytest.approx(320.0)
+    h = hl.assess(load_run(tmp_path / "r"), m.compute_metrics(load_run(tmp_path / "r")))
+    assert h["checks"]["goodput_possible:up"]["ok"]
+
+
+def test_goodput_per_direction_of_a_two_way_load(tmp_path):
+    """Downloads are sent by the receiver host: their goodput is the reverse direction's."""
+    w = RunWriter(tmp_path / "r")
+    w.record.update(params={"bottleneck_mbit": 2.0},
+                    network={"topology": {"receiver": "h2"}})
+    rows = [{"t": ti, "flow": flow, "host": host, "bytes_acked": round(ti * mbit * 1e6 / 8)}
+            for flow, host, mbit in (("up", "h1", 1.8), ("down", "h2", 1.5))
+            for ti in np.arange(0, 10.001, 0.1)]
+    w.add_rows("tcp", SERIES_COLUMNS["tcp"], rows)
+    w.close("ok")
+    got = m.delivered_goodput(load_run(tmp_path / "r"))
+    assert got == {"up": pytest.approx(1.8, rel=0.01), "down": pytest.approx(1.5, rel=0.01)}
+
+
+@pytest.mark.parametrize("run_dir", sorted(find_runs(FIXTURES)))
+def test_goodput_never_exceeds_the_link_on_recorded_runs(run_dir):
+    run = load_run(run_dir)
+    rate = run.bottleneck_mbit
+    rev = run.params.get("reverse_mbit") or rate
+    rows = m.compute_metrics(run, warmup_s=run.record.get("warmup_s") or 0.0)
+    for r in rows:
+        if r["scope"] == "network" and r["metric"].startswith("goodput_"):
+            limit = rev if "down" in r["metric"] else rate
+            assert r["value"] <= limit * hl.MAX_GOODPUT_SHARE, (r, limit)
+
+
+def test_a_degraded_run_gets_one_flag_that_names_the_emulator(tmp_path):
+    from plots.flags import flags
+    run = _write(tmp_path / "r", send_share=0.3, flows=4)
+    run.record["health"] = hl.assess(run)
+    got = flags(run, m.compute_metrics(run))
+    assert len(got) == 1 and "the emulator fell behind" in got[0]
+    assert "work conservation" not in got[0] or "0.3" in got[0]
+    assert not any("did not fill the link" in f for f in got)
+
+
+def test_degraded_runs_are_marked_and_left_out_of_means(tmp_path, monkeypatch):
+    from plots import sweep as sw
+    good = _write(tmp_path / "a" / "rep-1", send_share=1.0)
+    bad = _write(tmp_path / "a" / "rep-2", send_share=0.3)
+    for run in (good, bad):
+        run.record["health"] = hl.assess(run)
+        with open(f"{run.dir}/result.json", "w") as f:
+            json.dump(run.record, f)
+    points = sw.load_points(tmp_path)
+    rows = sw.table_rows(points)
+    assert len(rows) == 1 and rows[0]["degraded"] == 1 and rows[0]["reps"] == 2
+    assert rows[0]["utilization"] == pytest.approx(1.0, abs=0.01)   # the healthy one only
+    assert "1 degraded, not averaged" in sw.table_markdown(rows)
+    monkeypatch.setenv(sw.INCLUDE_DEGRADED_ENV, "1")
+    assert sw.table_rows(sw.load_points(tmp_path))[0]["utilization"] == pytest.approx(
+        0.65, abs=0.01)
+
+
+def test_headline_names_the_problems(tmp_path):
+    h = hl.assess(_write(tmp_path / "r", missed=300))
+    line = hl.headline(h)
+    assert line.startswith("health: degraded") and "missed 300 of 1000 ticks" in line
+    assert hl.headline(None).startswith("health: unknown")
