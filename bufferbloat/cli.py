@@ -108,7 +108,7 @@ def cmd_run(args):
     for i, config in enumerate(configs):
         limit = stall_limit_s(config)
         print(f"[{i + 1}/{args.repeat}] {scn.name} ({config['profile']} profile, "
-              f"{config['duration_s']:g} s, stall limit {limit:.0f} s)", flush=True)
+              f"{config['duration_s']:g} s, stall limit {limit:.4g} s)", flush=True)
         try:
             with watchdog(limit, f"{scn.name} run {i + 1}"):
                 run_dir = run_point(scn, overrides, args.time, args.out, quick=args.quick,

@@ -41,6 +41,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
 #: build, teardown, metrics; ~20 s at most measured in the TCG VM); env overrides.
 STALL_ALLOWANCE_S = 60.0
 STALL_ALLOWANCE_ENV = "BUFFERBLOAT_STALL_ALLOWANCE_S"
+#: Env: a fixed stall limit in seconds instead of the formula (tests, odd machines).
+STALL_LIMIT_ENV = "BUFFERBLOAT_STALL_LIMIT_S"
 #: ... plus this share of the whole, for a slow machine.
 STALL_MARGIN = 0.5
 #: A stall swallowed by a broad ``except`` in the run is raised again this much later.
@@ -132,19 +134,29 @@ def place(path, key):
 def stall_limit_s(config, allowance_s=None, margin=STALL_MARGIN):
     """Seconds after which a point of ``config`` counts as stalled: (duration + the
     flows' grace period + ``allowance_s``) x (1 + ``margin``). ``allowance_s`` defaults
-    to env BUFFERBLOAT_STALL_ALLOWANCE_S, else STALL_ALLOWANCE_S."""
+    to env BUFFERBLOAT_STALL_ALLOWANCE_S, else STALL_ALLOWANCE_S; env
+    BUFFERBLOAT_STALL_LIMIT_S replaces the whole formula."""
     from .engine import FLOW_GRACE_S
+    fixed = _env_seconds(STALL_LIMIT_ENV, None)
+    if fixed:
+        return fixed
     if allowance_s is None:
-        raw = os.environ.get(STALL_ALLOWANCE_ENV)
-        try:
-            allowance_s = float(raw) if raw else STALL_ALLOWANCE_S
-        except ValueError:
-            raise UsageError(f"invalid value for {STALL_ALLOWANCE_ENV}: {raw!r} "
-                             "(seconds)") from None
-        if not 0 <= allowance_s <= 86400:
-            raise UsageError(f"invalid value for {STALL_ALLOWANCE_ENV}: {raw!r} "
-                             "(0 to 86400 s)")
+        allowance_s = _env_seconds(STALL_ALLOWANCE_ENV, STALL_ALLOWANCE_S)
     return (float(config["duration_s"]) + FLOW_GRACE_S + allowance_s) * (1.0 + margin)
+
+
+def _env_seconds(name, default):
+    """Env ``name`` as seconds (0 to 86400), or ``default`` when unset or empty."""
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86400:
+        raise UsageError(f"invalid value for {name}: {raw!r} (seconds, 0 to 86400)")
+    return value
 
 
 @contextlib.contextmanager
@@ -160,7 +172,7 @@ def watchdog(limit_s, what="the point"):
 
     def fire(_sig, _frame):
         signal.setitimer(signal.ITIMER_REAL, STALL_REFIRE_S)
-        raise PointStalled(f"{what} still running after {limit_s:.0f} s (its stall "
+        raise PointStalled(f"{what} still running after {limit_s:.4g} s (its stall "
                            "limit): ended")
     old = signal.signal(signal.SIGALRM, fire)
     signal.setitimer(signal.ITIMER_REAL, limit_s)
@@ -225,7 +237,7 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         eta = f", ~{elapsed / ran * (len(todo) - i + 1):.0f} s left" if ran else ""
         limit = stall_limit(config) if stall_limit else None
         log(f"[{i}/{len(todo)}] {label} (elapsed {elapsed:.0f} s{eta}; {tag}"
-            + (f", stall limit {limit:.0f} s)" if limit else ")"))
+            + (f", stall limit {limit:.4g} s)" if limit else ")"))
         t_point = time.monotonic()
         try:
             with watchdog(limit, f"{label}"):

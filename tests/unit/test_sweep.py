@@ -321,6 +321,64 @@ def test_stall_limit_is_the_duration_plus_a_stated_margin(monkeypatch):
         (cfg["duration_s"] + FLOW_GRACE_S + sweep.STALL_ALLOWANCE_S) * 1.5)
     monkeypatch.setenv(sweep.STALL_ALLOWANCE_ENV, "0")
     assert sweep.stall_limit_s(cfg) == pytest.approx((cfg["duration_s"] + FLOW_GRACE_S) * 1.5)
+    monkeypatch.setenv(sweep.STALL_LIMIT_ENV, "2.5")
+    assert sweep.stall_limit_s(cfg) == 2.5
+    monkeypatch.delenv(sweep.STALL_LIMIT_ENV)
     monkeypatch.setenv(sweep.STALL_ALLOWANCE_ENV, "soon")
     with pytest.raises(UsageError):
         sweep.stall_limit_s(cfg)
+
+
+def test_run_ends_a_stalled_repetition_and_runs_the_next(tmp_path, monkeypatch, capsys):
+    import bufferbloat.engine as engine
+    calls = []
+    fake = fake_runner(calls)
+
+    def run_point(scn, overrides, duration_s=None, out_root=None, quick=False, rep=1,
+                  sample_period_s=None, **_):
+        path = os.path.join(out_root, f"rep{rep}")
+        fake(scn, overrides, duration_s=duration_s, quick=quick, run_dir=path, rep=rep)
+        if rep == 1:
+            time.sleep(3600)               # the first repetition never ends
+        return path
+    monkeypatch.setattr(engine, "run_point", run_point)
+    monkeypatch.setenv(sweep.STALL_LIMIT_ENV, "0.5")
+    t0 = time.monotonic()
+    rc = cli.main(["run", "a4_wifi_loss", "--repeat", "2", "--time", "5",
+                   "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert time.monotonic() - t0 < 30
+    assert rc == 1 and [c["rep"] for c in calls] == [1, 2]
+    assert "[1/2] a4_wifi_loss (full profile, 5 s, stall limit 0.5 s)" in out
+    assert "run stalled" in err and f"result: {tmp_path}/rep2" in out
+
+
+def test_run_all_reports_a_stalled_point_and_completes_the_others(tmp_path, monkeypatch,
+                                                                   capsys):
+    """The catalogue (``run-all``, quick, one scenario) with one point whose traffic never
+    ends: it is ended at the stall limit (env), reported, and the other points run."""
+    import bufferbloat.engine as engine
+
+    class Caps:
+        def require(self, needed):
+            pass
+    monkeypatch.setattr(cli, "_needs", lambda names: (Caps(), []))
+    scn = catalogue()["a4_wifi_loss"]
+    todo = cli.catalogue_points(True, ["a4_wifi_loss"])
+    stuck = todo[1][2]                      # the second point's varied values
+    calls = []
+    monkeypatch.setattr(engine, "run_point", fake_runner(
+        calls, sleep_s=lambda o: 3600 if all(o.get(k) == v for k, v in stuck.items())
+        else 0))
+    monkeypatch.setenv(sweep.STALL_LIMIT_ENV, "0.5")
+    t0 = time.monotonic()
+    rc = cli.main(["run-all", "--quick", "--only", "a4_wifi_loss", "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert time.monotonic() - t0 < 60
+    assert rc == 1 and len(calls) == len(todo) == len(sweep.points(scn.sweep_for(True)))
+    done = _index(os.path.join(str(tmp_path), "index.json"))["done"]
+    assert [d["status"] for d in done].count("stalled") == 1
+    assert done[1]["status"] == "stalled"
+    assert all(d["status"] == "ok" for i, d in enumerate(done) if i != 1)
+    assert "stall limit 0.5 s)" in out and f"[2/{len(todo)}]" in out
+    assert "STALLED" in out and done[1]["run_dir"] in err
