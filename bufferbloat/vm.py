@@ -78,13 +78,34 @@ CONTROL_DIR = ".vm-run"
 
 DEFAULT_TIMEOUT_S = 4 * 3600.0
 KVM_PROBE_TIMEOUT_S = 90.0
-#: the KVM probe boots without `quiet`: a kernel that prints nothing this long is stuck
-PROBE_SILENCE_S = 20.0
+
+# Boot watchdog (see :class:`BootWatch`). Measured on this project's machine kind (2
+# cores, qemu TCG, 2026-11): qemu start to guest command 19-27 s in 8 boots (median
+# ~23 s), and 1 boot in 8 hung before printing anything, qemu spinning on both cores.
+# The command must start within BOOT_BOUND_S (TCG: ~5x the median, 4.4x the slowest
+# boot seen), and the console must show a first byte within FIRST_OUTPUT_S, else that
+# qemu is stopped (by PID) and a fresh copy booted, BOOT_ATTEMPTS boots at most. KVM
+# (not usable on this machine kind: its paravirtual KVM cannot boot a stock kernel)
+# boots this image in a few seconds where it works. bench/bench_vm_boot.py measures.
+TCG_BOOT_MEDIAN_S = 23.0
+BOOT_BOUND_S = {"tcg": 120.0, "kvm": 30.0}
+FIRST_OUTPUT_S = {"tcg": 30.0, "kvm": 20.0}
+BOOT_ATTEMPTS = 3
+BOOT_TIMEOUT_ENV = "BUFFERBLOAT_VM_BOOT_TIMEOUT"     # seconds: overrides BOOT_BOUND_S
+BOOT_ATTEMPTS_ENV = "BUFFERBLOAT_VM_BOOT_ATTEMPTS"   # overrides BOOT_ATTEMPTS
+APPEND_ENV = "BUFFERBLOAT_VM_APPEND"                 # extra kernel command line words
+BOOT_LOG_ENV = "BUFFERBLOAT_VM_BOOT_LOG"             # where boots are recorded (JSON lines)
+GUEST_BOOTS_ENV = "BUFFERBLOAT_VM_BOOTS"             # set in the guest command's environment
+#: on Ctrl-C/SIGTERM the guest command gets SIGINT and this long to save its results
+STOP_GRACE_S = 20.0
+STOP_GRACE_ENV = "BUFFERBLOAT_VM_STOP_GRACE"
 
 #: exit codes of :func:`run` when the guest gave no exit status
 RC_NO_RESULT = 3
+RC_BOOT_FAILED = 4
 RC_TIMEOUT = 124
 RC_INTERRUPTED = 130
+RC_TERMINATED = 143
 
 #: modules of the initramfs (MODULES=list): what mounting the virtio ext4 root needs
 INITRAMFS_MODULES = ("virtio_pci", "virtio_blk", "ext4", "crc32c_generic")
@@ -312,21 +333,39 @@ def _qemu_opt(value: str | Path) -> str:
     return str(value).replace(",", ",,")
 
 
-def kernel_cmdline(run_id: str, quiet: bool = True) -> str:
-    """Guest kernel command line. tsc=reliable: under TCG every vCPU reads the same
-    virtual clock, so the TSC (read in the vDSO) can stay the clocksource instead of the
-    HPET (an emulated MMIO read per clock_gettime); mitigations=off: a throw-away VM
-    without network needs no retpolines, and syscalls get cheaper."""
+_APPEND_WORD = re.compile(r"^[A-Za-z0-9_.,:=/+-]+$")
+
+
+def parse_append(text: str | None) -> list[str]:
+    """Extra kernel command line words (env BUFFERBLOAT_VM_APPEND), e.g. ``bb.delay=60``
+    (bb-run waits before the command: a test of the boot watchdog) or
+    ``systemd.unit=rescue.target``. Refuses words that would change the run protocol."""
+    words = (text or "").split()
+    for w in words:
+        if not _APPEND_WORD.match(w) or w.startswith("bb.run"):
+            raise VMError(f"{APPEND_ENV}: refused kernel command line word {w!r}")
+    return words
+
+
+def kernel_cmdline(run_id: str, extra: Sequence[str] = ()) -> str:
+    """Guest kernel command line. No `quiet`: the kernel's messages and systemd's boot
+    stages go to the console log, so that a hung boot shows where it stopped (bb-run
+    lowers the console log level once the command starts). tsc=reliable: under TCG
+    every vCPU reads the same virtual clock, so the TSC (read in the vDSO) can stay the
+    clocksource instead of the HPET (an emulated MMIO read per clock_gettime);
+    mitigations=off: a throw-away VM without network needs no retpolines, and syscalls
+    get cheaper."""
     if not _RUN_ID.match(run_id):
         raise VMError(f"invalid run id {run_id!r}")
+    words = parse_append(" ".join(extra))
     return (f"root=/dev/vda rw console=ttyS0 bb.run={run_id}"
-            f"{' quiet' if quiet else ''} panic=-1 tsc=reliable mitigations=off")
+            f" panic=-1 tsc=reliable mitigations=off{''.join(' ' + w for w in words)}")
 
 
 def qemu_args(paths: ImagePaths, run_id: str, share: Path | str, console_log: Path | str,
               out_log: Path | str, accel: str = "tcg", memory_mb: int = 3072,
               cpus: int = 2, qemu: str = "qemu-system-x86_64",
-              quiet: bool = True) -> list[str]:
+              append: Sequence[str] = ()) -> list[str]:
     """The qemu command line of one run (pure: no file is touched)."""
     if accel == "tcg":
         accel_args = ["-accel", "tcg,thread=multi", "-cpu", "max"]
@@ -340,7 +379,7 @@ def qemu_args(paths: ImagePaths, run_id: str, share: Path | str, console_log: Pa
         *accel_args,
         "-smp", str(int(cpus)), "-m", str(int(memory_mb)),
         "-kernel", str(paths.kernel), "-initrd", str(paths.initrd),
-        "-append", kernel_cmdline(run_id, quiet),
+        "-append", kernel_cmdline(run_id, append),
         "-drive", f"file={_qemu_opt(paths.image)},if=virtio,format=raw,snapshot=on",
         "-virtfs", (f"local,path={_qemu_opt(Path(share))},mount_tag={SHARE_TAG},"
                     f"security_model=none,id={SHARE_TAG}"),
@@ -349,6 +388,177 @@ def qemu_args(paths: ImagePaths, run_id: str, share: Path | str, console_log: Pa
         "-serial", f"file:{console_log}",
         "-serial", f"file:{out_log}",
     ]
+
+
+# ---------------------------------------------------------------------------- boot watchdog
+
+#: boot stages in order, each with the console text that shows it was reached (the
+#: bb-run markers are printed by vm/guest/bb-run; "command" is also the ``started`` file)
+BOOT_STAGES = (
+    ("qemu", ()),
+    ("kernel", ("Linux version ",)),
+    ("initramfs", ("Run /init as init process", "Loading, please wait")),
+    ("systemd", ("systemd[1]:", "Welcome to ", " running in system mode")),
+    ("bb-run", ("bb-run: stage bb-run",)),
+    ("share", ("bb-run: stage share",)),
+    ("command", ("bb-run: stage command",)),
+)
+STAGE_NAMES = tuple(name for name, _ in BOOT_STAGES)
+
+
+def boot_stage(console: str, started: bool = False) -> str:
+    """The furthest boot stage the console text (and the ``started`` file) shows."""
+    if started:
+        return "command"
+    reached = "qemu"
+    for name, markers in BOOT_STAGES[1:]:
+        if any(m in console for m in markers):
+            reached = name
+    return reached
+
+
+def boot_bounds(accel: str, environ: dict | None = None) -> tuple[float, float, int]:
+    """(command-start bound s, first-console-output bound s, boot attempts) for ``accel``:
+    the measured constants, or env BUFFERBLOAT_VM_BOOT_TIMEOUT / _BOOT_ATTEMPTS."""
+    environ = os.environ if environ is None else environ
+    bound = BOOT_BOUND_S.get(accel, BOOT_BOUND_S["tcg"])
+    first = FIRST_OUTPUT_S.get(accel, FIRST_OUTPUT_S["tcg"])
+    attempts = BOOT_ATTEMPTS
+    text = (environ.get(BOOT_TIMEOUT_ENV) or "").strip()
+    if text:
+        try:
+            bound = float(text)
+        except ValueError:
+            bound = -1.0
+        if not 1.0 <= bound <= 24 * 3600:
+            raise VMError(f"{BOOT_TIMEOUT_ENV}={text!r}: expected seconds (1 to 86400)")
+    text = (environ.get(BOOT_ATTEMPTS_ENV) or "").strip()
+    if text:
+        if not text.isdigit() or not 1 <= int(text) <= 20:
+            raise VMError(f"{BOOT_ATTEMPTS_ENV}={text!r}: expected 1 to 20")
+        attempts = int(text)
+    return bound, min(first, bound), attempts
+
+
+class BootWatch:
+    """Watches one boot: the stage reached and when (seconds since qemu started), and
+    whether the boot is hung: no console byte within ``first_output_s``, or the command
+    not started within ``bound_s``."""
+
+    def __init__(self, bound_s: float, first_output_s: float):
+        self.bound_s, self.first_output_s = bound_s, first_output_s
+        self.stage = "qemu"
+        self.times: dict[str, float] = {"qemu": 0.0}
+
+    @property
+    def started(self) -> bool:
+        return self.stage == "command"
+
+    def update(self, elapsed: float, console: str, started: bool = False) -> str | None:
+        """Note what the console shows at ``elapsed`` s; return why the boot is hung,
+        or None."""
+        stage = boot_stage(console, started)
+        idx = STAGE_NAMES.index(stage)
+        if idx > STAGE_NAMES.index(self.stage):
+            for name in STAGE_NAMES[STAGE_NAMES.index(self.stage) + 1:idx + 1]:
+                self.times.setdefault(name, round(elapsed, 1))
+            self.stage = stage
+        if self.started:
+            return None
+        if not console and elapsed > self.first_output_s:
+            return f"no console output after {self.first_output_s:.0f}s"
+        if elapsed > self.bound_s:
+            return f"the command had not started after {self.bound_s:.0f}s"
+        return None
+
+    def summary(self) -> str:
+        return ", ".join(f"{n} {t:.1f}s" for n, t in self.times.items() if n != "qemu")
+
+
+# ---------------------------------------------------------------------------- run records
+
+RESULT_SCAN_DEPTH = 6
+
+
+def result_roots(share: Path, command: Sequence[str] | str) -> list[Path]:
+    """Where the guest command may have written run records, seen from the host:
+    ``SHARE/results`` and every ``--out DIR`` / ``--out=DIR`` of the command (relative
+    to the share, or absolute under /bb). Directories outside the share are not
+    reachable from the host (the guest's root fs is thrown away)."""
+    roots = [share / "results"]
+    words = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    outs = []
+    for i, w in enumerate(words):
+        if w == "--out" and i + 1 < len(words):
+            outs.append(words[i + 1])
+        elif w.startswith("--out="):
+            outs.append(w[len("--out="):])
+    for out in outs:
+        if out.startswith("/bb/") or out == "/bb":
+            out = out[len("/bb"):].lstrip("/")
+        elif out.startswith("/"):
+            continue
+        path = (share / out).resolve()
+        if (path == share or share in path.parents) and path not in roots:
+            roots.append(path)
+    return roots
+
+
+def running_results(roots: Iterable[Path], since: float,
+                    depth: int = RESULT_SCAN_DEPTH) -> list[Path]:
+    """result.json files under ``roots`` (at most ``depth`` levels down) modified at or
+    after ``since`` (epoch s), still ``"status": "running"`` and written in the project
+    VM (``machine.in_project_vm``; a record without ``machine`` yet also counts): the
+    runs a VM command left unfinished. Runs of this host are never touched."""
+    found = []
+    seen = set()
+    for root in roots:
+        root = Path(root)
+        if not root.is_dir():
+            continue
+        base = len(root.parts)
+        for dirpath, dirnames, filenames in os.walk(root):
+            if len(Path(dirpath).parts) - base >= depth:
+                dirnames[:] = []
+            if "result.json" not in filenames:
+                continue
+            path = Path(dirpath) / "result.json"
+            try:
+                if path.stat().st_mtime < since or path.resolve() in seen:
+                    continue
+                rec = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            seen.add(path.resolve())
+            machine = rec.get("machine")
+            if rec.get("status") == "running" and \
+                    (machine is None or (isinstance(machine, dict)
+                                         and machine.get("in_project_vm") is True)):
+                found.append(path)
+    return found
+
+
+def mark_unfinished(path: Path, status: str, error: str) -> bool:
+    """Close a run record the guest left ``running``: ``status`` (interrupted or failed)
+    and ``error``, written atomically; its series stay as they are. Returns whether it
+    was changed."""
+    try:
+        rec = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return False
+    if rec.get("status") != "running":
+        return False
+    rec["status"] = status
+    rec["error"] = error
+    rec["closed_by_host"] = {"time": time.time(), "by": "bufferbloat.vm"}
+    _atomic_write(Path(path), json.dumps(rec, indent=1, default=str) + "\n")
+    return True
+
+
+def boot_log_path() -> Path:
+    """Where :func:`run` appends one JSON line per VM run (its boots): env
+    BUFFERBLOAT_VM_BOOT_LOG, else ``boots.jsonl`` in the image cache."""
+    return Path(os.environ.get(BOOT_LOG_ENV) or cache_dir() / "boots.jsonl")
 
 
 # ---------------------------------------------------------------------------- host helpers
@@ -798,7 +1008,9 @@ def build_image(force: bool = False, progress: Progress | None = print,
 def probe_kvm(progress: Progress | None = _stderr) -> bool:
     """Whether qemu can boot the project VM with KVM here. Env BUFFERBLOAT_VM_ACCEL=tcg|kvm
     overrides; otherwise the verdict of one trial boot (``true`` with -accel kvm, 90 s
-    at most) is cached per host kernel release and qemu version."""
+    at most) is cached per host kernel release and qemu version. The trial boot is
+    watched like any other (:class:`BootWatch` with the KVM bounds, one attempt): a
+    KVM that prints nothing, or does not reach the command in time, cannot boot it."""
     progress = progress or _quiet
     forced = os.environ.get(ACCEL_ENV, "").strip().lower()
     if forced:
@@ -837,12 +1049,75 @@ class _Terminated(Exception):
     pass
 
 
+class _Signals:
+    """SIGINT/SIGTERM while a VM runs: the first one is noted (the run loop asks the
+    guest to stop its command, then stops qemu); before qemu runs, or a second time,
+    they raise at once (KeyboardInterrupt, _Terminated)."""
+
+    def __init__(self):
+        self.got: int | None = None
+        self.armed = False
+
+    def handler(self, signum, frame):
+        if self.armed and self.got is None:
+            self.got = signum
+            return
+        if self.got is None:
+            self.got = signum
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise _Terminated()
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.got).name if self.got else ""
+
+
 def _tail_lines(path: Path, n: int = 40) -> list[str]:
     try:
         data = path.read_bytes()[-65536:]
     except OSError:
         return []
     return data.decode("utf-8", "replace").replace("\r", "").splitlines()[-n:]
+
+
+def _print_tails(progress: Progress, console_log: Path, qemu_log: Path, n_console: int,
+                 n_qemu: int) -> None:
+    for line in _tail_lines(console_log, n_console):
+        progress(f"  console| {line}")
+    for line in _tail_lines(qemu_log, n_qemu):
+        progress(f"  qemu| {line}")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+#: how a VM run ended -> (status, reason) for the run records it left "running"
+_END_STATUS = {
+    "interrupt": ("interrupted", "the host interrupted the project VM (SIGINT)"),
+    "terminate": ("interrupted", "the host terminated the project VM (SIGTERM)"),
+    "timeout": ("interrupted", "the project VM was stopped at its timeout"),
+    "crash": ("failed", "the project VM died (guest crash) while this run was running"),
+    "exit": ("failed", "the VM command exited while this run was still running"),
+}
+
+
+def close_unfinished(roots: Iterable[Path], since: float, end: str,
+                     progress: Progress = _quiet) -> list[Path]:
+    """Mark the run records a VM command left ``running`` (see :func:`running_results`)
+    as :data:`_END_STATUS` says for how the VM ended; returns them."""
+    status, reason = _END_STATUS[end]
+    done = []
+    for path in running_results(roots, since):
+        with contextlib.suppress(OSError):
+            if mark_unfinished(path, status, reason):
+                done.append(path)
+                progress(f"vm: {path}: was still 'running': marked {status!r} ({reason})")
+    return done
 
 
 def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
@@ -857,39 +1132,54 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
     file, default our stdout) while it runs. Root fs changes are discarded (snapshot);
     files written under /bb land in ``share`` on the host.
 
+    Boot watchdog (:class:`BootWatch`, :func:`boot_bounds`): a boot whose command has
+    not started within the bound is stopped (by PID) and a fresh copy booted; after
+    the last attempt RC_BOOT_FAILED (4). Boots are appended to :func:`boot_log_path`.
+
     Returns the command's exit code, or RC_NO_RESULT (3) if the guest gave none (crash),
-    RC_TIMEOUT (124) after ``timeout_s`` seconds. Ctrl-C re-raises KeyboardInterrupt and
-    SIGTERM raises SystemExit(143), in both cases after stopping qemu and cleaning up.
+    RC_TIMEOUT (124) after ``timeout_s`` seconds. On Ctrl-C or SIGTERM the guest
+    command gets SIGINT (through the control directory) and STOP_GRACE_S to finish,
+    then qemu is stopped; run records under the share left ``running`` are closed
+    (:func:`close_unfinished`), and KeyboardInterrupt / SystemExit(143) is raised.
     """
     progress = progress or _quiet
     if output is None:
         output = sys.stdout.buffer
-    script = make_command_script(command, env)          # validate before booting
+    make_command_script(command, env)          # validate before booting
     share = Path(share).resolve()
     if not share.is_dir():
         raise VMError(f"share {share} is not a directory")
+    append = parse_append(os.environ.get(APPEND_ENV))
+    grace_text = os.environ.get(STOP_GRACE_ENV, "").strip()
+    try:
+        grace_s = float(grace_text) if grace_text else STOP_GRACE_S
+    except ValueError:
+        raise VMError(f"{STOP_GRACE_ENV}={grace_text!r}: expected seconds") from None
     check_tools({"qemu-system-x86_64": REQUIRED_TOOLS["qemu-system-x86_64"]})
     paths = build_image(progress=progress)
     if accel is None:
         accel = choose_accel(progress)
-    # the guest learns how it is emulated (TCG: the engine keeps rates the VM sustains)
-    script = make_command_script(command, dict(env or {}, **{GUEST_ACCEL_ENV: accel}))
+    bound_s, first_s, attempts = boot_bounds(accel)
+    if _probe:
+        attempts = 1
     run_id = new_run_id()
     ctl = share / CONTROL_DIR / run_id
+    record = {"run_id": run_id, "time": datetime.datetime.now().isoformat(timespec="seconds"),
+              "accel": accel, "cpus": cpus, "memory_mb": memory_mb,
+              "command": command if isinstance(command, str) else shlex.join(command),
+              "boot_bound_s": bound_s, "first_output_bound_s": first_s,
+              "attempts_allowed": attempts, "boots": [], "rc": None, "end": None}
     tmp = None
-    proc = out_f = None
-    timed_out = interrupted = terminated = False
-    old_handler = None
-    in_main = threading.current_thread() is threading.main_thread()
+    proc = None
+    rc = None
+    since = None            # epoch s when the first qemu started (for close_unfinished)
+    end = None
+    sig = _Signals()
+    old_handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            old_handlers[s] = signal.signal(s, sig.handler)
     one_at_a_time = contextlib.ExitStack()
-
-    def on_sigterm(signum, frame):
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)   # cleanup runs once
-        raise _Terminated()
-
-    if in_main:
-        old_handler = signal.signal(signal.SIGTERM, on_sigterm)
-    t0 = time.monotonic()
     try:
         # One project VM per machine: two TCG guests share the host's cores and distort
         # each other's timing (and every measurement with it).
@@ -897,90 +1187,188 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
             cache_dir() / "run.lock", progress,
             "vm: another project VM is running on this machine; waiting for it to end"))
         t0 = time.monotonic()
-        ctl.mkdir(parents=True)
-        (ctl / "cmd").write_text(script)
-        tmp = Path(tempfile.mkdtemp(prefix=f"bb-vm-{run_id}-"))
-        console_log, out_log, qemu_log = (tmp / "console.log", tmp / "out.log",
-                                          tmp / "qemu.log")
-        argv = qemu_args(paths, run_id, share, console_log, out_log, accel, memory_mb, cpus,
-                         qemu=_tool("qemu-system-x86_64"), quiet=not _probe)
-        qenv = dict(os.environ, TMPDIR=str(tmp))   # the snapshot overlay goes there too
-        progress(f"vm: booting the project VM ({accel}, {cpus} CPU, {memory_mb} MB, "
-                 f"kernel {paths.kernel_release or '?'}), run {run_id}")
-        with open(qemu_log, "wb") as qlog:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog,
-                                    stderr=subprocess.STDOUT, env=qenv,
-                                    start_new_session=True)
-        started_seen = False
         deadline = t0 + timeout_s if timeout_s else None
-
-        def pump() -> None:
-            nonlocal out_f
-            if out_f is None:
-                try:
-                    out_f = open(out_log, "rb")
-                except FileNotFoundError:
-                    return
-            while True:
-                chunk = out_f.read(65536)
-                if not chunk:
-                    break
-                output.write(chunk.replace(b"\r", b""))
-            output.flush()
-
-        while proc.poll() is None:
-            time.sleep(0.2)
-            pump()
-            if not started_seen and (ctl / "started").exists():
-                started_seen = True
-                progress(f"vm: guest command started {time.monotonic() - t0:.1f}s after boot")
-            if accel == "kvm" and b"KVM internal error" in qemu_log.read_bytes()[-65536:]:
-                progress("vm: KVM internal error: this KVM cannot run the guest")
-                break
-            if (_probe and time.monotonic() - t0 > PROBE_SILENCE_S
-                    and not (console_log.exists() and console_log.stat().st_size)):
-                progress(f"vm: no kernel output after {PROBE_SILENCE_S:.0f}s: "
-                         "this KVM cannot boot the guest")
-                break
-            if deadline and time.monotonic() > deadline:
-                timed_out = True
-                progress(f"vm: timeout after {timeout_s:.0f}s: stopping qemu (pid {proc.pid})")
-                break
-        _stop_process(proc)
-        pump()
-        rc_file = ctl / "rc"
+        ctl.mkdir(parents=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f"bb-vm-{run_id}-"))
+        qenv = dict(os.environ, TMPDIR=str(tmp))   # the snapshot overlay goes there too
+        for attempt in range(1, attempts + 1):
+            for name in ("started", "booted", "rc", "rc.tmp", "stop"):
+                with contextlib.suppress(FileNotFoundError):
+                    (ctl / name).unlink()
+            # the guest learns how it is emulated (TCG: the engine keeps rates the VM
+            # sustains) and which boot this is
+            guest_boots = {"attempt": attempt, "failed": [
+                {k: b[k] for k in ("attempt", "stage", "outcome")} for b in record["boots"]]}
+            (ctl / "cmd").write_text(make_command_script(command, dict(
+                env or {}, **{GUEST_ACCEL_ENV: accel,
+                              GUEST_BOOTS_ENV: json.dumps(guest_boots)})))
+            adir = tmp / f"boot-{attempt}"
+            adir.mkdir()
+            console_log, out_log, qemu_log = (adir / "console.log", adir / "out.log",
+                                              adir / "qemu.log")
+            argv = qemu_args(paths, run_id, share, console_log, out_log, accel, memory_mb,
+                             cpus, qemu=_tool("qemu-system-x86_64"), append=append)
+            progress(f"vm: booting the project VM ({accel}, {cpus} CPU, {memory_mb} MB, "
+                     f"kernel {paths.kernel_release or '?'}), run {run_id}, boot "
+                     f"{attempt}/{attempts} (the command must start within {bound_s:.0f}s)")
+            t_boot = time.monotonic()
+            if since is None:
+                since = time.time() - 2.0
+            with open(qemu_log, "wb") as qlog:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog,
+                                        stderr=subprocess.STDOUT, env=qenv,
+                                        start_new_session=True)
+            sig.armed = True
+            watch = BootWatch(bound_s, first_s)
+            outcome, end = _watch_boot(proc, watch, t_boot, ctl, console_log, out_log,
+                                       qemu_log, output, accel, deadline, sig, grace_s,
+                                       progress)
+            sig.armed = False
+            _stop_process(proc)
+            boot = {"attempt": attempt, "outcome": outcome, "stage": watch.stage,
+                    "stages": watch.times, "boot_s": watch.times.get("command"),
+                    "qemu_pid": proc.pid, "qemu_rc": proc.returncode}
+            record["boots"].append(boot)
+            if outcome == "timeout":
+                end = "timeout"
+            if outcome in ("hung", "qemu-exit") and not sig.got:
+                progress(f"vm: boot {attempt}/{attempts} failed at stage {watch.stage!r} "
+                         f"({end}); qemu (pid {proc.pid}) stopped; last console lines:")
+                _print_tails(progress, console_log, qemu_log, 15, 5)
+                end = "boot"
+                if attempt < attempts:
+                    progress("vm: booting a fresh copy of the VM")
+                    continue
+                progress(f"vm: error: the project VM did not start the command in "
+                         f"{attempts} boot(s) (stages reached: "
+                         f"{', '.join(b['stage'] for b in record['boots'])}); "
+                         f"exit code {RC_BOOT_FAILED}")
+                rc = RC_BOOT_FAILED
+            break
         wall = time.monotonic() - t0
+        retries = len(record["boots"]) - 1
+        if record["boots"] and record["boots"][-1]["outcome"] == "started":
+            progress(f"vm: boots: {len(record['boots'])} ({retries} retr"
+                     f"{'y' if retries == 1 else 'ies'}), the command started "
+                     f"{record['boots'][-1]['boot_s']:.1f}s after qemu started")
+        if sig.got:
+            end = "interrupt" if sig.got == signal.SIGINT else "terminate"
+            progress(f"vm: {sig.name}: the VM is stopped ({wall:.1f}s wall)")
+            raise KeyboardInterrupt if sig.got == signal.SIGINT else _Terminated()
+        if rc is not None:
+            return rc
+        rc_file = ctl / "rc"
         rc_text = rc_file.read_text().strip() if rc_file.is_file() else ""
         if rc_text.isdigit():
             rc = int(rc_text)
+            end = "exit"
             progress(f"vm: guest command exited with {rc} ({wall:.1f}s wall)")
             return rc
-        progress(f"vm: the guest gave no exit status ({'timeout' if timed_out else 'crash'}"
-                 f", qemu exit {proc.returncode}, {wall:.1f}s); last console lines:")
-        for line in _tail_lines(console_log, 40):
-            progress(f"  console| {line}")
-        for line in _tail_lines(qemu_log, 10):
-            progress(f"  qemu| {line}")
-        return RC_TIMEOUT if timed_out else RC_NO_RESULT
+        progress(f"vm: the guest gave no exit status ({end}, qemu exit {proc.returncode}, "
+                 f"{wall:.1f}s); last console lines:")
+        _print_tails(progress, console_log, qemu_log, 40, 10)
+        rc = RC_TIMEOUT if end == "timeout" else RC_NO_RESULT
+        return rc
     except KeyboardInterrupt:
-        interrupted = True
+        end = "terminate" if sig.got == signal.SIGTERM else "interrupt"
+        rc = RC_INTERRUPTED
         raise
     except _Terminated:
-        terminated = True
-        raise SystemExit(128 + signal.SIGTERM)
+        end = "terminate"
+        rc = RC_TERMINATED
+        raise SystemExit(RC_TERMINATED)
     finally:
         if proc is not None and proc.poll() is None:
-            if interrupted or terminated:
-                progress(f"vm: interrupted: stopping qemu (pid {proc.pid})")
+            progress(f"vm: stopping qemu (pid {proc.pid})")
             _stop_process(proc)
-        if out_f is not None:
-            out_f.close()
-        if in_main and old_handler is not None:
-            signal.signal(signal.SIGTERM, old_handler)
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+        if since is not None:
+            close_unfinished(result_roots(share, command), since,
+                             end if end in _END_STATUS else "crash", progress)
+            record["end"], record["rc"] = end, rc
+            with contextlib.suppress(OSError, VMError):
+                log = boot_log_path()
+                log.parent.mkdir(parents=True, exist_ok=True)
+                with open(log, "a") as f:
+                    f.write(json.dumps(record, default=str) + "\n")
         shutil.rmtree(ctl, ignore_errors=True)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         one_at_a_time.close()
+
+
+def _watch_boot(proc, watch: BootWatch, t_boot: float, ctl: Path, console_log: Path,
+                out_log: Path, qemu_log: Path, output, accel: str, deadline: float | None,
+                sig: _Signals, grace_s: float, progress: Progress) -> tuple[str, str | None]:
+    """Stream the guest's output while qemu runs; returns (outcome, end): outcome
+    "started" (the command started), "hung" or "qemu-exit" (before it started);
+    end: None, or why the VM is to be stopped (timeout, interrupt, crash...)."""
+    out_f = None
+    stop_at = None
+    end = None
+
+    def pump() -> None:
+        nonlocal out_f
+        if out_f is None:
+            try:
+                out_f = open(out_log, "rb")
+            except FileNotFoundError:
+                return
+        while True:
+            chunk = out_f.read(65536)
+            if not chunk:
+                break
+            output.write(chunk.replace(b"\r", b""))
+        output.flush()
+
+    try:
+        while proc.poll() is None:
+            time.sleep(0.2)
+            pump()
+            now = time.monotonic()
+            if not watch.started:
+                hung = watch.update(now - t_boot, _read_text(console_log),
+                                    (ctl / "started").exists())
+                if watch.started:
+                    progress(f"vm: guest command started {now - t_boot:.1f}s after boot "
+                             f"({watch.summary()})")
+                elif hung and not sig.got:
+                    return "hung", hung
+            if accel == "kvm" and b"KVM internal error" in qemu_log.read_bytes()[-65536:]:
+                progress("vm: KVM internal error: this KVM cannot run the guest")
+                return ("started" if watch.started else "qemu-exit"), "crash"
+            if sig.got and stop_at is None:
+                end = "interrupt" if sig.got == signal.SIGINT else "terminate"
+                if not watch.started:
+                    progress(f"vm: {sig.name} before the command started: stopping qemu "
+                             f"(pid {proc.pid})")
+                    return "interrupted", end
+                progress(f"vm: {sig.name}: asking the guest command to stop (SIGINT in the "
+                         f"guest), {grace_s:.0f}s grace; again to stop the VM at once")
+                with contextlib.suppress(OSError):
+                    (ctl / "stop").write_text(f"{sig.name}\n")
+                stop_at = now + grace_s
+            if stop_at is not None and now > stop_at:
+                progress(f"vm: the guest command did not stop within {grace_s:.0f}s: "
+                         f"stopping qemu (pid {proc.pid})")
+                return "started", end
+            if deadline and now > deadline:
+                progress(f"vm: timeout: stopping qemu (pid {proc.pid})")
+                return ("started" if watch.started else "timeout"), "timeout"
+        pump()
+        if not watch.started:
+            watch.update(time.monotonic() - t_boot, _read_text(console_log),
+                         (ctl / "started").exists())
+        if not watch.started:
+            return ("interrupted" if sig.got else "qemu-exit"), \
+                (end or f"qemu exited ({proc.returncode}) before the command started")
+        return "started", end or "crash"
+    finally:
+        with contextlib.suppress(Exception):
+            pump()
+        if out_f is not None:
+            out_f.close()
 
 
 def _stop_process(proc: subprocess.Popen) -> None:

@@ -133,7 +133,8 @@ def test_qemu_args_tcg(tmp_path):
     (append,) = _opt(args, "-append")
     words = append.split()
     assert "bb.run=run-1" in words and "console=ttyS0" in words
-    assert "root=/dev/vda" in words and "quiet" in words
+    # no `quiet`: the console log must show where a hung boot stopped
+    assert "root=/dev/vda" in words and "quiet" not in words
     assert _opt(args, "-kernel") == [str(tmp_path / "vmlinuz")]
     assert _opt(args, "-initrd") == [str(tmp_path / "initrd")]
 
