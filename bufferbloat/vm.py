@@ -1073,12 +1073,16 @@ class _Signals:
         return signal.Signals(self.got).name if self.got else ""
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
 def _tail_lines(path: Path, n: int = 40) -> list[str]:
     try:
         data = path.read_bytes()[-65536:]
     except OSError:
         return []
-    return data.decode("utf-8", "replace").replace("\r", "").splitlines()[-n:]
+    text = _ANSI.sub("", data.decode("utf-8", "replace").replace("\r", ""))
+    return text.splitlines()[-n:]
 
 
 def _print_tails(progress: Progress, console_log: Path, qemu_log: Path, n_console: int,

@@ -1,0 +1,174 @@
+"""The project VM's life under control, with real qemu (TCG) boots from the host:
+
+* a boot made to hang on purpose (``bb.delay=600`` on the kernel command line: the
+  guest's bb-run waits before starting the command) with a short boot bound is ended
+  by the watchdog, booted again, and finally fails with RC_BOOT_FAILED and a clear
+  message, in bounded time, no qemu left behind;
+* a VM run interrupted mid-way by SIGINT to its process group (what a terminal's
+  Ctrl-C does) exits 130, its run record says ``interrupted``, its series are kept,
+  no qemu is left behind.
+
+Each test boots the VM (one VM per machine: they wait for another one to end) and
+reads what ``vm.run`` recorded of its boots (BUFFERBLOAT_VM_BOOT_LOG).
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bufferbloat import vm
+from conftest import ROOT
+
+VM_RUN = os.path.join(ROOT, "vm", "run")
+
+
+def _need_vm():
+    assert os.geteuid() == 0, "VM tests need root: run them through ./run_tests.sh"
+    vm.check_tools()
+    vm.build_image(progress=None)
+
+
+class _VMRun:
+    """``vm/run`` in its own session (as a terminal's foreground job), its stderr lines
+    kept with the time they arrived."""
+
+    def __init__(self, args, env, stdout=subprocess.DEVNULL):
+        self.lines: list[tuple[float, str]] = []
+        self.proc = subprocess.Popen([VM_RUN, *args], env=env, stdout=stdout,
+                                     stderr=subprocess.PIPE, text=True,
+                                     start_new_session=True)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def text(self):
+        return "\n".join(line for _, line in self.lines)
+
+    def first(self, needle):
+        return next((t for t, line in self.lines if needle in line), None)
+
+    def wait_for(self, needle, timeout_s):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            if self.first(needle) is not None:
+                return True
+            time.sleep(0.2)
+        return self.first(needle) is not None
+
+    def wait(self, timeout_s):
+        try:
+            rc = self.proc.wait(timeout_s)
+        finally:
+            if self.proc.poll() is None:        # only what this test started, by PID
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self._reader.join(10)
+        return rc
+
+
+def _boots(log_path):
+    records = [json.loads(line) for line in Path(log_path).read_text().splitlines()
+               if line.strip()]
+    assert len(records) == 1, records
+    return records[0]
+
+
+def _qemu_alive(run_id):
+    """Processes whose command line names this run's qemu (-name bb-vm-<run id>)."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"bb-vm-{run_id}".encode() in cmd:
+            alive.append(int(entry))
+    return alive
+
+
+def test_hung_boot_is_ended_retried_and_fails_clearly(tmp_path):
+    _need_vm()
+    bound_s, attempts = 15, 2
+    env = dict(os.environ, **{vm.APPEND_ENV: "bb.delay=600",
+                              vm.BOOT_TIMEOUT_ENV: str(bound_s),
+                              vm.BOOT_ATTEMPTS_ENV: str(attempts),
+                              vm.BOOT_LOG_ENV: str(tmp_path / "boots.jsonl")})
+    run = _VMRun(["--", "echo", "the command must never start"], env,
+                 stdout=subprocess.PIPE)
+    rc = run.wait(3600)                 # includes waiting for another VM to end
+    out = run.proc.stdout.read()
+    text = run.text()
+    print(text)
+    assert rc == vm.RC_BOOT_FAILED == 4, text
+    assert "the command must never start" not in out
+    t_boot = run.first("boot 1/2")
+    assert t_boot is not None, text
+    # bound per boot + stopping qemu (<= 10 s) + a second boot: bounded, not 4 hours
+    assert run.lines[-1][0] - t_boot < attempts * (bound_s + 15) + 15, text
+    assert "boot 1/2 failed at stage" in text and "booting a fresh copy" in text
+    assert "boot 2/2 failed at stage" in text
+    assert "did not start the command in 2 boot(s)" in text and "exit code 4" in text
+    assert "console|" in text                       # the console says where it stopped
+    rec = _boots(tmp_path / "boots.jsonl")
+    assert rec["rc"] == 4 and rec["end"] == "boot" and rec["boot_bound_s"] == bound_s
+    assert [b["outcome"] for b in rec["boots"]] == ["hung", "hung"]
+    assert all(b["stage"] in vm.STAGE_NAMES and b["stage"] != "command"
+               for b in rec["boots"])
+    assert len({b["qemu_pid"] for b in rec["boots"]}) == 2      # two distinct qemus
+    assert _qemu_alive(rec["run_id"]) == []
+    assert not (Path(ROOT) / vm.CONTROL_DIR / rec["run_id"]).exists()
+
+
+def test_ctrl_c_interrupts_a_vm_run_and_its_record_says_so(tmp_path):
+    _need_vm()
+    out_rel = f".scratch/test-vm-interrupt-{os.getpid()}"
+    out_dir = Path(ROOT) / out_rel
+    shutil.rmtree(out_dir, ignore_errors=True)
+    env = dict(os.environ, **{vm.BOOT_LOG_ENV: str(tmp_path / "boots.jsonl")})
+    try:
+        run = _VMRun(["--", "python3", "-m", "bufferbloat", "run", "a1_fifo", "--time", "60",
+                      "--out", out_rel], env, stdout=open(tmp_path / "out.log", "w"))
+        assert run.wait_for("guest command started", 3600), run.text()
+        # into the traffic: the run record exists and the sampler has written rows
+        deadline = time.monotonic() + 240
+        qdisc = None
+        while time.monotonic() < deadline and run.proc.poll() is None:
+            found = list(out_dir.glob("a1_fifo/*/series/qdisc.csv"))
+            if found and found[0].stat().st_size > 2000:
+                qdisc = found[0]
+                break
+            time.sleep(1)
+        assert qdisc is not None, (run.text(), (tmp_path / "out.log").read_text())
+        time.sleep(5)
+        t_int = time.monotonic()
+        os.killpg(run.proc.pid, signal.SIGINT)            # a terminal's Ctrl-C
+        rc = run.wait(300)
+        text = run.text()
+        print(text)
+        print((tmp_path / "out.log").read_text()[-3000:])
+        assert rc == 130, text
+        assert time.monotonic() - t_int < vm.STOP_GRACE_S + 30, text
+        assert "asking the guest command to stop" in text
+        rec_path = qdisc.parent.parent / "result.json"
+        rec = json.loads(rec_path.read_text())
+        assert rec["status"] == "interrupted", rec.get("error")
+        rows = qdisc.read_text().splitlines()
+        assert len(rows) > 10, rows[:3]                   # the series up to the interrupt
+        assert (qdisc.parent / "ping.csv").stat().st_size > 0
+        boots = _boots(tmp_path / "boots.jsonl")
+        assert boots["end"] == "interrupt" and boots["rc"] == 130
+        assert boots["boots"][-1]["outcome"] == "started"
+        assert _qemu_alive(boots["run_id"]) == []
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
