@@ -23,13 +23,40 @@ Run (``python3 -m bufferbloat.vm run -- CMD ARGS...``; ``vm/run``; :func:`run`)
     * qemu boots with ``bb.run=<id>`` on the kernel command line, the share exported over
       virtio-9p with mount tag ``bb``, the disk with ``snapshot=on`` (every run starts
       from the pristine image), no network, ttyS0 -> console log, ttyS1 -> output log;
-    * in the guest, bb-run.service mounts the share at ``/bb``, writes ``started``, runs
-      ``cmd`` as root with cwd ``/bb`` and ``PYTHONPATH=/bb``, its stdout+stderr going
-      to ttyS1 (which the host streams live), writes its exit status to ``rc``
-      (write-then-rename), and powers the VM off;
+    * in the guest, bb-run.service mounts the share at ``/bb``, writes ``booted``, then
+      ``started``, runs ``cmd`` as root with cwd ``/bb`` and ``PYTHONPATH=/bb`` in its
+      own process group, its stdout+stderr going to ttyS1 (which the host streams
+      live), writes its exit status to ``rc`` (write-then-rename), and powers the VM
+      off; it prints ``bb-run: stage <name>`` markers on the console;
     * the host returns the ``rc`` value; when there is none (guest crash, timeout) it
       prints the end of the console log and returns :data:`RC_NO_RESULT` (3) or
       :data:`RC_TIMEOUT` (124). The control directory is removed afterwards.
+
+Boot watchdog (:class:`BootWatch`)
+    The kernel runs without ``quiet``: console.log shows the kernel, the initramfs,
+    systemd and bb-run's markers, i.e. the stage a boot reached (:func:`boot_stage`).
+    A boot that prints nothing within FIRST_OUTPUT_S, or whose command has not started
+    within BOOT_BOUND_S (TCG 120 s: boots measured 19-27 s; env
+    BUFFERBLOAT_VM_BOOT_TIMEOUT), is stopped (that qemu, by PID), reported with its
+    stage and last console lines, and a fresh copy is booted; after BOOT_ATTEMPTS (3;
+    env BUFFERBLOAT_VM_BOOT_ATTEMPTS) failed boots :func:`run` returns
+    :data:`RC_BOOT_FAILED` (4). The KVM probe is one such boot with the KVM bounds.
+    Every run appends one JSON line (its boots: outcome, stage reached, seconds from
+    qemu start to each stage; retries; exit code; how it ended) to ``boots.jsonl`` in
+    the image cache (env BUFFERBLOAT_VM_BOOT_LOG), and the guest command sees its boot
+    number and the failed boots before it in env BUFFERBLOAT_VM_BOOTS (JSON).
+
+Interrupts
+    On Ctrl-C (SIGINT) or SIGTERM the host writes ``stop`` in the control directory;
+    bb-run sends SIGINT to the command's process group (a bufferbloat run then records
+    ``interrupted`` and keeps its series); the host streams the output for up to
+    STOP_GRACE_S (20 s; env BUFFERBLOAT_VM_STOP_GRACE) until the guest powers off,
+    then stops qemu (a second signal stops it at once). Then every result.json under
+    ``SHARE/results`` and the command's ``--out`` directories (6 levels at most)
+    written since the VM started, by the project VM, and still ``running`` is closed
+    by the host (:func:`close_unfinished`: ``interrupted`` after an interrupt, a
+    SIGTERM or the timeout, ``failed`` when the guest died by itself). The CLI exits
+    130 (SIGINT) or 143 (SIGTERM).
 
 Only the qemu process this module started is ever terminated (by its PID).
 Stdlib only: runs with /usr/bin/python3 as root.

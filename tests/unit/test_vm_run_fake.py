@@ -1,0 +1,234 @@
+"""vm.run's host side against a fake qemu (no VM is booted): the boot watchdog's retries,
+SIGINT/SIGTERM asking the guest command to stop, run records closed by the host.
+
+The fake ``qemu-system-x86_64`` (first on PATH) reads the run id, the share and the two
+serial files from its arguments like qemu would, prints console lines like the project
+VM does, and then plays the guest's bb-run: ``started``, the command in its own process
+group, SIGINT to it when ``stop`` appears, ``rc``. FAKE_QEMU_MODE: ok, hang (stops after
+systemd), silent (no console byte), die (exits while the command runs)."""
+
+import json
+import os
+import signal
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bufferbloat import vm  # noqa: E402
+
+FAKE_QEMU = r'''#!/usr/bin/python3
+import os, re, signal, subprocess, sys, time
+from pathlib import Path
+args = sys.argv[1:]
+run_id = re.search(r"bb\.run=(\S+)", args[args.index("-append") + 1]).group(1)
+share = re.search(r"path=(.*?),mount_tag", args[args.index("-virtfs") + 1]).group(1)
+console, out = [args[i + 1][len("file:"):] for i, a in enumerate(args) if a == "-serial"]
+Path(os.environ["FAKE_QEMU_PIDS"]).open("a").write(f"{os.getpid()}\n")
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+mode = os.environ.get("FAKE_QEMU_MODE", "ok")
+con = open(console, "a", buffering=1)
+if mode == "silent":
+    time.sleep(3600)
+con.write("[    0.0] Linux version 6.1.0-fake\nRun /init as init process\n"
+          "[   10.0] systemd[1]: systemd 252 running in system mode\n")
+if mode == "hang":
+    time.sleep(3600)
+ctl = Path(share) / ".vm-run" / run_id
+con.write("bb-run: stage bb-run\nbb-run: stage share\n")
+(ctl / "started").write_text("1.0\n")
+con.write("bb-run: stage command\n")
+p = subprocess.Popen(["bash", str(ctl / "cmd")], cwd=share, stdout=open(out, "ab"),
+                     stderr=subprocess.STDOUT, start_new_session=True)
+stopped = False
+while p.poll() is None:
+    if mode == "die" and (Path(share) / "results").exists():
+        time.sleep(0.5)
+        os.killpg(p.pid, signal.SIGKILL)
+        sys.exit(0)
+    if not stopped and (ctl / "stop").exists():
+        stopped = True
+        os.killpg(p.pid, signal.SIGINT)
+    time.sleep(0.1)
+(ctl / "rc").write_text(f"{p.returncode if p.returncode >= 0 else 128 - p.returncode}\n")
+'''
+
+# the guest command: a run record "running" under results/, then wait; on SIGINT it
+# records "interrupted" itself (cooperative) or ignores it (stubborn)
+COMMAND = textwrap.dedent('''\
+    import json, os, signal, sys, time
+    path = "results/a1_fifo/r1/result.json"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    def save(status, error=None):
+        with open(path + ".tmp", "w") as f:
+            json.dump({"status": status, "error": error,
+                       "machine": {"in_project_vm": True}}, f)
+        os.replace(path + ".tmp", path)
+    save("running")
+    if sys.argv[1] == "stubborn":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("running", flush=True)
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        save("interrupted", "KeyboardInterrupt (by the command)")
+        sys.exit(130)
+    ''')
+
+
+@pytest.fixture
+def fake(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    qemu = bin_dir / "qemu-system-x86_64"
+    qemu.write_text(FAKE_QEMU)
+    qemu.chmod(0o755)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for name in ("image-f.ext4", "vmlinuz-f", "initrd-f"):
+        (cache / name).write_bytes(b"fake")
+    (cache / "image.json").write_text(json.dumps(
+        {"key": vm.compute_cache_key(), "image": "image-f.ext4", "kernel": "vmlinuz-f",
+         "initrd": "initrd-f"}))
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "cmd.py").write_text(COMMAND)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv(vm.CACHE_ENV, str(cache))
+    monkeypatch.setenv(vm.BOOT_LOG_ENV, str(tmp_path / "boots.jsonl"))
+    monkeypatch.setenv("FAKE_QEMU_PIDS", str(tmp_path / "pids"))
+    for name in (vm.BOOT_TIMEOUT_ENV, vm.BOOT_ATTEMPTS_ENV, vm.APPEND_ENV, vm.STOP_GRACE_ENV):
+        monkeypatch.delenv(name, raising=False)
+
+    class Fake:
+        pass
+    f = Fake()
+    f.share, f.tmp, f.msgs = share, tmp_path, []
+    f.record = share / "results/a1_fifo/r1/result.json"
+
+    def run(command=("python3", "cmd.py", "cooperative"), **kw):
+        out = (tmp_path / "out.log").open("wb")
+        try:
+            return vm.run(list(command), share=share, accel="tcg", progress=f.msgs.append,
+                          output=out, **kw)
+        finally:
+            out.close()
+    f.run = run
+    f.text = lambda: "\n".join(f.msgs)
+    f.boots = lambda: json.loads((tmp_path / "boots.jsonl").read_text().splitlines()[-1])
+    f.status = lambda: json.loads(f.record.read_text())
+    yield f
+    for pid in (tmp_path / "pids").read_text().split() if (tmp_path / "pids").exists() \
+            else []:
+        assert not _alive(int(pid)), f"fake qemu {pid} left running"
+
+
+def _alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _signal_when_started(fake, sig, after_s=0.5):
+    """Send ``sig`` to this process once the guest command printed 'running'."""
+    def go():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            log = fake.tmp / "out.log"
+            if log.exists() and b"running" in log.read_bytes():
+                time.sleep(after_s)
+                os.kill(os.getpid(), sig)
+                return
+            time.sleep(0.05)
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
+def test_ok_run_returns_the_command_rc_and_records_one_boot(fake):
+    assert fake.run(["bash", "-c", "echo hi; exit 5"]) == 5
+    assert (fake.tmp / "out.log").read_bytes() == b"hi\n"
+    rec = fake.boots()
+    assert rec["rc"] == 5 and rec["end"] == "exit"
+    assert [b["outcome"] for b in rec["boots"]] == ["started"]
+    assert list(rec["boots"][0]["stages"]) == list(vm.STAGE_NAMES)
+    assert "command started" in fake.text() and "0 retries" in fake.text()
+
+
+def test_hung_boots_are_retried_then_rc_boot_failed(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_QEMU_MODE", "hang")
+    monkeypatch.setenv(vm.BOOT_TIMEOUT_ENV, "2")
+    monkeypatch.setenv(vm.BOOT_ATTEMPTS_ENV, "3")
+    t0 = time.monotonic()
+    assert fake.run(["true"]) == vm.RC_BOOT_FAILED
+    assert time.monotonic() - t0 < 3 * 2 + 10
+    text = fake.text()
+    for i in (1, 2, 3):
+        assert f"boot {i}/3 failed at stage 'systemd'" in text
+    assert text.count("booting a fresh copy") == 2
+    assert "console| [   10.0] systemd[1]" in text
+    assert "did not start the command in 3 boot(s)" in text
+    rec = fake.boots()
+    assert rec["rc"] == 4 and rec["end"] == "boot"
+    assert [b["outcome"] for b in rec["boots"]] == ["hung"] * 3
+    assert len((fake.tmp / "pids").read_text().split()) == 3
+
+
+def test_silent_console_is_caught_by_the_first_output_bound(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_QEMU_MODE", "silent")
+    monkeypatch.setattr(vm, "FIRST_OUTPUT_S", {"tcg": 1.0})
+    monkeypatch.setenv(vm.BOOT_TIMEOUT_ENV, "60")
+    monkeypatch.setenv(vm.BOOT_ATTEMPTS_ENV, "1")
+    t0 = time.monotonic()
+    assert fake.run(["true"]) == vm.RC_BOOT_FAILED
+    assert time.monotonic() - t0 < 15
+    assert "no console output after 1s" in fake.text()
+    assert fake.boots()["boots"][0]["stage"] == "qemu"
+
+
+def test_sigterm_asks_the_command_to_stop_and_exits_143(fake):
+    _signal_when_started(fake, signal.SIGTERM)
+    with pytest.raises(SystemExit) as e:
+        fake.run()
+    assert e.value.code == vm.RC_TERMINATED == 143
+    assert "asking the guest command to stop" in fake.text()
+    rec = fake.status()
+    assert rec["status"] == "interrupted"
+    assert rec["error"] == "KeyboardInterrupt (by the command)"    # its own record
+    assert "closed_by_host" not in rec
+    boots = fake.boots()
+    assert boots["end"] == "terminate" and boots["rc"] == 143
+    assert signal.getsignal(signal.SIGTERM) is not None          # handler restored
+
+
+def test_sigint_with_a_stubborn_command_the_host_closes_the_record(fake, monkeypatch):
+    monkeypatch.setenv(vm.STOP_GRACE_ENV, "1.5")
+    handler = signal.getsignal(signal.SIGINT)
+    _signal_when_started(fake, signal.SIGINT)
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        fake.run(["python3", "cmd.py", "stubborn"])
+    assert time.monotonic() - t0 < 15
+    assert "did not stop within 2s" in fake.text()
+    rec = fake.status()
+    assert rec["status"] == "interrupted" and "SIGINT" in rec["error"]
+    assert rec["closed_by_host"]["by"] == "bufferbloat.vm"
+    assert fake.boots()["end"] == "interrupt"
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_a_guest_that_dies_mid_run_leaves_a_failed_record_and_rc_3(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_QEMU_MODE", "die")
+    assert fake.run() == vm.RC_NO_RESULT
+    rec = fake.status()
+    assert rec["status"] == "failed" and "guest crash" in rec["error"]
+    assert fake.boots()["end"] == "crash"
