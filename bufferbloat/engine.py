@@ -31,7 +31,7 @@ from .network import Network
 from .results import RunWriter, load_run
 from .sampler import Sampler
 from .stats import percentile
-from .traffic import Iperf3Flow, PingProbe, Rrul, Schedule, parse_ping
+from .traffic import Iperf3Flow, PingProbe, Rrul, Schedule, parse_ping, prepare_servers
 from .udpstream import UdpStream
 from .web import WebFetcher, WebServer
 
@@ -69,15 +69,17 @@ def rate_cap_mbit():
     return None
 
 
-#: Env: the sampler's SCHED_FIFO priority (0: the normal scheduler). Default 0: in a
-#: CPU-bound TCG guest a real-time sampler starves the softirq work that forwards the
-#: packets (docs/HEALTH.md has both measured).
+#: Env: the sampler's SCHED_FIFO priority (0: the normal scheduler). Default: 0 in the
+#: TCG VM, where a real-time sampler starves the softirq work that forwards the packets
+#: (work conservation 0.78 against 0.82 without, docs/HEALTH.md); 1 elsewhere, where the
+#: sampler costs a few % of a core and real-time keeps its ticks on time.
 SAMPLER_RT_ENV = "BUFFERBLOAT_SAMPLER_RT"
 
 
 def sampler_rt_priority():
-    """The sampler's SCHED_FIFO priority from the environment (default 0: none)."""
-    raw = os.environ.get(SAMPLER_RT_ENV, "0")
+    """The sampler's SCHED_FIFO priority from the environment (see SAMPLER_RT_ENV)."""
+    default = "0" if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg" else "1"
+    raw = os.environ.get(SAMPLER_RT_ENV, default)
     if not raw.isdigit() or int(raw) > 99:
         raise UsageError(f"invalid value for {SAMPLER_RT_ENV}: {raw!r} (0 to 99)")
     return int(raw)
@@ -337,6 +339,9 @@ def _traffic(scn, duration, sample_period_s, topo, traffic, net, writer, run_dir
         bnl = topo.bottleneck
         devs.append((bnl.b, net.intfs[(bnl.a, bnl.b)][1]))
     rec["idle_rtt"] = idle_rtt(net, *_probe_pair(topo, traffic))
+    # every server listens before the clock starts: a flow's start is then its client's
+    prepare_servers([p for obj, _, _ in plan for p in _leaves(obj)
+                     if isinstance(p, Iperf3Flow)])
     tcp_period = (max(sample_period_s, scn.tcp_sample_ms / 1e3)
                   if scn.tcp_sample_ms else None)
     sampler = Sampler(net, run_dir, t0, period_s=sample_period_s, qdisc_devs=devs,

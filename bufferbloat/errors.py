@@ -9,7 +9,7 @@ allowed, or the missing piece and the way out.
 EXIT_USAGE = 2
 #: Every run completed, but at least one is degraded: the emulator fell behind
 #: (bufferbloat/health.py); its numbers are kept, marked, and not averaged in.
-EXIT_DEGRADED = 4
+EXIT_DEGRADED = 5
 
 
 class UsageError(Exception):

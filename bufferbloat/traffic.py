@@ -142,6 +142,7 @@ class Iperf3Flow(_Timed):
         self._stopped = False
         self.established_mono = self.exit_mono = self.killed_mono = None
         self._watcher = None
+        self._prepared = False
 
     # ------------------------------------------------------------ running
     def client_args(self):
@@ -184,8 +185,9 @@ class Iperf3Flow(_Timed):
                     self.error = f"start failed: {e}"
 
     def _launch(self):
-        self._start_server()
-        _wait_listening(self.net, self.dst, self.port)
+        if not self._prepared:
+            self._start_server()
+            _wait_listening(self.net, self.dst, self.port)
         self._start_client()
 
     def _start_server(self):
@@ -264,6 +266,8 @@ class Iperf3Flow(_Timed):
                 self.killed_mono = time.monotonic()
             stop_process(self.client)
             self._finish()
+        elif self.server is not None:      # prepared, never started: its server only
+            stop_process(self.server)
         return self.summary()
 
     def _finish(self):
@@ -598,6 +602,33 @@ def parse_ping(text):
     return res
 
 
+def prepare_servers(flows, timeout_s=30.0):
+    """Start the iperf3 server of every flow in ``flows`` now and wait until all listen
+    (one ``ss`` per host and poll, not one per flow), so that each flow's start later
+    launches its client only: flows scheduled together start together, on time, instead
+    of one after another behind each other's server start-up (seconds under TCG)."""
+    for f in flows:
+        f._start_server()
+    want = {}
+    for f in flows:
+        want.setdefault(f.dst, set()).add(f.port)
+    deadline = time.monotonic() + timeout_s
+    while want:
+        for host in list(want):
+            out = flows[0].net.run(host, ["ss", "-Hltn"], check=False)
+            listening = {int(m) for m in re.findall(r":(\d+)\s", out)}
+            want[host] -= listening
+            if not want[host]:
+                del want[host]
+        if not want:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"iperf3 servers did not start listening: {want}")
+        time.sleep(0.05)
+    for f in flows:
+        f._prepared = True
+
+
 def _wait_listening(net, host, port, timeout_s=10.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -766,10 +797,9 @@ class Rrul:
     def start(self):
         """Start the pings, every flow's server, and once all listen, every client."""
         self.ping.start()
-        for f in self.flows:
-            f._start_server()
-        for f in self.flows:
-            _wait_listening(f.net, f.dst, f.port)
+        waiting = [f for f in self.flows if not f._prepared]
+        if waiting:
+            prepare_servers(waiting)
         for f in self.flows:
             f._start_client()
         return self

@@ -104,9 +104,10 @@ def test_family_d_traffic_kinds_and_sender_buffer(tmp_path, net_guard):
                              out_root=str(tmp_path), log=lambda *_: None))
     iperf = run.series("iperf")
     assert set(iperf["flow"]) == {"onoff-on1", "onoff-on2", "onoff-on3"}
+    origin = run.record["traffic_start_s"]      # the schedule's time zero (s after t0)
     for k, label in enumerate(("onoff-on1", "onoff-on2", "onoff-on3")):
         t = iperf["t_start"][iperf["flow"] == label]
-        assert abs(t.min() - 6 * k) < 1.0, (label, t.min())
+        assert abs(t.min() - origin - 6 * k) < 1.0, (label, t.min(), origin)
     run = load_run(run_point(scn, dict(base, load="stream50", sndbuf_bytes=65536),
                              duration_s=10, out_root=str(tmp_path), log=lambda *_: None))
     rows = compute_metrics(run, warmup_s=2)
