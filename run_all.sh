@@ -25,6 +25,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 ./scripts/install-deps.sh || exit 2
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# the compiled 10 ms queue sampler (static): built here, since the VM has no compiler
+scripts/build-csampler.sh
 PY=/usr/bin/python3
 if [ "$where" = auto ]; then
   if $PY -m bufferbloat check --scenario all --quiet; then

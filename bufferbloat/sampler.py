@@ -14,6 +14,16 @@ with the columns of docs/SERIES.md (``t`` = CLOCK_MONOTONIC seconds since the ru
 flushing every ``flush_s`` so that an interrupted run keeps what was sampled, and on exit
 ``series/sampler.json``: ticks, missed ticks, achieved period p50/p99/max, CPU seconds.
 
+The queue part is done by a compiled helper when it can be (``bufferbloat/csampler``,
+:func:`qdisc_helper_binary`; under TCG a Python tick costs ~10 times the host's): the
+sampler process starts ``.build/bb-qdisc-sampler`` for the qdisc devices on the same grid,
+owns it (stops it by PID) and itself samples only the TCP flows, every ``tcp_period_s``.
+``sampler.json`` then says ``qdisc_sampler: "c"`` and its samples / missed_ticks /
+period figures are the queue sampler's (``tcp_samples`` etc. are the socket loop's);
+without the helper it says ``"python (why)"`` and the Python loop reads the qdiscs too.
+Env ``BUFFERBLOAT_QDISC_SAMPLER``: ``auto`` (default), ``c`` (the helper or fail),
+``python`` (never the helper).
+
 Flows of interest are given per sender host as destination ports (and/or source ports).
 iperf3 opens a control connection to the same port as its data connections; it carries a
 few hundred bytes. A socket counts as a data flow once its ``bytes_acked`` reaches
@@ -29,7 +39,10 @@ import json
 import math
 import os
 import resource
+import select
+import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -47,6 +60,10 @@ DEFAULTS = {"period_s": 0.01, "flush_s": 0.5, "min_bytes_acked": 64 * 1024, "hol
             "filter": "bytecode", "discover_s": 0.1, "duration_s": None, "rt_priority": 1,
             "tcp_every": 1}
 _U64_MAX = (1 << 64) - 1
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CSAMPLER_DIR = os.path.join(ROOT, "bufferbloat", "csampler")
+CSAMPLER_BIN = os.path.join(ROOT, ".build", "bb-qdisc-sampler")
+QDISC_SAMPLER_ENV = "BUFFERBLOAT_QDISC_SAMPLER"
 
 
 # ----------------------------------------------------------------- parent side
@@ -121,14 +138,13 @@ class Sampler:
         spec_path = os.path.join(self.series_dir, "sampler-spec.json")
         with open(spec_path, "w") as f:
             json.dump(self.spec, f, indent=1)
-        for name in ("qdisc.csv", "tcp.csv", "sampler.json"):
+        for name in ("qdisc.csv", "tcp.csv", "sampler.json", "qdisc-sampler.json"):
             path = os.path.join(self.series_dir, name)
             if os.path.exists(path):
                 os.unlink(path)
         self._log = open(os.path.join(self.series_dir, "sampler.log"), "w")
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"]
+        env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"]
                                     if env.get("PYTHONPATH") else "")
         self.proc = self.net.popen(None, [sys.executable, "-m", "bufferbloat.sampler",
                                           spec_path], stdout=self._log, stderr=self._log,
@@ -301,6 +317,144 @@ def _timely(rt_priority):
     return got
 
 
+def qdisc_helper_binary(build=True):
+    """The compiled queue sampler: ``(path, None)``, or ``(None, why not)``.
+
+    Rebuilt with ``make -s -C bufferbloat/csampler`` when it is missing or older than its
+    source and a compiler is there (``build``); the project VM has none, so the host
+    builds it before it boots the VM (run_tests.sh, run_all.sh) and the static binary
+    is used through the share."""
+    srcs = [os.path.join(CSAMPLER_DIR, n) for n in ("bb_qdisc_sampler.c", "Makefile")]
+    try:
+        newest = max(os.path.getmtime(p) for p in srcs)
+    except OSError:
+        return None, f"no source in {CSAMPLER_DIR}"
+
+    def fresh():
+        try:
+            return os.path.getmtime(CSAMPLER_BIN) >= newest
+        except OSError:
+            return False
+
+    if fresh():
+        return CSAMPLER_BIN, None
+    stale = "older than its source" if os.path.exists(CSAMPLER_BIN) else "not built"
+    if not build:
+        return None, f"{CSAMPLER_BIN} {stale}"
+    if not (shutil.which("make") and (shutil.which("cc") or shutil.which("gcc"))):
+        return None, f"{CSAMPLER_BIN} {stale} and no make/gcc here to build it " \
+                     f"(make -C bufferbloat/csampler on the host)"
+    try:
+        r = subprocess.run(["make", "-s", "-C", CSAMPLER_DIR], capture_output=True,
+                           text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"make -C {CSAMPLER_DIR} failed: {exc}"
+    if r.returncode != 0 or not fresh():
+        return None, f"make -C {CSAMPLER_DIR} failed (exit {r.returncode}): " \
+                     f"{(r.stderr or r.stdout).strip()[-300:]}"
+    return CSAMPLER_BIN, None
+
+
+class _QdiscHelper:
+    """The compiled queue sampler as the sampler process's child (it ends with its
+    parent too: PR_SET_PDEATHSIG): writes qdisc.csv and qdisc-sampler.json."""
+
+    def __init__(self, binary, spec, series):
+        self.stats_path = os.path.join(series, "qdisc-sampler.json")
+        self.log_path = os.path.join(series, "qdisc-sampler.log")
+        args = [binary, "--t0", repr(float(spec["t0"])), "--period",
+                repr(float(spec["period_s"])), "--flush", repr(float(spec["flush_s"])),
+                "--rt", str(int(spec["rt_priority"] or 0)),
+                "--out", os.path.join(series, "qdisc.csv"), "--stats", self.stats_path]
+        args += [d["dev"] if d.get("pid") is None else f"{int(d['pid'])}/{d['dev']}"
+                 for d in spec["qdisc_devs"]]
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._log,
+                                     stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout_s=10.0):
+        """None once the helper has opened its sockets and written the CSV header, else
+        why it did not (it is then stopped)."""
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        line = self.proc.stdout.readline().decode(errors="replace") if ready else ""
+        if line.strip() == "ready":
+            return None
+        self.stop()
+        return f"bb-qdisc-sampler did not start: {self.log_text()[-300:] or 'no output'}"
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, timeout_s=10.0):
+        """SIGTERM by PID, wait; return its stats (None if it wrote none)."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self._log.close()
+        try:
+            with open(self.stats_path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def log_text(self):
+        self._log.flush()
+        with open(self.log_path, errors="replace") as f:
+            return f.read().strip()
+
+
+def _start_qdisc_helper(spec, series):
+    """(helper, None) or (None, why the Python loop reads the qdiscs)."""
+    mode = os.environ.get(QDISC_SAMPLER_ENV, "auto").strip().lower() or "auto"
+    if mode not in ("auto", "c", "python"):
+        raise ValueError(f"{QDISC_SAMPLER_ENV}={mode!r}: must be auto, c or python")
+    if mode == "python":
+        return None, f"{QDISC_SAMPLER_ENV}=python"
+    binary, why = qdisc_helper_binary()
+    helper = None
+    if binary:
+        try:
+            helper = _QdiscHelper(binary, spec, series)
+            why = helper.wait_ready()
+        except OSError as exc:  # e.g. a binary of another architecture
+            why = f"bb-qdisc-sampler could not run: {exc}"
+    if why and mode == "c":
+        raise RuntimeError(f"{QDISC_SAMPLER_ENV}=c: {why}")
+    return (None, why) if why else (helper, None)
+
+
+def _merge_helper_stats(stats, cst, t_stop, t0, period):
+    """The queue sampler's ticks, misses and period are the run's (health.check_sampler
+    reads them); the socket loop's own go under tcp_*."""
+    for k in ("samples", "missed_ticks", "period_p50_ms", "period_p99_ms", "period_max_ms",
+              "t_first", "t_last"):
+        stats["tcp_" + k] = stats[k]
+    py_cpu, py_total = stats["cpu_s"], stats["cpu_total_s"]
+    stats["tcp_cpu_s"] = py_cpu
+    if cst is None:  # it died without its stats: every tick of the run counts as missed
+        start = stats["t_first"] if stats["t_first"] is not None else t_stop - t0
+        stats.update(samples=0, missed_ticks=max(1, round((t_stop - t0 - start) / period)),
+                     period_p50_ms=None, period_p99_ms=None, period_max_ms=None)
+        stats["errors"]["qdisc_sampler"] = "bb-qdisc-sampler wrote no stats"
+        return stats
+    stats.update({k: cst.get(k) for k in ("samples", "missed_ticks", "period_p50_ms",
+                                          "period_p99_ms", "period_max_ms", "t_first",
+                                          "t_last")})
+    stats["qdisc_cpu_s"] = cst.get("cpu_s")
+    stats["cpu_s"] = round(py_cpu + (cst.get("cpu_s") or 0), 4)
+    stats["cpu_total_s"] = round(py_total + (cst.get("cpu_total_s") or 0), 4)
+    wall = (cst["t_last"] - cst["t_first"]) if cst.get("samples", 0) > 1 else 0
+    stats["cpu_share"] = round(stats["cpu_s"] / wall, 4) if wall else None
+    stats["qdisc_sampler_stats"] = cst
+    stats["errors"].update(cst.get("errors") or {})
+    return stats
+
+
 def run(spec):
     """The sampler process's loop (until SIGTERM/SIGINT or ``duration_s``)."""
     spec = {**DEFAULTS, **spec}
@@ -313,24 +467,34 @@ def run(spec):
     signal.signal(signal.SIGTERM, lambda *_: stop.append("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: stop.append("SIGINT"))
 
-    qreaders = [(d["dev"], nlstats.QdiscReader(d["dev"], d.get("pid")))
-                for d in spec["qdisc_devs"]]
+    helper, qsampler = None, "none (no qdisc devices)"
+    if spec["qdisc_devs"]:
+        helper, why = _start_qdisc_helper(spec, series)
+        qsampler = "c" if helper else f"python ({why})"
+    qreaders = [] if helper else [(d["dev"], nlstats.QdiscReader(d["dev"], d.get("pid")))
+                                  for d in spec["qdisc_devs"]]
     by_ns = {}
     for f in spec["flows"]:
         by_ns.setdefault((f["host"], f.get("pid")), []).append(f)
     groups = [_FlowGroup(fs, spec["filter"], spec["min_bytes_acked"], spec["hold_s"],
                          float(spec["discover_s"])) for fs in by_ns.values()]
-    qout = _Rows(os.path.join(series, "qdisc.csv"), QDISC_COLUMNS)
+    # the helper has written qdisc.csv's header already
+    qout = None if helper else _Rows(os.path.join(series, "qdisc.csv"), QDISC_COLUMNS)
     # tcp.csv last: its existence tells the parent that every socket is open
     tout = _Rows(os.path.join(series, "tcp.csv"), TCP_COLUMNS)
 
+    tcp_period_ms = period * tcp_every * 1e3
+    tick = period
+    if helper:  # this loop only reads sockets: it ticks at the TCP period
+        tick = period * tcp_every if groups else max(period * tcp_every, 0.1)
+        tcp_every = 1
     cpu0 = time.process_time()
     stamps = []
     missed = 0
     errors = {}
     qrows, trows = [], []
     now = time.monotonic()
-    k = max(0, math.ceil((now - t0) / period))
+    k = max(0, math.ceil((now - t0) / tick))
     next_flush = now + spec["flush_s"]
     end = None if spec["duration_s"] is None else now + float(spec["duration_s"])
     monotonic, sleep = time.monotonic, time.sleep
@@ -352,7 +516,7 @@ def run(spec):
                 del trows[:cut]
 
     while not stop:
-        due = t0 + k * period
+        due = t0 + k * tick
         delay = due - monotonic()
         if delay > 0:
             sleep(delay)
@@ -374,26 +538,34 @@ def run(spec):
                 errors[f"tcp {g.host}"] = str(exc)
         now = monotonic()
         k += 1
-        late = math.floor((now - t0) / period) - k + 1
+        late = math.floor((now - t0) / tick) - k + 1
         if late > 0:  # ticks whose time has passed: skipped, counted
             missed += late
             k += late
         if now >= next_flush:
             flush()
             next_flush = now + spec["flush_s"]
+            if helper and "qdisc_sampler" not in errors and not helper.alive():
+                errors["qdisc_sampler"] = (f"bb-qdisc-sampler exited "
+                                           f"({helper.proc.returncode}) during the run: "
+                                           f"{helper.log_text()[-300:]}")
         if end is not None and now >= end:
             break
 
     flush(final=True)
-    qout.close()
+    if qout:
+        qout.close()
     tout.close()
+    t_stop = monotonic()
+    cst = helper.stop() if helper else None
     cpu = time.process_time() - cpu0
     ru = resource.getrusage(resource.RUSAGE_SELF)
     gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
     wall = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
     ms = (lambda v: None if v is None else round(v * 1e3, 4))
     stats = {
-        "period_ms": period * 1e3, "samples": len(stamps), "missed_ticks": missed,
+        "period_ms": period * 1e3, "qdisc_sampler": qsampler,
+        "samples": len(stamps), "missed_ticks": missed,
         "period_p50_ms": ms(_percentile(gaps, 50)), "period_p99_ms": ms(_percentile(gaps, 99)),
         "period_max_ms": ms(gaps[-1] if gaps else None),
         "t_first": round(stamps[0] - t0, 6) if stamps else None,
@@ -401,13 +573,15 @@ def run(spec):
         "cpu_s": round(cpu, 4), "cpu_share": round(cpu / wall, 4) if wall else None,
         "cpu_total_s": round(ru.ru_utime + ru.ru_stime, 4),
         "filter": spec["filter"], "discover_s": spec["discover_s"],
-        "tcp_period_ms": period * tcp_every * 1e3,
+        "tcp_period_ms": tcp_period_ms,
         "socket_dumps": sum(g.reader.dumps for g in groups),
         "socket_lookups": sum(g.reader.lookups for g in groups), "qdisc_devs": [d["dev"] for d in spec["qdisc_devs"]],
         "flow_sockets": sum(len(g.data) for g in groups),
         "control_sockets_ignored": sum(len(g.ignored) for g in groups),
         "stopped_by": stop[0] if stop else "duration", "errors": errors, **sched,
     }
+    if helper:
+        stats = _merge_helper_stats(stats, cst, t_stop, t0, period)
     tmp = os.path.join(series, "sampler.json.tmp")
     with open(tmp, "w") as f:
         json.dump(stats, f, indent=1)
