@@ -196,7 +196,7 @@ def _guest_loop(tmp_path):
     script = (vm.VM_DIR / "guest" / "bb-run").read_text()
     tick = script[script.index("tick=/run/bb-run.tick"):script.index("read -r uptime _",
                                                                     script.index("tick="))]
-    loop = script[script.index("env --default-signal"):script.index("rc=$?")]
+    loop = script[script.index("\nenv ") + 1:script.index("rc=$?")]
     assert "pause()" in tick and "setsid" in loop and '"$ctl/stop"' in loop
     body = tick.replace("/run/bb-run.tick", str(tmp_path / "tick")) + loop
     return ("set -u\nexec 3>&2\nstage() { echo \"bb-run: stage $*\" >&3; }\n"
