@@ -36,7 +36,7 @@ Boot watchdog (:class:`BootWatch`)
     The kernel runs without ``quiet``: console.log shows the kernel, the initramfs,
     systemd and bb-run's markers, i.e. the stage a boot reached (:func:`boot_stage`).
     A boot that prints nothing within FIRST_OUTPUT_S, or whose command has not started
-    within BOOT_BOUND_S (TCG 120 s: boots measured 19-27 s; env
+    within BOOT_BOUND_S (TCG 150 s: boots measured 19-27 s, ~50 s loaded; env
     BUFFERBLOAT_VM_BOOT_TIMEOUT), is stopped (that qemu, by PID), reported with its
     stage and last console lines, and a fresh copy is booted; after BOOT_ATTEMPTS (3;
     env BUFFERBLOAT_VM_BOOT_ATTEMPTS) failed boots :func:`run` returns
@@ -107,15 +107,18 @@ DEFAULT_TIMEOUT_S = 4 * 3600.0
 KVM_PROBE_TIMEOUT_S = 90.0
 
 # Boot watchdog (see :class:`BootWatch`). Measured on this project's machine kind (2
-# cores, qemu TCG, 2026-11): qemu start to guest command 19-27 s in 8 boots (median
-# ~23 s), and 1 boot in 8 hung before printing anything, qemu spinning on both cores.
-# The command must start within BOOT_BOUND_S (TCG: ~5x the median, 4.4x the slowest
-# boot seen), and the console must show a first byte within FIRST_OUTPUT_S, else that
-# qemu is stopped (by PID) and a fresh copy booted, BOOT_ATTEMPTS boots at most. KVM
-# (not usable on this machine kind: its paravirtual KVM cannot boot a stock kernel)
-# boots this image in a few seconds where it works. bench/bench_vm_boot.py measures.
+# cores, qemu TCG, 2026-11): qemu start to guest command 19-27 s in 8 boots on a quiet
+# machine (median ~23 s), 49-52 s with another process holding one core (the kernel
+# prints its first line after 3.6-6.7 s either way); 1 boot in 8 hung before printing
+# anything, qemu spinning on both cores. The command must start within BOOT_BOUND_S
+# (TCG 150 s: 6.5x the quiet median, 3x the loaded one, so that a busy host costs no
+# false alarm) and the console must show a first byte within FIRST_OUTPUT_S (the hang
+# seen: caught in 30 s), else that qemu is stopped (by PID) and a fresh copy booted,
+# BOOT_ATTEMPTS boots at most. KVM (not usable on this machine kind: its paravirtual
+# KVM cannot boot a stock kernel) boots this image in seconds where it works.
+# bench/bench_vm_boot.py measures.
 TCG_BOOT_MEDIAN_S = 23.0
-BOOT_BOUND_S = {"tcg": 120.0, "kvm": 30.0}
+BOOT_BOUND_S = {"tcg": 150.0, "kvm": 30.0}
 FIRST_OUTPUT_S = {"tcg": 30.0, "kvm": 20.0}
 BOOT_ATTEMPTS = 3
 BOOT_TIMEOUT_ENV = "BUFFERBLOAT_VM_BOOT_TIMEOUT"     # seconds: overrides BOOT_BOUND_S
