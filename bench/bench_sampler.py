@@ -15,6 +15,11 @@ For each period (10 ms, 1 ms) and flow count the sampler process runs ``--time``
 seconds; printed: achieved period p50/p99/max, missed ticks, CPU share of one core
 (process CPU time / wall time of the sampling loop), rows written. Then the cost per call
 of one inet_diag dump with the bytecode filter against a full dump filtered in Python.
+
+Last, the queue part alone (``--queue-only``: only this): the bottleneck's qdiscs sampled
+at 10 ms for ``--time`` seconds by the compiled helper (bb-qdisc-sampler) and by the
+Python loop (BUFFERBLOAT_QDISC_SAMPLER=c / python, no flows): CPU per tick of the process
+that reads the queue, and the ratio.
 """
 
 import argparse
@@ -29,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bufferbloat import nlstats  # noqa: E402
 from bufferbloat.network import Network, stop_process  # noqa: E402
-from bufferbloat.sampler import Sampler  # noqa: E402
+from bufferbloat.sampler import QDISC_SAMPLER_ENV, Sampler  # noqa: E402
 from bufferbloat.topology import DumbbellTopo  # noqa: E402
 
 GROUPS = ((6001, 1), (6002, 9), (6003, 70))
@@ -87,6 +92,8 @@ def main():
     ap.add_argument("--time", type=float, default=10.0, help="seconds per measurement")
     ap.add_argument("--periods", default="10,1", help="sampling periods, ms")
     ap.add_argument("--flows", default="1,10,80", help="flow counts (1, 10, 80)")
+    ap.add_argument("--queue-only", action="store_true",
+                    help="only the queue sampler: C helper against Python, per tick")
     args = ap.parse_args()
     where = "VM" if os.path.exists("/etc/bufferbloat-vm") else "host"
     print(f"# sampler benchmark on the {where}: kernel {platform.release()}, "
@@ -94,6 +101,9 @@ def main():
     topo = DumbbellTopo(bottleneck_mbit=10, buffer_pkts=100,
                         switch="bridge" if where == "host" else "auto")
     with Network(topo) as net, tempfile.TemporaryDirectory() as tmp:
+        if args.queue_only:
+            bench_queue(net, tmp, args.time)
+            return
         ports = [p for p, _ in GROUPS] + [OTHER[0]]
         server = net.popen("h2", [sys.executable, "-c", SERVER] + ports)
         time.sleep(1.0)
@@ -139,6 +149,35 @@ def main():
         row("RTM_GETQDISC (htb + pfifo)", 2, f"{(time.perf_counter() - t) / 2000 * 1e6:.0f}")
         stop_process(client)
         stop_process(server)
+        bench_queue(net, tmp, args.time)
+
+
+def bench_queue(net, tmp, seconds):
+    """The bottleneck's qdiscs at 10 ms, by the C helper and by Python: CPU per tick."""
+    print(f"# queue sampler alone (bottleneck {net.bottleneck_dev[1]}, 10 ms, no flows): "
+          f"CPU of the process that reads the queue")
+    row("queue sampler", "ticks", "missed", "p99 ms", "CPU % of a core", "us CPU per tick")
+    per_tick = {}
+    saved = os.environ.get(QDISC_SAMPLER_ENV)
+    try:
+        for mode in ("c", "python"):
+            os.environ[QDISC_SAMPLER_ENV] = mode
+            s = Sampler(net, os.path.join(tmp, f"queue-{mode}"), time.monotonic(),
+                        period_s=0.01, flows=[]).start()
+            time.sleep(seconds)
+            st = s.stop()
+            cpu = st["qdisc_cpu_s"] if mode == "c" else st["cpu_s"]
+            wall = st["t_last"] - st["t_first"]
+            per_tick[mode] = cpu / st["samples"] * 1e6
+            row(st["qdisc_sampler"], st["samples"], st["missed_ticks"], st["period_p99_ms"],
+                f"{100 * cpu / wall:.2f}", f"{per_tick[mode]:.0f}")
+    finally:
+        if saved is None:
+            os.environ.pop(QDISC_SAMPLER_ENV, None)
+        else:
+            os.environ[QDISC_SAMPLER_ENV] = saved
+    print(f"# C per tick = {per_tick['c'] / per_tick['python']:.2f} x Python's "
+          f"(Python = {per_tick['python'] / per_tick['c']:.1f} x C)")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ the bottleneck's AQM is swapped live:
   on every row of that leaf and > 0 at some point while the flow runs (CoDel: ldelay of
   the last dequeued packet; FQ-CoDel: the largest ldelay of its active flows);
 * the sampled flow's srtt is populated and the sampler holds its grid under TCG: achieved
-  period p50 within 10 +/- 1 ms.
+  period p50 within 10 +/- 1 ms;
+* the queue was read by the compiled helper whenever the host built it (run_tests.sh does).
 """
 import csv
 import statistics
@@ -19,7 +20,7 @@ import time
 
 from bufferbloat.network import Network
 from bufferbloat.qdisc import make_qdisc
-from bufferbloat.sampler import Sampler
+from bufferbloat.sampler import Sampler, qdisc_helper_binary
 from bufferbloat.topology import DumbbellTopo
 from bufferbloat.traffic import Iperf3Flow
 
@@ -83,3 +84,11 @@ def test_sampler_pie_codel_fq_codel(net_guard, tmp_path):
     assert len(srtt) > 0.9 * len(tcp) and min(srtt) > 0
     assert len({r["flow"] for r in tcp}) == 3  # one data connection per iperf3 run
     assert abs(stats["period_p50_ms"] - 10) <= 1.0
+    binary, _why = qdisc_helper_binary(build=False)
+    print(f"queue sampler: {stats['qdisc_sampler']}; CPU per tick: queue "
+          f"{(stats.get('qdisc_sampler_stats') or {}).get('cpu_per_tick_us')} us (C), "
+          f"sockets {stats.get('tcp_cpu_s')} s over {stats.get('tcp_samples')} ticks")
+    if binary:
+        assert stats["qdisc_sampler"] == "c"
+    else:
+        assert stats["qdisc_sampler"].startswith("python (")
