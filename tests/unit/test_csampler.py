@@ -87,3 +87,19 @@ def test_binary_is_not_tracked():
                                                               sampler.ROOT)],
                          cwd=sampler.ROOT, capture_output=True, text=True).stdout
     assert out.strip() == ""
+
+
+def test_no_compiler_no_binary_falls_back_with_a_reason(monkeypatch, tmp_path):
+    monkeypatch.setattr(sampler, "CSAMPLER_BIN", str(tmp_path / "bb-qdisc-sampler"))
+    monkeypatch.setattr(sampler.shutil, "which", lambda name: None)
+    path, why = sampler.qdisc_helper_binary()
+    assert path is None and "not built" in why and "no make/gcc" in why
+    (tmp_path / "bb-qdisc-sampler").write_text("")
+    os.utime(tmp_path / "bb-qdisc-sampler", (1, 1))  # older than its source
+    path, why = sampler.qdisc_helper_binary()
+    assert path is None and "older than its source" in why
+    monkeypatch.setenv(sampler.QDISC_SAMPLER_ENV, "c")
+    with pytest.raises(RuntimeError, match="BUFFERBLOAT_QDISC_SAMPLER=c"):
+        sampler._start_qdisc_helper({}, str(tmp_path))
+    monkeypatch.setenv(sampler.QDISC_SAMPLER_ENV, "auto")
+    assert sampler._start_qdisc_helper({}, str(tmp_path))[0] is None
