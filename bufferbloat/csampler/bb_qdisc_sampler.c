@@ -120,11 +120,13 @@ static void finish_qdisc(struct qd *q)
 
 /* ------------------------------------------------------------ netlink parsing */
 /* Walk the messages of a dump answer; call fn on each of type `type` whose tcmsg has
- * ifindex `ifindex` (< 0: any). Returns 0, or -errno of an NLMSG_ERROR. */
+ * ifindex `ifindex` (< 0: any). Messages of another sequence number than `seq` (0: any)
+ * are left out: the late answer to a request that timed out. Returns 0, or -errno of an
+ * NLMSG_ERROR. */
 typedef void (*msg_fn)(const unsigned char *body, size_t len, void *arg);
 
-static int walk(const unsigned char *data, size_t size, int type, int ifindex,
-		msg_fn fn, void *arg)
+static int walk(const unsigned char *data, size_t size, uint32_t seq, int type,
+		int ifindex, msg_fn fn, void *arg)
 {
 	size_t off = 0;
 	while (off + sizeof(struct nlmsghdr) <= size) {
@@ -132,6 +134,10 @@ static int walk(const unsigned char *data, size_t size, int type, int ifindex,
 		memcpy(&h, data + off, sizeof h);
 		if (h.nlmsg_len < sizeof h || off + h.nlmsg_len > size)
 			break;
+		if (seq && h.nlmsg_seq != seq) {
+			off += NLMSG_ALIGN(h.nlmsg_len);
+			continue;
+		}
 		if (h.nlmsg_type == NLMSG_DONE)
 			return 0;
 		if (h.nlmsg_type == NLMSG_ERROR) {
@@ -455,14 +461,14 @@ static int parse_mode(const char *qfile, const char *cfile, int ifindex, const c
 	static struct qlist l;
 	struct fqflows f = {.n = 0};
 	struct obuf b = {0};
-	int err = walk(qd, qn, RTM_NEWQDISC, ifindex, on_qdisc, &l);
+	int err = walk(qd, qn, 0, RTM_NEWQDISC, ifindex, on_qdisc, &l);
 	if (err) {
 		fprintf(stderr, "netlink error %d (%s)\n", -err, strerror(-err));
 		return 1;
 	}
 	if (cfile && has_fq_codel(&l)) {
 		unsigned char *cd = slurp(cfile, &cn);
-		err = walk(cd, cn, RTM_NEWTCLASS, ifindex, on_class, &f);
+		err = walk(cd, cn, 0, RTM_NEWTCLASS, ifindex, on_class, &f);
 		if (err) {
 			fprintf(stderr, "netlink error %d (%s)\n", -err, strerror(-err));
 			return 1;
@@ -602,6 +608,8 @@ static int dump(struct dev *d, int type, struct obuf *buf)
 
 static void dev_error(struct dev *d, const char *what, int err)
 {
+	if (err == -EINTR && stop_sig)  /* the stop signal cut the last dump short */
+		return;
 	d->errors++;
 	snprintf(d->last_error, sizeof d->last_error, "%s: [Errno %d] %s", what, -err,
 		 strerror(-err));
@@ -614,13 +622,13 @@ static void sample(struct dev *d, const char *t, struct obuf *rx, struct obuf *o
 	int err;
 	l.n = 0;
 	if ((err = dump(d, RTM_GETQDISC, rx)) ||
-	    (err = walk((unsigned char *)rx->p, rx->len, RTM_NEWQDISC, d->ifindex, on_qdisc, &l))) {
+	    (err = walk((unsigned char *)rx->p, rx->len, d->seq, RTM_NEWQDISC, d->ifindex, on_qdisc, &l))) {
 		dev_error(d, "RTM_GETQDISC", err);
 		return;
 	}
 	if (has_fq_codel(&l)) {
 		if ((err = dump(d, RTM_GETTCLASS, rx)) ||
-		    (err = walk((unsigned char *)rx->p, rx->len, RTM_NEWTCLASS, d->ifindex,
+		    (err = walk((unsigned char *)rx->p, rx->len, d->seq, RTM_NEWTCLASS, d->ifindex,
 				on_class, &f))) {
 			dev_error(d, "RTM_GETTCLASS", err);
 			return;
