@@ -12,6 +12,7 @@ numbers behind the watchdog's bound (bufferbloat/vm.py BOOT_BOUND_S) come from h
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -59,8 +60,16 @@ def main():
         if args.accel:
             argv += ["--accel", args.accel]
         t0 = time.monotonic()
-        rc = subprocess.run(argv + ["--", "true"], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL).returncode
+        child = subprocess.Popen(argv + ["--", "true"], env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        try:
+            rc = child.wait()
+        except KeyboardInterrupt:
+            # never SIGKILL vm/run (its qemu would outlive it): let it stop its VM
+            child.send_signal(signal.SIGINT)
+            child.wait()
+            print(f"interrupted during run {i}: summary of the runs before it")
+            break
         walls.append(time.monotonic() - t0)
         rcs.append(rc)
         recs = [json.loads(ln) for ln in Path(log).read_text().splitlines() if ln.strip()]
@@ -69,9 +78,12 @@ def main():
         stages = ", ".join(f"{k} {v:g}" for k, v in (last.get("stages") or {}).items()
                            if k != "qemu")
         started = last.get("boot_s")
+        if rec.get("wall_s") is not None:      # without the wait for another VM to end
+            walls[-1] = rec["wall_s"]
         print(f"{i:3d} | {rc:3d} | {walls[-1]:6.1f} | {len(rec['boots'])} | "
               f"{'-' if started is None else f'{started:.1f}'} | {stages}", flush=True)
     recs = [json.loads(ln) for ln in Path(log).read_text().splitlines() if ln.strip()]
+    recs = recs[:len(rcs)]
     boots = [b for r in recs for b in r["boots"]]
     started = [b["boot_s"] for b in boots if b["outcome"] == "started"]
     failed = [b for b in boots if b["outcome"] != "started"]
@@ -89,7 +101,7 @@ def main():
         values = [b["stages"][stage] for b in boots
                   if b["outcome"] == "started" and stage in b["stages"]]
         print(f"  -> {stage:9s} (s): {dist(values)}")
-    print(f"vm/run -- true, wall (s): {dist(walls)}")
+    print(f"vm/run -- true, wall from the VM lock to the end (s): {dist(walls)}")
     if started:
         print(f"watchdog bound {bound:.0f}s = {bound / statistics.median(started):.1f}x "
               f"the median boot, {bound / max(started):.1f}x the slowest")

@@ -1321,6 +1321,7 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
             close_unfinished(result_roots(share, command), since,
                              end if end in _END_STATUS else "crash", progress)
             record["end"], record["rc"] = end, rc
+            record["wall_s"] = round(time.monotonic() - t0, 1)   # lock held: no waiting
             with contextlib.suppress(OSError, VMError):
                 log = boot_log_path()
                 log.parent.mkdir(parents=True, exist_ok=True)

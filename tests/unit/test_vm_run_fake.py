@@ -158,7 +158,7 @@ def test_ok_run_returns_the_command_rc_and_records_one_boot(fake):
     assert fake.run(["bash", "-c", "echo hi; exit 5"]) == 5
     assert (fake.tmp / "out.log").read_bytes() == b"hi\n"
     rec = fake.boots()
-    assert rec["rc"] == 5 and rec["end"] == "exit"
+    assert rec["rc"] == 5 and rec["end"] == "exit" and 0 < rec["wall_s"] < 30
     assert [b["outcome"] for b in rec["boots"]] == ["started"]
     assert list(rec["boots"][0]["stages"]) == list(vm.STAGE_NAMES)
     assert "command started" in fake.text() and "0 retries" in fake.text()
