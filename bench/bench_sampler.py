@@ -19,13 +19,16 @@ of one inet_diag dump with the bytecode filter against a full dump filtered in P
 Last, the queue part alone (``--queue-only``: only this): the bottleneck's qdiscs sampled
 at 10 ms for ``--time`` seconds by the compiled helper (bb-qdisc-sampler) and by the
 Python loop (BUFFERBLOAT_QDISC_SAMPLER=c / python, no flows): CPU per tick of the process
-that reads the queue, and the ratio.
+that reads the queue, and the ratio; then the helper alone ticking without reading
+(``--idle``): what the wake-up itself costs, the floor of any 10 ms sampler.
 """
 
 import argparse
 import csv
+import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bufferbloat import nlstats  # noqa: E402
 from bufferbloat.network import Network, stop_process  # noqa: E402
-from bufferbloat.sampler import QDISC_SAMPLER_ENV, Sampler  # noqa: E402
+from bufferbloat.sampler import QDISC_SAMPLER_ENV, Sampler, qdisc_helper_binary  # noqa: E402
 from bufferbloat.topology import DumbbellTopo  # noqa: E402
 
 GROUPS = ((6001, 1), (6002, 9), (6003, 70))
@@ -178,6 +181,16 @@ def bench_queue(net, tmp, seconds):
             os.environ[QDISC_SAMPLER_ENV] = saved
     print(f"# C per tick = {per_tick['c'] / per_tick['python']:.2f} x Python's "
           f"(Python = {per_tick['python'] / per_tick['c']:.1f} x C)")
+    binary, _why = qdisc_helper_binary()
+    stats = os.path.join(tmp, "idle.json")
+    subprocess.run([binary, "--t0", repr(time.monotonic()), "--period", "0.01", "--duration",
+                    str(seconds), "--idle", "--out", os.path.join(tmp, "idle.csv"), "--stats",
+                    stats, net.bottleneck_dev[1]], check=True, stdout=subprocess.DEVNULL)
+    with open(stats) as f:
+        idle = json.load(f)
+    row("c --idle (wake-up only)", idle["samples"], idle["missed_ticks"],
+        idle["period_p99_ms"], f"{100 * idle['cpu_share']:.2f}",
+        f"{idle['cpu_per_tick_us']:.0f}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@
  *       DEV = NAME (this network namespace) or PID/NAME (the namespace of PID).
  *       Prints "ready" on stdout once every socket is open and the header is written.
  *       SIGTERM/SIGINT (or --duration): writes the last rows and STATS.json, exits 0.
+ *       --idle: tick without sampling (benchmark: the cost of the wake-up alone).
  *   bb-qdisc-sampler --parse QDISC.bin [--class CLASS.bin] [--ifindex N] [--dev NAME]
  *                    [--t T]...
  *       Decodes a captured dump answer and prints its rows (no header), once per --t.
@@ -30,6 +31,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,8 +122,8 @@ static void finish_qdisc(struct qd *q)
 
 /* ------------------------------------------------------------ netlink parsing */
 /* Walk the messages of a dump answer; call fn on each of type `type` whose tcmsg has
- * ifindex `ifindex` (< 0: any). Messages of another sequence number than `seq` (0: any)
- * are left out: the late answer to a request that timed out. Returns 0, or -errno of an
+ * ifindex `ifindex` (< 0: any). Messages of a sequence number below `seq` are left out:
+ * the late answer to a request that timed out. Returns 0, or -errno of an
  * NLMSG_ERROR. */
 typedef void (*msg_fn)(const unsigned char *body, size_t len, void *arg);
 
@@ -134,7 +136,7 @@ static int walk(const unsigned char *data, size_t size, uint32_t seq, int type,
 		memcpy(&h, data + off, sizeof h);
 		if (h.nlmsg_len < sizeof h || off + h.nlmsg_len > size)
 			break;
-		if (seq && h.nlmsg_seq != seq) {
+		if (h.nlmsg_seq < seq) {
 			off += NLMSG_ALIGN(h.nlmsg_len);
 			continue;
 		}
@@ -496,6 +498,7 @@ struct dev {
 	int fd, ifindex;
 	uint32_t seq;
 	struct { struct nlmsghdr h; struct tcmsg t; } req;
+	long dumps;
 	long errors;
 	char last_error[160];
 };
@@ -622,10 +625,12 @@ static void sample(struct dev *d, const char *t, struct obuf *rx, struct obuf *o
 	int err;
 	l.n = 0;
 	if ((err = dump(d, RTM_GETQDISC, rx)) ||
-	    (err = walk((unsigned char *)rx->p, rx->len, d->seq, RTM_NEWQDISC, d->ifindex, on_qdisc, &l))) {
+	    (err = walk((unsigned char *)rx->p, rx->len, d->seq, RTM_NEWQDISC, d->ifindex,
+			on_qdisc, &l))) {
 		dev_error(d, "RTM_GETQDISC", err);
 		return;
 	}
+	d->dumps++;
 	if (has_fq_codel(&l)) {
 		if ((err = dump(d, RTM_GETTCLASS, rx)) ||
 		    (err = walk((unsigned char *)rx->p, rx->len, d->seq, RTM_NEWTCLASS, d->ifindex,
@@ -684,9 +689,23 @@ static void json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
+/* ,\n "key": {"dev": the long at `off` of each device, ...} */
+static void json_per_dev(FILE *f, const char *key, const struct dev *devs, int ndev,
+			 size_t off)
+{
+	fprintf(f, ",\n \"%s\": {", key);
+	for (int i = 0; i < ndev; i++) {
+		fprintf(f, i ? ", " : "");
+		json_str(f, devs[i].name);
+		fprintf(f, ": %ld", *(const long *)((const char *)&devs[i] + off));
+	}
+	fputc('}', f);
+}
+
 static void usage(void)
 {
 	fputs("usage: bb-qdisc-sampler --t0 S --period S [--duration S] [--flush S] [--rt PRIO]\n"
+	      "                        [--idle]\n"
 	      "                        --out QDISC.csv --stats STATS.json [PID/]DEV...\n"
 	      "       bb-qdisc-sampler --parse QDISC.bin [--class CLASS.bin] [--ifindex N]\n"
 	      "                        [--dev NAME] [--t T]...\n", stderr);
@@ -698,7 +717,7 @@ int main(int argc, char **argv)
 	double t0 = NAN, period = 0.01, duration = -1, flush_s = 0.5;
 	const char *out_path = NULL, *stats_path = NULL, *parse = NULL, *cls = NULL;
 	const char *pdev = "dev";
-	int rt = 0, pifindex = -1, nt = 0, ndev = 0;
+	int rt = 0, pifindex = -1, nt = 0, ndev = 0, idle = 0;
 	double *ts = calloc(argc, sizeof *ts);
 	struct dev *devs = calloc(argc, sizeof *devs);
 	for (int i = 1; i < argc; i++) {
@@ -717,6 +736,7 @@ int main(int argc, char **argv)
 		else if (OPT("--ifindex")) pifindex = atoi(argv[i]);
 		else if (OPT("--dev")) pdev = argv[i];
 		else if (OPT("--t")) ts[nt++] = strtod(argv[i], NULL);
+		else if (!strcmp(a, "--idle")) idle = 1;  /* benchmark: ticks without sampling */
 		else if (a[0] == '-' && a[1] == '-') usage();
 		else {
 			const char *slash = strchr(a, '/');
@@ -803,7 +823,7 @@ int main(int argc, char **argv)
 				exit(1);
 		}
 		stamps[nstamps++] = st;
-		for (int i = 0; i < ndev; i++)
+		for (int i = 0; i < ndev && !idle; i++)
 			sample(&devs[i], t, &rx, &out);
 		now = mono();
 		k++;
@@ -891,13 +911,10 @@ int main(int argc, char **argv)
 		json_str(f, devs[i].last_error);
 		first = 0;
 	}
-	fprintf(f, "},\n \"error_count\": {");
-	for (int i = 0; i < ndev; i++) {
-		fprintf(f, i ? ", " : "");
-		json_str(f, devs[i].name);
-		fprintf(f, ": %ld", devs[i].errors);
-	}
-	fprintf(f, "}\n}\n");
+	fprintf(f, "},\n \"mode\": \"%s\"", idle ? "idle" : "dump");
+	json_per_dev(f, "dumps", devs, ndev, offsetof(struct dev, dumps));
+	json_per_dev(f, "error_count", devs, ndev, offsetof(struct dev, errors));
+	fprintf(f, "\n}\n");
 	if (fclose(f) || rename(tmp, stats_path))
 		fail("write", stats_path);
 	return 0;
