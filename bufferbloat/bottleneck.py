@@ -75,14 +75,35 @@ def netem_args(imp, limit=NETEM_LIMIT_PKTS):
     return args
 
 
+#: HTB's burst, as time at the class's rate. tc's default is one MTU (1600 B: it divides
+#: the rate by the timer resolution, 1 ns with high-resolution timers), so the class
+#: needs a timer wake-up per packet; a wake-up that comes late cannot be made up, and the
+#: link sends below its rate while it holds a queue. Under TCG the guest's timers come
+#: late by a millisecond or more: 20 Mbit/s then carried 0.50 of its rate. A burst of
+#: HTB_BURST_MS lets a late wake-up send what the timer owed; the average rate is the
+#: token bucket's, unchanged, and the queue's delay is the same (docs/HEALTH.md).
+HTB_BURST_MS = 5.0
+HTB_MIN_BURST_BYTES = 1600
+HTB_MAX_BURST_BYTES = 64 * 1024
+
+
+def htb_burst_bytes(rate_mbit, burst_ms=HTB_BURST_MS):
+    """HTB burst (and cburst) for ``rate_mbit``: ``burst_ms`` of its bytes, at least one
+    MTU and at most 64 KiB."""
+    return int(min(HTB_MAX_BURST_BYTES,
+                   max(HTB_MIN_BURST_BYTES, rate_mbit * 1e6 / 8 * burst_ms / 1e3)))
+
+
 def shaped(ns, dev, rate_mbit, leaf, why, handle=LEAF_HANDLES[0]):
     """Steps for ``htb`` at ``rate_mbit`` on ``dev`` with qdisc ``leaf`` (argument list)."""
     rate = rate_arg(rate_mbit)
+    burst = f"{htb_burst_bytes(rate_mbit)}b"
     return [
         Step(ns, ("tc", "qdisc", "replace", "dev", dev, "root", "handle", ROOT, "htb",
                   "default", "1"), f"{why}: rate shaper root"),
         Step(ns, ("tc", "class", "replace", "dev", dev, "parent", ROOT, "classid", CLASS,
-                  "htb", "rate", rate, "ceil", rate), f"{why}: {rate_mbit:g} Mbit/s class"),
+                  "htb", "rate", rate, "ceil", rate, "burst", burst, "cburst", burst),
+             f"{why}: {rate_mbit:g} Mbit/s class, burst {burst}"),
         Step(ns, ("tc", "qdisc", "replace", "dev", dev, "parent", CLASS, "handle", handle)
              + tuple(leaf), f"{why}: leaf {leaf[0]}"),
     ]
