@@ -39,14 +39,15 @@ if [ "$where" = auto ]; then
   fi
 fi
 # The catalogue, then one HTML report of everything recorded (the report is written even
-# when some runs failed; the exit status says whether all of them succeeded).
+# when some runs failed; the exit status says whether all of them succeeded: 1 if a run
+# failed, 5 if a run was degraded, i.e. the emulator fell behind, docs/HEALTH.md).
 if [ "$where" = host ]; then
   $PY -m bufferbloat run-all "${args[@]}"
   rc=$?
-  [ "$rc" -eq 2 ] && exit 2
+  case $rc in 2|130|143) exit $rc ;; esac   # bad input, Ctrl-C, SIGTERM: no report
   $PY -m bufferbloat report results || rc=1
 else
-  vm/run -- bash -c 'python3 -m bufferbloat run-all "$@"; rc=$?; [ $rc -eq 2 ] && exit 2;
+  vm/run -- bash -c 'python3 -m bufferbloat run-all "$@"; rc=$?; case $rc in 2|130|143) exit $rc ;; esac;
                      python3 -m bufferbloat report results || rc=1; exit $rc' run-all "${args[@]}"
   rc=$?
 fi

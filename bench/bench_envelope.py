@@ -26,7 +26,7 @@ from bufferbloat.results import load_run  # noqa: E402
 from bufferbloat.scenario import Scenario  # noqa: E402
 
 
-def scenario(rate, flows, mss, dirs, tcp_ms, delay_ms=10):
+def scenario(rate, flows, mss, dirs, tcp_ms, delay_ms=10, switch="auto"):
     """A dumbbell at ``rate`` with ``flows`` greedy flows each loaded direction, 10 ms per
     link (40 ms base RTT), a 200-packet FIFO, segments of ``mss`` bytes."""
     traffic = [{"kind": "iperf", "name": "up", "src": "h1", "dst": "h2", "count": flows,
@@ -39,7 +39,7 @@ def scenario(rate, flows, mss, dirs, tcp_ms, delay_ms=10):
     return Scenario(name="envelope", description="envelope benchmark point",
                     params=dict(bottleneck_mbit=rate, delay_ms=delay_ms, qdisc="fifo",
                                 buffer_pkts=200, cca="cubic",
-                                aqm_both_ways=dirs == "both"),
+                                aqm_both_ways=dirs == "both", switch=switch),
                     traffic=tuple(traffic), duration_s=30, quick_duration_s=15,
                     tcp_sample_ms=tcp_ms)
 
@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--tcp-ms", type=float, default=10)
     ap.add_argument("--rt", default="0")
     ap.add_argument("--delay-ms", type=float, default=10, help="one-way delay per link")
+    ap.add_argument("--switch", default="auto", help="auto, ovs or bridge")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
     os.environ[SAMPLER_RT_ENV] = args.rt
@@ -66,7 +67,7 @@ def main():
     where = "VM" if os.path.exists("/etc/bufferbloat-vm") else "host"
     print(f"# envelope on the {where} ({os.environ.get('BUFFERBLOAT_GUEST_ACCEL', '-')}), "
           f"{args.time:g} s per point, sockets every {args.tcp_ms:g} ms, sampler "
-          f"SCHED_FIFO {args.rt}")
+          f"SCHED_FIFO {args.rt}, switch {args.switch}")
     cols = ("rate", "flows", "mss", "dirs", "wc_fwd", "wc_rev", "missed", "smp_cpu",
             "late_s", "idle_p50", "goodput", "verdict", "wall_s")
     print(" | ".join(cols), flush=True)
@@ -76,7 +77,8 @@ def main():
     for rate, flows, mss, dirs in grid:
         t = time.monotonic()
         try:
-            run = load_run(run_point(scenario(rate, flows, mss, dirs, args.tcp_ms, args.delay_ms), {},
+            run = load_run(run_point(scenario(rate, flows, mss, dirs, args.tcp_ms, args.delay_ms,
+                                              args.switch), {},
                                      duration_s=args.time, out_root=out, log=lambda *_: None))
         except Exception as exc:  # noqa: BLE001 - a benchmark prints what happened
             print(f"{rate:g} | {flows} | {mss} | {dirs} | failed: {exc}", flush=True)

@@ -35,8 +35,10 @@ MIN_BACKLOGGED_S = 1.0
 #: Highest share of the sampler's ticks it may miss (10 ms series with gaps make queue
 #: percentiles and drop rates wrong).
 MAX_MISSED_TICKS = 0.05
-#: A flow may start at most this late against its schedule (server + client start-up
-#: under TCG is ~0.3-1 s; the overloaded runs that prompted this were 49-53 s late).
+#: A flow's client may be launched at most this late against its schedule (its server
+#: listens before the schedule starts; the overloaded runs that prompted this were
+#: 49-53 s late). iperf3's own time zero comes a few round trips after the launch (its
+#: control exchange; behind a bloated queue, seconds): physics, recorded, not judged.
 MAX_START_LATE_S = 2.0
 #: The idle RTT before traffic may exceed the configured base RTT by at most
 #: max(IDLE_RTT_SLACK_MS, IDLE_RTT_SLACK_SHARE x base) at its median (TCG adds
@@ -144,7 +146,7 @@ def check_sampler(record):
 def check_flows(record):
     """Every scheduled flow started on time and moved data."""
     late, never, empty, total = [], [], [], 0
-    worst = 0.0
+    worst = handshake = 0.0
     summaries = []
     for s in record.get("traffic_results") or []:
         if isinstance(s, dict):
@@ -153,10 +155,13 @@ def check_flows(record):
         if "scheduled_s" not in s or "flow" not in s:
             continue
         total += 1
-        if not _num(s.get("t_start")):
+        started = s.get("t_launch") if _num(s.get("t_launch")) else s.get("t_start")
+        if not _num(started):
             never.append(s["flow"])
             continue
-        lag = s["t_start"] - s["scheduled_s"]
+        lag = started - s["scheduled_s"]
+        if _num(s.get("t_start")):
+            handshake = max(handshake, s["t_start"] - started)
         worst = max(worst, lag)
         if lag > MAX_START_LATE_S:
             late.append(f"{s['flow']} +{lag:.1f} s")
@@ -177,7 +182,7 @@ def check_flows(record):
     return {"flows_on_time": {
         "value": round(worst, 3), "limit": f"start <= {MAX_START_LATE_S} s late",
         "ok": ok, "flows": total, "late": len(late), "never_started": len(never),
-        "no_data": len(empty),
+        "no_data": len(empty), "time_zero_after_launch_max_s": round(handshake, 3),
         "what": "; ".join(parts) or f"all {total} flows started within "
                                     f"{MAX_START_LATE_S:g} s of their schedule"}}
 

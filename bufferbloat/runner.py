@@ -3,6 +3,7 @@
 (The run itself is :mod:`bufferbloat.engine`; sweeps are :mod:`bufferbloat.sweep`.)
 """
 
+import json
 import os
 import platform
 import socket
@@ -17,7 +18,19 @@ def machine_record(caps):
     return {"hostname": socket.gethostname(), "kernel": platform.release(),
             "in_project_vm": os.path.exists("/etc/bufferbloat-vm"),
             "python": sys.version.split()[0], "argv": list(sys.argv),
-            "capabilities": caps.to_dict()}
+            "capabilities": caps.to_dict(), "vm_boots": _vm_boots()}
+
+
+def _vm_boots():
+    """The project VM's boots for this command (BUFFERBLOAT_VM_BOOTS, set by vm/run: which
+    boot this is and the failed ones before it), or None outside the VM."""
+    raw = os.environ.get("BUFFERBLOAT_VM_BOOTS")
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
 
 
 def tool_versions():

@@ -13,4 +13,6 @@ SCENARIO = Scenario(
     sweep={"qdisc.target_ms": [5, 10, 15, 20], "extra": ["none", "udp", "tcp"]},
     quick_sweep={"qdisc.target_ms": [5, 10, 15, 20]},
     figures=("totals", "ellipsis", "drops", "qdelay"),
+    # as b1: the sockets every 50 ms, the queue every 10 ms
+    tcp_sample_ms=50,
 )

@@ -20,4 +20,6 @@ SCENARIO = Scenario(
               "red": dict(qdisc="red", buffer_pkts=None, buffer_bytes=151_400)},
     sweep={"variant": ["fifo", "red", "codel", "fq_codel", "pie"]},
     figures=("cwnd", "rtt", "queue", "fairness"),
+    # srtt, cwnd and in-flight time series at 50 ms; the queue every 10 ms
+    tcp_sample_ms=50,
 )

@@ -171,3 +171,15 @@ def test_headline_names_the_problems(tmp_path):
     line = hl.headline(h)
     assert line.startswith("health: degraded") and "missed 300 of 1000 ticks" in line
     assert hl.headline(None).startswith("health: unknown")
+
+
+def test_lateness_is_the_launch_not_the_handshake_behind_a_full_queue(tmp_path):
+    """iperf3's time zero comes a few round trips after its client is launched; behind an
+    800 ms FIFO that is seconds: physics, not the emulator. The launch is judged."""
+    run = _write(tmp_path / "r")
+    for s in run.record["traffic_results"]:
+        s["t_launch"], s["t_start"] = 1.2, 5.0
+    assert hl.assess(run)["checks"]["flows_on_time"]["ok"]
+    assert hl.assess(run)["checks"]["flows_on_time"]["time_zero_after_launch_max_s"] == 3.8
+    run.record["traffic_results"][0]["t_launch"] = 9.0
+    assert hl.assess(run)["verdict"] == "degraded"
