@@ -2,7 +2,7 @@
 
 Modules: ``topology`` (dumbbells), ``qdisc`` (the AQM registry), ``bottleneck`` (qdisc
 trees), ``network`` (build/teardown), ``capabilities`` (what this kernel can do),
-``traffic`` (iperf3, ping), ``experiment`` and ``runner`` (measurements and run records),
+``traffic`` (the traffic parts: one module per kind), ``experiment`` and ``runner`` (measurements and run records),
 ``theory``, ``vm`` (the project VM), ``cli``.
 """
 

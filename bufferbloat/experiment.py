@@ -5,10 +5,61 @@ probes and the bottleneck's qdisc statistics, and idle pings.
 """
 
 import statistics
+import threading
+import time
 from dataclasses import dataclass, field
 
 from .bottleneck import CLASS
-from .traffic import Iperf3Flow, PingProbe, QdiscPoller
+from .traffic.iperf import Iperf3Flow
+from .traffic.ping import PingProbe
+
+
+class QdiscPoller:
+    """Polls ``tc -s -j qdisc show`` of the bottleneck every ``period_s`` in a thread.
+
+    A stop-gap for tests and the benchmark of the emulation core; it forks ``tc`` each
+    tick, so keep the period >= 50 ms. Samples: [(monotonic_s, [qdisc dicts])] of the
+    bottleneck; ``others`` {(ns, dev): samples} of any ``extra`` (ns, dev) polled too.
+    """
+
+    def __init__(self, net, period_s=0.1, extra=()):
+        self.net, self.period_s = net, period_s
+        self.samples = []
+        self.extra = list(extra)
+        self.others = {key: [] for key in self.extra}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self):
+        """Start polling."""
+        self._thread.start()
+        return self
+
+    def stop(self):
+        """Stop polling; return the samples."""
+        self._stop.set()
+        self._thread.join()
+        return self.samples
+
+    def _loop(self):
+        ns, dev = self.net.bottleneck_dev
+        nxt = time.monotonic()
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), self.net.qdisc_show(ns, dev)))
+            for key in self.extra:
+                self.others[key].append((time.monotonic(), self.net.qdisc_show(*key)))
+            nxt += self.period_s
+            self._stop.wait(max(0.0, nxt - time.monotonic()))
+
+    def series(self, parent=None, kind=None):
+        """[(t_s, qdisc dict)] for the qdisc at ``parent`` (e.g. '1:1') or of ``kind``."""
+        out = []
+        for t, qdiscs in self.samples:
+            for q in qdiscs:
+                if (parent and q.get("parent") == parent) or (kind and q.get("kind") == kind):
+                    out.append((t, q))
+                    break
+        return out
 
 
 @dataclass

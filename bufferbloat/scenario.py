@@ -5,7 +5,7 @@ needs is in that object:
 
 * ``topology`` + ``params`` + ``qdisc_params``: the network (see :mod:`.topology`);
 * ``traffic``: a tuple of traffic specs, each a dict with a ``kind`` and its fields
-  (:data:`TRAFFIC_FIELDS`). Start and stop times are *fractions of the run's duration*
+  (declared by the kind's class, :mod:`bufferbloat.traffic`). Start and stop times are *fractions of the run's duration*
   (``start``/``stop`` in 0..1), so that the quick profile, which shortens runs, keeps the
   shape of the experiment. A value ``"$name"`` refers to the scenario knob ``name``;
 * ``knobs``: the scenario's own parameters (number of flows, fetch period...) with their
@@ -26,16 +26,8 @@ from dataclasses import dataclass, field
 from .errors import UsageError
 from .params import Param, check_params
 from .topology import TOPOLOGIES, make_topo
+from .traffic.base import HOST_FIELDS, part_class
 
-#: The traffic kinds and the fields each accepts (besides kind/start/stop/name).
-TRAFFIC_FIELDS = {
-    "iperf": {"src", "dst", "parallel", "count", "stagger_s", "cca", "direction",
-              "mss_bytes", "rate_mbit", "rate_pct", "protocol", "on_off_s"},
-    "ping": {"src", "dst", "interval_s"},
-    "web": {"client", "server", "every_s", "size_bytes"},
-    "udp": {"src", "dst", "rate_kbit", "size_bytes"},
-    "rrul": {"a", "b"},
-}
 
 #: Knobs a scenario may declare: their types and ranges.
 KNOBS = {k.name: k for k in (
@@ -94,14 +86,11 @@ class Scenario:
         if unknown:
             raise ValueError(f"{self.name}: unknown knobs {sorted(unknown)}")
         for spec in self.traffic:
-            kind = spec.get("kind")
-            if kind not in TRAFFIC_FIELDS:
-                raise ValueError(f"{self.name}: unknown traffic kind {kind!r}")
-            extra = set(spec) - TRAFFIC_FIELDS[kind] - {"kind", "start", "stop", "name",
-                                                         "when"}
-            if extra:
-                raise ValueError(f"{self.name}: {kind} traffic has unknown fields "
-                                 f"{sorted(extra)}")
+            try:
+                part_class(spec.get("kind")).check_spec(spec, f"{self.name}: ",
+                                                        resolved=False)
+            except UsageError as exc:
+                raise ValueError(str(exc)) from None
 
     def sweep_for(self, quick):
         """The sweep of a profile."""
@@ -208,7 +197,8 @@ class Scenario:
             each = ([dict(s, src=h, name=f"{s['name']}-{h}") for h in topo.senders]
                     if s.get("src") == "senders" else [s])
             for t in each:
-                for role in ("src", "dst", "client", "server", "a", "b"):
+                part_class(t["kind"]).check_spec(t, f"{self.name}: ")
+                for role in HOST_FIELDS:
                     if role in t and t[role] not in hosts:
                         raise UsageError(f"{self.name}: traffic {t['name']}: unknown host "
                                          f"{t[role]!r} (hosts: {', '.join(sorted(hosts))})")

@@ -22,7 +22,8 @@ import time
 from bufferbloat.network import Network
 from bufferbloat.sampler import QDISC_COLUMNS, TCP_COLUMNS, Sampler
 from bufferbloat.topology import DumbbellTopo
-from bufferbloat.traffic import Iperf3Flow, PingProbe
+from bufferbloat.traffic.iperf import Iperf3Flow
+from bufferbloat.traffic.ping import PingProbe
 
 FLOW_S = 25
 

@@ -9,9 +9,12 @@ import pytest
 
 from bufferbloat.network import Network
 from bufferbloat.topology import DumbbellTopo
-from bufferbloat.traffic import Iperf3Flow, PingProbe, Rrul, Schedule
-from bufferbloat.udpstream import UdpStream
-from bufferbloat.web import WebFetcher, WebServer
+from bufferbloat.traffic.base import Schedule
+from bufferbloat.traffic.iperf import Iperf3Flow
+from bufferbloat.traffic.ping import PingProbe
+from bufferbloat.traffic.rrul import Rrul
+from bufferbloat.traffic.udpstream import UdpStream
+from bufferbloat.traffic.web import WebFetcher, WebServer
 
 
 def dumbbell(**kw):

@@ -8,13 +8,15 @@ import os
 import pytest
 
 from bufferbloat.errors import ParameterError
-from bufferbloat.traffic import (Iperf3Flow, PingProbe, Schedule, iperf3_rows,
-                                 iperf3_stream_labels, parse_ping, parse_ping_probes,
-                                 percentile)
-from bufferbloat.udpstream import (check_stream_params, parse_failed, parse_recv_csv,
-                                   parse_sent, stream_stats)
-from bufferbloat.web import COLUMNS as WEB_COLUMNS
-from bufferbloat.web import WebFetcher, parse_curl_w
+from bufferbloat.stats import percentile
+from bufferbloat.traffic.base import Schedule
+from bufferbloat.traffic.iperf import Iperf3Flow, iperf3_rows, iperf3_stream_labels
+from bufferbloat.traffic.ping import PingProbe, parse_ping, parse_ping_probes
+from bufferbloat.traffic.udpstream import (parse_failed, parse_recv_csv, parse_sent,
+                                           stream_stats)
+from bufferbloat.traffic.web import COLUMNS as WEB_COLUMNS
+from bufferbloat.traffic.web import WebFetcher, parse_curl_w
+from bufferbloat.udptool import check_stream_params
 from conftest import FIXTURES
 
 TOOLS = os.path.join(FIXTURES, "tools")

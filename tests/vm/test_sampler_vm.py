@@ -22,7 +22,7 @@ from bufferbloat.network import Network
 from bufferbloat.qdisc import make_qdisc
 from bufferbloat.sampler import Sampler, qdisc_helper_binary
 from bufferbloat.topology import DumbbellTopo
-from bufferbloat.traffic import Iperf3Flow
+from bufferbloat.traffic.iperf import Iperf3Flow
 
 PIE_S = 25
 OTHER_S = 10

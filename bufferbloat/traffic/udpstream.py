@@ -1,148 +1,24 @@
-"""UDP streams ("video"): a paced sender, a recording receiver, and :class:`UdpStream`.
+"""UDP streams ("video"): :class:`UdpStream` drives a paced sender and a recording
+receiver (:mod:`bufferbloat.udptool`) and parses what they recorded; the ``udp`` traffic
+kind is one stream."""
 
-Command line (each runs inside one host's namespace)::
-
-    python3 -m bufferbloat.udpstream send --dst IP --port P --rate-kbit R --size BYTES --duration S
-    python3 -m bufferbloat.udpstream recv --port P --out FILE --duration S
-
-The sender paces packets on an absolute CLOCK_MONOTONIC schedule: packet ``i`` is due at
-``start + i * size * 8 / rate`` (no accumulated drift; a late packet is sent at once and
-the schedule is not shifted). Each payload (``size`` bytes of UDP payload, >= 16) starts
-with ``seq`` (uint64) and its send time (``time.monotonic_ns()``, uint64), big endian.
-CLOCK_MONOTONIC is one clock for every network namespace of a machine, so the receiver's
-``t_recv - t_sent`` is the one-way latency.
-
-The receiver writes one CSV row per packet received: ``seq,t_sent,t_recv,size`` (seconds
-of CLOCK_MONOTONIC; size = UDP payload bytes). It prints ``READY`` once its socket is bound
-and stops after ``--duration`` seconds or on SIGTERM (rows are flushed as they come).
-"""
-
-import argparse
 import csv
 import io
-import math
 import os
-import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 
-from .errors import ParameterError
-from .stats import percentile
+from ..network import stop_process
+from ..params import Param
+from ..stats import percentile
+from ..udptool import MAX_SIZE, MIN_SIZE, check_stream_params
+from .base import TrafficPart, check_number, exit_problem, register
 
-HEADER = struct.Struct("!QQ")
-SNDBUF_BYTES = 16 << 20
-MIN_SIZE = HEADER.size
-MAX_SIZE = 65507
+#: Columns of udp.csv (docs/SERIES.md).
 COLUMNS = ("stream", "seq", "t_sent", "t_recv", "size_bytes")
-
-
-def _check(name, value, lo, hi, conv=float):
-    try:
-        v = conv(value)
-    except (TypeError, ValueError):
-        raise ParameterError(name, value, f"a number in {lo}..{hi}") from None
-    if not (lo <= v <= hi) or (isinstance(v, float) and math.isnan(v)):
-        raise ParameterError(name, value, f"{lo}..{hi}")
-    return v
-
-
-def check_stream_params(rate_kbit, size_bytes, duration_s, port=None):
-    """Validate and return (rate_kbit, size_bytes, duration_s, port)."""
-    rate = _check("rate_kbit", rate_kbit, 1e-3, 10_000_000)
-    size = _check("size_bytes", size_bytes, MIN_SIZE, MAX_SIZE, int)
-    dur = _check("duration_s", duration_s, 1e-3, 86_400)
-    if port is not None:
-        port = _check("port", port, 1, 65535, int)
-    return rate, size, dur, port
-
-
-# ------------------------------------------------------------------ sender / receiver
-def send(dst, port, rate_kbit, size, duration_s, clock=time.monotonic_ns,
-         stopped=lambda: False):
-    """Send ``size``-byte datagrams to dst:port at ``rate_kbit`` for ``duration_s`` (or
-    until ``stopped()``). Returns (packets sent, sends that failed locally).
-
-    Sequence numbers count every scheduled packet, so a failed send leaves a gap."""
-    rate_kbit, size, duration_s, port = check_stream_params(rate_kbit, size, duration_s, port)
-    gap_ns = size * 8 * 1e9 / (rate_kbit * 1000)
-    n_total = max(1, int(duration_s * 1e9 / gap_ns))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    # A datagram stays charged to the socket until the emulated path frees it (veth and
-    # bridge keep skb->sk within the machine), so with the default 208 KiB send buffer a
-    # stream faster than the bottleneck blocks in sendto() once ~90 packets wait in the
-    # bottleneck queue: the sender would be paced by the bottleneck, as TCP is, and the
-    # bottleneck would never drop. A real sender's socket never sees a remote router's
-    # queue: the buffer is made larger than any queue (root may exceed wmem_max), and a
-    # send that fails anyway is counted, not retried.
-    for opt in (getattr(socket, "SO_SNDBUFFORCE", 32), socket.SO_SNDBUF):
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, opt, SNDBUF_BYTES)
-            break
-        except OSError:
-            continue
-    sock.setblocking(False)
-    pad = b"\0" * (size - HEADER.size)
-    start = clock()
-    sent = 0
-    failed = 0
-    for seq in range(n_total):
-        if stopped():
-            break
-        due = start + int(seq * gap_ns)
-        now = clock()
-        if due > now:
-            time.sleep((due - now) / 1e9)
-        try:
-            sock.sendto(HEADER.pack(seq, clock()) + pad, (dst, port))
-            sent += 1
-        except OSError:  # EAGAIN (buffer full), ENOBUFS...: counted as not sent
-            failed += 1
-    sock.close()
-    return sent, failed
-
-
-def recv(port, out, duration_s, ready=sys.stdout):
-    """Receive on ``port`` for ``duration_s`` (or until SIGTERM), one CSV row per packet
-    into the text file ``out``. Returns the number of packets received."""
-    port = _check("port", port, 1, 65535, int)
-    duration_s = _check("duration_s", duration_s, 1e-3, 86_400)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-    sock.bind(("0.0.0.0", port))
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
-    if ready:
-        print("READY", port, flush=True, file=ready)
-    deadline = time.monotonic() + duration_s
-    n = 0
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(("seq", "t_sent", "t_recv", "size"))
-    while not stopping:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        sock.settimeout(min(left, 0.2))
-        try:
-            data = sock.recv(65535)
-        except socket.timeout:
-            continue
-        except InterruptedError:
-            continue
-        t_recv = time.monotonic_ns()
-        if len(data) < HEADER.size:
-            continue
-        seq, t_sent = HEADER.unpack_from(data)
-        w.writerow((seq, f"{t_sent / 1e9:.9f}", f"{t_recv / 1e9:.9f}", len(data)))
-        n += 1
-        if n % 64 == 0:
-            out.flush()
-    out.flush()
-    sock.close()
-    return n
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def parse_recv_csv(text):
@@ -187,7 +63,6 @@ def stream_stats(packets, sent):
     return out
 
 
-# ------------------------------------------------------------------ the object
 class UdpStream:
     """A UDP stream ``src`` -> ``dst`` at ``rate_kbit`` in ``size_bytes`` datagrams
     (UDP payload), from ``start_s`` after ``t0`` for ``duration_s``.
@@ -208,7 +83,7 @@ class UdpStream:
         self.work_dir = work_dir   # the receiver's CSV goes there (e.g. the run's raw/)
         self.rate_kbit, self.size_bytes, self.duration_s, self.port = check_stream_params(
             rate_kbit, size_bytes, duration_s, port)
-        self.start_s = _check("start_s", start_s, 0, 86_400)
+        self.start_s = check_number("start_s", start_s, 0, 86_400)
         self.net, self.src, self.dst = net, src, dst
         self.t0 = time.monotonic() if t0 is None else t0
         self.name = name or f"udp-{src}-{dst}-{self.port}"
@@ -236,9 +111,9 @@ class UdpStream:
         wait_s = max(0.0, self.t0 + self.start_s - now)
         recv_dur = wait_s + self.duration_s + 2.0  # ends by itself if stop() never comes
         self.receiver = self.net.popen(
-            self.dst, [sys.executable, "-m", "bufferbloat.udpstream", "recv", "--port",
+            self.dst, [sys.executable, "-m", "bufferbloat.udptool", "recv", "--port",
                        self.port, "--out", self._recv_path, "--duration", f"{recv_dur:.3f}"],
-            stdout=subprocess.PIPE, stderr=self._recv_log, cwd=_repo_root())
+            stdout=subprocess.PIPE, stderr=self._recv_log, cwd=REPO_ROOT)
         line = self.receiver.stdout.readline()
         if not line.startswith("READY"):
             self.receiver.wait(timeout=5)
@@ -247,12 +122,12 @@ class UdpStream:
                                f"{self._recv_log.read().strip()[:500]}")
         self._send_out = tempfile.TemporaryFile(mode="w+")
         self.sender = self.net.popen(
-            self.src, [sys.executable, "-m", "bufferbloat.udpstream", "send", "--dst",
+            self.src, [sys.executable, "-m", "bufferbloat.udptool", "send", "--dst",
                        self.net.ip(self.dst), "--port", self.port, "--rate-kbit",
                        f"{self.rate_kbit:g}", "--size", self.size_bytes, "--duration",
                        f"{self.duration_s:g}", "--start-at-monotonic",
                        f"{self.t0 + self.start_s:.6f}"],
-            stdout=self._send_out, stderr=subprocess.STDOUT, cwd=_repo_root())
+            stdout=self._send_out, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
         return self
 
     def wait(self, timeout_s=None):
@@ -264,7 +139,6 @@ class UdpStream:
 
     def stop(self):
         """End sender and receiver (by PID), parse; returns :meth:`summary`."""
-        from .network import stop_process
         if self.sender is None:
             return self.summary()
         stop_process(self.sender)
@@ -328,47 +202,41 @@ def _report_value(text, key):
     return None
 
 
-def _repo_root():
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+@register("udp")
+class UdpPart(TrafficPart):
+    """A UDP stream ``src`` -> ``dst`` at ``rate_kbit`` in ``size_bytes`` datagrams from
+    the part's start to its stop (the sender waits for its start in its own process)."""
 
+    params = (
+        Param("src", str, None, "the sending host"),
+        Param("dst", str, None, "the receiving host"),
+        Param("rate_kbit", float, None, "rate, kbit/s of UDP payload", lo=1e-3,
+              hi=10_000_000),
+        Param("size_bytes", int, 1200, "UDP payload per packet, bytes", lo=MIN_SIZE,
+              hi=MAX_SIZE),
+    )
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m bufferbloat.udpstream",
-                                 description="paced UDP sender / recording receiver")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("send")
-    s.add_argument("--dst", required=True)
-    s.add_argument("--port", type=int, required=True)
-    s.add_argument("--rate-kbit", type=float, required=True)
-    s.add_argument("--size", type=int, default=1200)
-    s.add_argument("--duration", type=float, required=True)
-    s.add_argument("--start-at-monotonic", type=float, default=None,
-                   help="sleep until this CLOCK_MONOTONIC time (s) before sending")
-    r = sub.add_parser("recv")
-    r.add_argument("--port", type=int, required=True)
-    r.add_argument("--out", required=True)
-    r.add_argument("--duration", type=float, required=True)
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd == "send":
-            check_stream_params(args.rate_kbit, args.size, args.duration, args.port)
-            stop = []
-            signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-            if args.start_at_monotonic is not None:
-                time.sleep(max(0.0, args.start_at_monotonic - time.monotonic()))
-            t_start = time.monotonic()
-            n, failed = send(args.dst, args.port, args.rate_kbit, args.size, args.duration,
-                             stopped=lambda: bool(stop))
-            print(f"START {t_start:.9f}\nEND {time.monotonic():.9f}\nFAILED {failed}\n"
-                  f"SENT {n}", flush=True)
-        else:
-            with open(args.out, "w") as out:
-                recv(args.port, out, args.duration)
-    except ParameterError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    def tools(self):
+        spec = self.spec
+        self.stream = UdpStream(self.ctx.net, spec["src"], spec["dst"], spec["rate_kbit"],
+                                spec.get("size_bytes", 1200), start_s=self.start_s,
+                                duration_s=self.stop_s - self.start_s, t0=self.ctx.t0,
+                                port=self.ctx.ports("udp"), name=spec["name"],
+                                work_dir=self.ctx.raw_dir)
+        return [(self.stream, 0.0, None)]
 
+    def tool_problem(self, tool):
+        if tool.sender is None:
+            return None
+        sending = tool.sender.poll() is None
+        return (exit_problem(f"UDP sender {tool.name}", tool.sender)
+                or exit_problem(f"UDP receiver {tool.name}", tool.receiver,
+                                expect_running=sending))
 
-if __name__ == "__main__":
-    sys.exit(main())
+    def rows(self):
+        return {"udp": self.stream.rows()}
+
+    def spec_results(self):
+        """``sent_pkts``: the loss metric's denominator."""
+        sent = self.stream.sent
+        return {} if sent is None else {"sent_pkts": sent}

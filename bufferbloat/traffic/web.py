@@ -1,4 +1,5 @@
-"""Web fetches: a page server (``python3 -m webserver``) and a curl fetch loop.
+"""Web fetches: a page server (``python3 -m webserver``), a curl fetch loop, and the
+``web`` traffic kind (one server, one fetch loop).
 
 :class:`WebServer` serves an index.html of exactly ``size_bytes`` on one host;
 :class:`WebFetcher` fetches it with curl from another host every ``every_s`` seconds and
@@ -12,15 +13,16 @@ import sys
 import threading
 import time
 
-from .errors import ParameterError
-from .network import stop_process
-from .stats import percentile
-from .traffic import _Timed, check_number, check_port
+from ..errors import ParameterError
+from ..network import stop_process
+from ..params import Param
+from ..stats import percentile
+from .base import Timed, TrafficPart, check_number, check_port, exit_problem, register
 
 COLUMNS = ("fetch", "t", "total_s", "connect_s", "ttfb_s", "size_bytes", "http_code", "ok")
 CURL_FORMAT = "%{time_connect} %{time_starttransfer} %{time_total} %{http_code} " \
               "%{size_download}\n"
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class WebServer:
@@ -79,7 +81,7 @@ def parse_curl_w(text):
         return None
 
 
-class WebFetcher(_Timed):
+class WebFetcher(Timed):
     """Fetches ``http://SERVER:PORT/`` from ``client`` with curl every ``every_s`` s.
 
     server: a host name of the network or an IP address. Fetch ``i`` is due at
@@ -226,3 +228,41 @@ class WebFetcher(_Timed):
 def _tempfile():
     import tempfile
     return tempfile.TemporaryFile(mode="w+")
+
+
+#: The port of the web servers of a run.
+WEB_PORT = 8080
+
+
+@register("web")
+class WebPart(TrafficPart):
+    """A page of ``size_bytes`` served by ``server`` (from the start of the traffic),
+    fetched by ``client`` every ``every_s`` from the part's start to its stop."""
+
+    params = (
+        Param("client", str, None, "the fetching host"),
+        Param("server", str, None, "the serving host"),
+        Param("every_s", float, 2.0, "fetch period, s", lo=0.01, hi=86_400),
+        Param("size_bytes", int, 100_000, "page size, bytes", lo=1, hi=1 << 30),
+    )
+
+    def tools(self):
+        spec, net = self.spec, self.ctx.net
+        size = int(spec.get("size_bytes", 100_000))
+        self.server = WebServer(net, spec["server"], WEB_PORT, size,
+                                name=f"{spec['name']}-server")
+        self.fetcher = WebFetcher(net, spec["client"], spec["server"], WEB_PORT,
+                                  spec.get("every_s", 2.0), name=spec["name"],
+                                  expected_size=size, **self.ctx.clock)
+        return [(self.server, 0.0, None), (self.fetcher, self.start_s, self.stop_s)]
+
+    def waited(self):
+        return [self.fetcher]     # the loop has no end of its own: wait() ends it
+
+    def tool_problem(self, tool):
+        if tool is self.server:
+            return exit_problem(f"web server {tool.name}", tool.proc, expect_running=True)
+        return None
+
+    def rows(self):
+        return {"web": self.fetcher.rows()}

@@ -1,0 +1,384 @@
+"""The traffic-part interface, its registry, and the helpers every part uses.
+
+A scenario's traffic is a list of specs, each a dict with a ``kind`` (docs/SCENARIOS.md).
+Each kind is a :class:`TrafficPart` subclass in its own module of this package,
+registered under its kind with :func:`register`; :func:`build` makes the part of a spec.
+The engine drives parts through this interface only:
+
+* ``prepare()`` before the clock starts (servers that must listen first);
+* ``start(origin)``: the part's tools start at ``origin + at`` (their offsets from the
+  part's spec) and stop at their scheduled stops, in a thread of the part;
+* ``problem()`` while the traffic runs (why the run cannot go on, or None);
+* ``wait(timeout_s)`` once the run's time is over (tools that end by themselves), then
+  ``stop()``, then ``reported_error()`` (an error a tool reported at its end);
+* ``rows()``, ``raw_outputs()``, ``summary()``, ``spec_results()``: what it leaves, for
+  the series, raw/ and result.json;
+* ``sampled_flows()`` and ``flow_labels()``: its TCP flows, for the socket sampler.
+
+A part is made of *tools*: objects with ``start()``, ``stop()`` and usually ``wait()``,
+``rows()``, ``raw_outputs()``, ``summary()`` (an iperf3 flow, a ping probe...), usable on
+their own (the fidelity tests and benchmarks do). Every ``t`` in their rows is seconds
+since the run's ``t0`` (``time.monotonic()``); wall-clock stamps of the tools are
+converted with ``realtime_minus_monotonic``.
+
+This module never imports a kind: the package's ``__init__`` imports them, so that they
+register.
+"""
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+from ..errors import ParameterError, UsageError
+
+#: Spec fields every kind accepts (see :meth:`Scenario.resolve_traffic`).
+COMMON_FIELDS = ("kind", "name", "start", "stop", "when")
+#: Spec fields that name hosts (checked against the topology by the scenario).
+HOST_FIELDS = ("src", "dst", "client", "server", "a", "b")
+
+
+# ------------------------------------------------------------------ small helpers
+def realtime_minus_monotonic():
+    """``time.time() - time.monotonic()`` now: adds to a monotonic time to give wall time."""
+    return time.time() - time.monotonic()
+
+
+def check_number(name, value, lo, hi, conv=float, lo_open=False):
+    """``conv(value)`` if within lo..hi (lo excluded when ``lo_open``), else ParameterError."""
+    try:
+        v = conv(value)
+    except (TypeError, ValueError):
+        raise ParameterError(name, value, f"a number in {lo}..{hi}") from None
+    if (isinstance(v, float) and math.isnan(v)) or v > hi or v < lo or (lo_open and v == lo):
+        raise ParameterError(name, value, f"{'>' if lo_open else '>='} {lo} and <= {hi}")
+    return v
+
+
+def check_port(port, name="port"):
+    """A TCP/UDP port 1..65535."""
+    return check_number(name, port, 1, 65535, int)
+
+
+class Timed:
+    """The clock of a tool: t0 and the realtime offset."""
+
+    def _init_clock(self, t0, rmm):
+        self.t0 = time.monotonic() if t0 is None else float(t0)
+        self.rmm = realtime_minus_monotonic() if rmm is None else float(rmm)
+
+    def run_time(self, realtime_s):
+        """Wall-clock seconds -> seconds since t0."""
+        return realtime_s - self.rmm - self.t0
+
+
+def wait_listening(net, host, port, timeout_s=10.0):
+    """Return once a TCP socket listens on ``host``:``port`` (RuntimeError after
+    ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = net.run(host, ["ss", "-Hltn", f"sport = :{port}"], check=False)
+        if out.strip():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"server on {host}:{port} did not start listening")
+
+
+def exit_problem(what, proc, expect_running=False):
+    """'WHAT exited with code N' if ``proc`` ended with an error (or at all, when it
+    should still run), else None."""
+    if proc is None:
+        return None
+    rc = proc.poll()
+    if rc is None or (rc == 0 and not expect_running):
+        return None
+    how = f"was killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
+    return f"{what} {how} (pid {proc.pid})"
+
+
+class Schedule:
+    """Starts tools at offsets from ``t0`` in one thread, and stops them.
+
+    ``add(obj, at_s=0, stop_at_s=None)``: ``obj.start()`` at t0 + at_s, ``obj.stop()`` at
+    t0 + stop_at_s (None: left running until :meth:`stop`). :meth:`start` returns at once;
+    :meth:`stop` ends the timeline (objects not yet started are never started) and calls
+    ``stop()`` of every started object not stopped yet, in reverse order. Errors raised by
+    an object's start are kept in ``errors`` [(obj, exception)], not raised in the thread.
+    """
+
+    def __init__(self, t0=None):
+        self.t0 = time.monotonic() if t0 is None else t0
+        self.events = []      # (t_s, seq, action, obj)
+        self.started, self.stopped, self.errors = [], [], []
+        self._halt = threading.Event()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def add(self, obj, at_s=0.0, stop_at_s=None):
+        """Schedule ``obj``; returns it."""
+        at_s = check_number("at_s", at_s, 0, 86_400)
+        self.events.append((at_s, len(self.events), "start", obj))
+        if stop_at_s is not None:
+            stop_at_s = check_number("stop_at_s", stop_at_s, at_s, 86_400)
+            self.events.append((stop_at_s, len(self.events), "stop", obj))
+        return obj
+
+    def start(self):
+        """Run the timeline in a thread."""
+        self._thread = threading.Thread(target=self._run, daemon=True, name="schedule")
+        self._thread.start()
+        return self
+
+    def _run(self):
+        for t_s, _, action, obj in sorted(self.events, key=lambda e: (e[0], e[1])):
+            if self._halt.wait(max(0.0, self.t0 + t_s - time.monotonic())):
+                return
+            with self._lock:
+                if self._halt.is_set():
+                    return
+                try:
+                    if action == "start":
+                        obj.start()
+                        self.started.append(obj)
+                    elif obj in self.started and obj not in self.stopped:
+                        self.stopped.append(obj)
+                        obj.stop()
+                except Exception as e:  # noqa: BLE001 (reported through errors)
+                    self.errors.append((obj, e))
+
+    def wait(self, timeout_s=None):
+        """Wait until every scheduled event has happened."""
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+
+    def stop(self):
+        """Halt the timeline and stop every running object."""
+        self._halt.set()
+        with self._lock:
+            pending = [o for o in self.started if o not in self.stopped]
+            self.stopped.extend(pending)
+        if self._thread is not None:
+            self._thread.join()
+        for obj in reversed(pending):
+            try:
+                obj.stop()
+            except Exception as e:  # noqa: BLE001
+                self.errors.append((obj, e))
+        return self
+
+
+# ------------------------------------------------------------------ the run's side
+@dataclass
+class PartContext:
+    """What the run gives a part to build itself: the running network, the run's
+    duration (s; a spec's ``start``/``stop`` are fractions of it), its clock (``t0``,
+    monotonic s, and ``realtime_minus_monotonic``), the directory of raw outputs, and
+    the port pools (:meth:`ports`)."""
+
+    net: object
+    duration_s: float
+    t0: float
+    realtime_minus_monotonic: float
+    raw_dir: str | None = None
+    #: first port of each pool; parts take ports in the order they are built
+    port_base: dict = field(default_factory=lambda: {"tcp": 5201, "udp": 5600})
+    _next: dict = field(default_factory=dict)
+
+    @property
+    def clock(self):
+        """The keyword arguments of a tool's clock (t0, realtime_minus_monotonic)."""
+        return {"t0": self.t0, "realtime_minus_monotonic": self.realtime_minus_monotonic}
+
+    def ports(self, pool, n=1):
+        """The first of ``n`` consecutive free ports of ``pool`` ('tcp': iperf3 servers,
+        'udp': UDP receivers)."""
+        first = self._next.get(pool, self.port_base[pool])
+        self._next[pool] = first + n
+        return first
+
+
+class TrafficPart:
+    """One traffic spec of a run (see the module docstring for the life of a part).
+
+    A kind declares ``kind`` (set by :func:`register`), ``params`` (the spec fields it
+    accepts, as :class:`~bufferbloat.params.Param`; values of scalar kinds are checked
+    by :meth:`check_spec` before anything is built), and implements :meth:`tools` (its
+    tools with their start and stop offsets) and :meth:`rows`. The defaults here drive
+    the tools: override what a kind does differently.
+    """
+
+    kind = ""
+    params = ()
+    #: a ping-like part: the idle RTT probe prefers its path
+    probes_rtt = False
+
+    def __init__(self, spec, ctx):
+        self.spec, self.ctx = spec, ctx
+        self.name = spec["name"]
+        self.start_s = spec["start"] * ctx.duration_s
+        self.stop_s = spec["stop"] * ctx.duration_s
+        self.scheduled_s = None        # the run time of offset 0 (see start())
+        self._schedule = None
+        self.plan = list(self.tools())
+
+    # -- declaration
+    @classmethod
+    def field_names(cls):
+        """Every spec field a part of this kind accepts."""
+        return set(COMMON_FIELDS) | {p.name for p in cls.params}
+
+    @classmethod
+    def check_spec(cls, spec, where="", resolved=True):
+        """Raise UsageError for a field this kind does not accept, or a value out of its
+        range (scalar fields). Before the spec is ``resolved`` (knob references such as
+        ``"$flows"``, ``"bottleneck"`` rates), text in a number field is left for then."""
+        unknown = set(spec) - cls.field_names()
+        if unknown:
+            raise UsageError(f"{where}{cls.kind} traffic has unknown fields "
+                             f"{sorted(unknown)} (allowed: {sorted(cls.field_names())})")
+        for p in cls.params:
+            value = spec.get(p.name)
+            if (value is None or p.kind not in (int, float, str, bool)
+                    or (not resolved and isinstance(value, str)
+                        and (p.kind is not str or value.startswith("$")))):
+                continue
+            try:
+                p.coerce(value)
+            except ParameterError as exc:
+                raise UsageError(f"{where}traffic {spec.get('name', cls.kind)}: {exc}") \
+                    from None
+
+    def tools(self):
+        """[(tool, at_s, stop_at_s or None)]: offsets from the traffic's origin."""
+        raise NotImplementedError
+
+    # -- running
+    def prepare(self):
+        """Before the clock starts (default: nothing)."""
+
+    def endpoints(self):
+        """(src, dst) hosts of the part's path, or None (the idle RTT probe's choice)."""
+        for a, b in (("src", "dst"), ("a", "b"), ("client", "server")):
+            if self.spec.get(a) and self.spec.get(b):
+                return self.spec[a], self.spec[b]
+        return None
+
+    def start(self, origin):
+        """Start the part's timeline at ``origin`` (monotonic s); returns at once."""
+        self.scheduled_s = origin - self.ctx.t0
+        self._schedule = Schedule(origin)
+        for tool, at, stop in self.plan:
+            self._schedule.add(tool, at, stop)
+            tool.scheduled_s = self.scheduled_s + at
+        self._schedule.start()
+
+    def waited(self):
+        """The tools that end by themselves (:meth:`wait` waits for them)."""
+        return [tool for tool, _, _ in self.plan if hasattr(tool, "wait")]
+
+    def wait(self, timeout_s):
+        """Give the tools that end by themselves up to ``timeout_s`` in all; what still
+        runs then is ended by :meth:`stop` (recorded, not a failure)."""
+        end = time.monotonic() + timeout_s
+        for tool in self.waited():
+            try:
+                tool.wait(timeout_s=max(0.1, end - time.monotonic()))
+            except Exception:  # noqa: BLE001 - stop() ends it; its record is kept
+                pass
+
+    def stop(self):
+        """Halt the timeline and stop every tool still running (idempotent)."""
+        if self._schedule is not None:
+            self._schedule.stop()
+
+    def problem(self):
+        """Why the run cannot go on because of this part, or None."""
+        if self._schedule is not None and self._schedule.errors:
+            tool, exc = self._schedule.errors[0]
+            return f"{getattr(tool, 'name', tool)} failed to start: {exc}"
+        for tool, _, _ in self.plan:
+            found = self.tool_problem(tool)
+            if found:
+                return found
+        return None
+
+    def tool_problem(self, tool):
+        """Why ``tool`` ended the run, or None (default: nothing to check)."""
+        return None
+
+    def reported_error(self):
+        """An error a tool reported at its end that ends the run as failed, or None
+        (default: none)."""
+        return None
+
+    # -- what it leaves
+    def rows(self):
+        """{series name: rows (dicts with exactly that series' columns)}."""
+        raise NotImplementedError
+
+    def raw_outputs(self):
+        """{filename: text}: every tool's own output, for raw/."""
+        out = {}
+        for tool, _, _ in self.plan:
+            out.update(tool.raw_outputs() or {})
+        return out
+
+    def summary(self):
+        """result.json's ``traffic_results`` entries of the part: one per tool, with
+        ``name`` and ``kind`` (the tool's class); every flow's (the top entry and its
+        nested ``flows``) with the run time it was scheduled at, ``scheduled_s``."""
+        out = []
+        for tool, _, _ in self.plan:
+            summary = (tool.summary() if hasattr(tool, "summary") else {}) or {}
+            entry = {"name": getattr(tool, "name", ""), "kind": type(tool).__name__,
+                     **summary}
+            if getattr(tool, "scheduled_s", None) is not None:
+                for flow in [entry] + list(summary.get("flows") or []):
+                    if isinstance(flow, dict) and "t_start" in flow:
+                        flow["scheduled_s"] = tool.scheduled_s
+            out.append(entry)
+        return out
+
+    def spec_results(self):
+        """Fields added to the part's entry of result.json's ``traffic`` once it ran
+        (default: none)."""
+        return {}
+
+    def sampled_flows(self):
+        """The sampler's flow specs of the part's TCP flows
+        ({host, dports|sports, labels}, see :class:`~bufferbloat.sampler.Sampler`)."""
+        return []
+
+    def flow_labels(self):
+        """{(host, TCP source port): label} of the part's flows, known once they ran."""
+        return {}
+
+
+#: kind -> TrafficPart subclass
+KINDS = {}
+
+
+def register(kind):
+    """Class decorator: register a TrafficPart subclass under ``kind``."""
+    def deco(cls):
+        if kind in KINDS and KINDS[kind] is not cls:
+            raise ValueError(f"traffic kind {kind!r} is already registered "
+                             f"({KINDS[kind].__module__}.{KINDS[kind].__name__})")
+        cls.kind = kind
+        KINDS[kind] = cls
+        return cls
+    return deco
+
+
+def part_class(kind):
+    """The class registered under ``kind`` (UsageError naming the known kinds)."""
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise UsageError(f"unknown traffic kind {kind!r} (known: "
+                         f"{', '.join(sorted(KINDS))})") from None
+
+
+def build(spec, ctx):
+    """The part of a resolved traffic ``spec`` in the run context ``ctx``."""
+    return part_class(spec["kind"])(spec, ctx)

@@ -1,0 +1,1 @@
+"""Traffic kinds defined outside the engine, for the tests that extend it."""

@@ -1,0 +1,56 @@
+"""The run of a scenario with the ``pyflow`` kind (tests/kinds/pyflow.py) and what it
+must leave; shared by the host and VM tests."""
+import csv
+import os
+
+from bufferbloat.engine import run_point
+from bufferbloat.results import load_run
+from bufferbloat.scenario import Scenario
+from bufferbloat.traffic.base import KINDS
+
+from . import pyflow
+
+DURATION_S = 8
+
+
+def scenario(**params):
+    """A dumbbell with one pyflow transfer and pings (``params``: the topology's)."""
+    assert KINDS["pyflow"] is pyflow.PyFlowPart
+    return Scenario(name="t_pyflow", description="a traffic kind from a test module",
+                    params=dict(bottleneck_mbit=10, qdisc="fifo", buffer_pkts=100,
+                                cca="cubic", **params),
+                    traffic=({"kind": "pyflow", "name": "py", "src": "h1", "dst": "h2",
+                              "start": 0.1},
+                             {"kind": "ping", "name": "ping", "src": "h1", "dst": "h2"}),
+                    duration_s=DURATION_S, quick_duration_s=DURATION_S)
+
+
+def run_and_check(out_root, rate_mbit, **params):
+    """Run the scenario through the engine and check every place the new kind reaches."""
+    run_dir = run_point(scenario(**params), duration_s=DURATION_S, out_root=str(out_root),
+                        log=lambda *_: None)
+    run = load_run(run_dir)
+    rec = run.record
+    assert rec["status"] == "ok", rec.get("error")
+    # its rows: its own series
+    with open(os.path.join(run_dir, "series", "pyflow.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [r["flow"] for r in rows] == ["py"]
+    sent, received = int(rows[0]["bytes_sent"]), int(rows[0]["bytes_received"])
+    assert sent == received > 0
+    # the transfer crossed the bottleneck at about its rate
+    mbit = received * 8 / 1e6 / (0.9 * DURATION_S)
+    assert 0.5 * rate_mbit <= mbit <= 1.3 * rate_mbit, mbit
+    # its outputs, its summary (scheduled at the part's start), its health check
+    assert "RECEIVED" in run.raw("py.server.txt") and "SENT" in run.raw("py.client.txt")
+    entry = next(e for e in rec["traffic_results"] if e.get("flow") == "py")
+    assert entry["kind"] == "PyFlow" and entry["bytes_received"] == received
+    assert abs(entry["scheduled_s"] - (rec["traffic_start_s"] + 0.1 * DURATION_S)) < 1e-6
+    assert entry["t_launch"] - entry["scheduled_s"] < 1.0
+    assert rec["health"]["checks"]["flows_on_time"]["flows"] == 1
+    # its socket, sampled and labelled with its name; the pings of the kind beside it
+    tcp = run.series("tcp")
+    assert set(tcp["flow"]) == {"py"}
+    assert len(tcp["t"]) > 10
+    assert run.has("ping")
+    return run
