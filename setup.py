@@ -8,7 +8,7 @@ setup(
     version="0.1.0",
     description="Mininet-based emulation suite for bufferbloat and AQM experiments",
     packages=["bufferbloat", "scenarios", "plots", "webserver"],
-    python_requires=">=3.9",
+    python_requires=">=3.10",
     install_requires=[],  # mininet, numpy, matplotlib come from Debian (python3-*)
     extras_require={"test": ["pytest"]},
     entry_points={"console_scripts": ["bufferbloat=bufferbloat.cli:console"]},

@@ -20,7 +20,7 @@ import csv
 import datetime
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 
 from . import metrics as mx
 from . import health, identity, theory
@@ -114,19 +114,86 @@ def relabel_tcp(path, parts):
     os.replace(tmp, path)
 
 
+@dataclass
+class RunContext:
+    """What the steps of one run share (see :func:`run_point` for the steps)."""
+
+    scn: object
+    overrides: dict
+    quick: bool
+    duration_s: float
+    warmup_s: float
+    sample_period_s: float
+    topo: object
+    knobs: dict
+    traffic: list
+    caps: object
+    net: Network
+    writer: RunWriter
+    log: object = print
+    parts: list = field(default_factory=list)
+    sampler: Sampler | None = None
+    #: every measurement is in (an interrupt in the teardown leaves the run ok)
+    measured: bool = False
+    t_wall: float = field(default_factory=time.monotonic)
+
+    @property
+    def run_dir(self):
+        """The run directory."""
+        return self.writer.dir
+
+    @property
+    def record(self):
+        """result.json's content."""
+        return self.writer.record
+
+
 def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=False,
               log=print, run_dir=None, sample_period_s=SAMPLE_PERIOD_S, rep=1):
     """Run ``scn`` once with ``overrides``; returns the run directory. Bad input raises
     UsageError before any network state exists. ``rep`` is the repetition number, part
     of the run's identity (:mod:`.identity`: result.json's run_config, run_key).
 
+    The steps, top to bottom: :func:`resolve` (the configuration, once; the network's
+    checks; the record's identity) -> :func:`run_network` (build the network, record
+    it, then :func:`measure`: build and prepare the traffic parts, start the sampler and
+    the parts, watch them, wait, stop) -> :func:`finish` (collect what the parts and
+    the sampler left into the series, once; close the record; metrics, once; the health
+    verdict from what was collected; write).
+
     While the traffic runs, its processes are checked every 0.5 s (see
     :func:`health_problem`); a tool that died or exited with an error, or a flow that
     reports an error afterwards, ends the run as ``failed`` with the reason (RunFailed).
     SIGINT/SIGTERM end it as ``interrupted`` (KeyboardInterrupt). Either way the series
     so far and every tool's output (raw/) are kept and the network is removed."""
-    from .runner import machine_record, tool_versions
     terminate_on_sigterm()
+    ctx = resolve(scn, overrides, duration_s, out_root, quick, log, run_dir,
+                  sample_period_s, rep)
+    status, error = "failed", None
+    try:
+        run_network(ctx)
+        status = "ok"
+    except KeyboardInterrupt as exc:
+        # an interrupt during the teardown of a run that measured everything leaves it ok
+        if not ctx.measured:
+            status, error = "interrupted", f"interrupted ({exc or 'SIGINT'})"
+        else:
+            status = "ok"
+        raise
+    except Exception as exc:
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        # recording must not be cut in two by a second Ctrl-C
+        with deferred_signals("bufferbloat: interrupt received: saving the results first"):
+            finish(ctx, status, error)
+    return ctx.run_dir
+
+
+def resolve(scn, overrides, duration_s, out_root, quick, log, run_dir, sample_period_s,
+            rep):
+    """Step 1: the run's configuration, validated once, before any network state exists
+    (UsageError otherwise); the run directory and its record's identity."""
     caps = probe()
     topo, knobs, traffic = scn.build(overrides, quick=quick, hz=caps.hz,
                                      max_rate_mbit=rate_cap_mbit())
@@ -144,152 +211,142 @@ def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=Fa
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = os.path.join(out_root, scn.name, f"{stamp}-{os.getpid()}")
     writer = RunWriter(run_dir)
-    rec = writer.record
-    rec.update(identity.record_fields(identity.config_of(
+    writer.record.update(identity.record_fields(identity.config_of(
         scn, topo, knobs, traffic, quick, duration, warmup, sample_period_s, rep)))
-    t_wall = time.monotonic()
-    state = {}
-    status, error = "failed", None
-    try:
-        _run_network(scn, overrides, quick, duration, warmup, sample_period_s, topo, knobs,
-                     traffic, caps, net, writer, run_dir, log, machine_record, tool_versions,
-                     state)
-        status = "ok"
-    except KeyboardInterrupt as exc:
-        # an interrupt during the teardown of a run that measured everything leaves it ok
-        if not state.get("measured"):
-            status, error = "interrupted", f"interrupted ({exc or 'SIGINT'})"
-        else:
-            status = "ok"
-        raise
-    except Exception as exc:
-        status, error = "failed", f"{type(exc).__name__}: {exc}"
-        raise
-    finally:
-        # recording must not be cut in two by a second Ctrl-C
-        with deferred_signals("bufferbloat: interrupt received: saving the results first"):
-            _finish(writer, state, net, run_dir, status, error, warmup, topo, t_wall)
-    return run_dir
+    return RunContext(scn, dict(overrides or {}), quick, duration, warmup, sample_period_s,
+                      topo, knobs, traffic, caps, net, writer, log)
 
 
 class RunFailed(RuntimeError):
     """A tool of the run died or reported an error: the run is recorded as failed."""
 
 
-def _run_network(scn, overrides, quick, duration, warmup, sample_period_s, topo, knobs,
-                 traffic, caps, net, writer, run_dir, log, machine_record, tool_versions,
-                 state):
-    """The run itself; ``state`` receives the parts and the sampler for _finish."""
-    rec = writer.record
-    state.update(parts=[], sampler=None, measured=False)
-    rec.update({"scenario": asdict(scn), "overrides": dict(overrides or {}),
-                "profile": "quick" if quick else "full", "duration_s": duration,
+def run_network(ctx):
+    """Step 2: record the configuration (status running), build the network, measure;
+    the traffic and the sampler end before the network does (even on an error or a
+    signal)."""
+    from .runner import machine_record, tool_versions
+    scn, topo, net, rec = ctx.scn, ctx.topo, ctx.net, ctx.record
+    rec.update({"scenario": asdict(scn), "overrides": ctx.overrides,
+                "profile": "quick" if ctx.quick else "full", "duration_s": ctx.duration_s,
                 "params": dict(topo.params), "qdisc": topo.qdisc.to_dict(),
-                "knobs": knobs, "traffic": traffic, "warmup_s": warmup,
+                "knobs": ctx.knobs, "traffic": ctx.traffic, "warmup_s": ctx.warmup_s,
                 "scaling": topo.scaling,
-                "base_rtt_ms": topo.base_rtt_ms(), "sample_period_s": sample_period_s,
-                "machine": machine_record(caps), "tools": tool_versions(),
+                "base_rtt_ms": topo.base_rtt_ms(), "sample_period_s": ctx.sample_period_s,
+                "machine": machine_record(ctx.caps), "tools": tool_versions(),
                 "bottleneck_dev": None})
-    writer.save()
+    ctx.writer.save()
     with net:
-        record_result_file(net.state, writer.path)
+        record_result_file(net.state, ctx.writer.path)
         if net.recovered:
             rec["recovered"] = net.recovered
-            log(f"  removed what a killed run left behind: {net.recovered}")
+            ctx.log(f"  removed what a killed run left behind: {net.recovered}")
         rec["network"] = net.describe()
         rec["bottleneck_dev"] = net.bottleneck_dev[1]
         rec["sysctls"] = net.sysctls()
-        log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
-            f"{len(traffic)} traffic parts, {duration:g} s")
+        ctx.log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
+                f"{len(ctx.traffic)} traffic parts, {ctx.duration_s:g} s")
         if topo.scaling:
-            log(f"  scaled to what this machine sustains: "
-                + ", ".join(f"{k} {a:g} -> {b:g}" for k, (a, b)
-                            in topo.scaling["changed"].items()))
+            ctx.log(f"  scaled to what this machine sustains: "
+                    + ", ".join(f"{k} {a:g} -> {b:g}" for k, (a, b)
+                                in topo.scaling["changed"].items()))
         try:
-            _traffic(scn, duration, sample_period_s, topo, traffic, net, writer, run_dir,
-                     state)
+            measure(ctx)
         finally:
-            # the traffic ends before the network does (even on an error or a signal)
             with deferred_signals("bufferbloat: interrupt received: stopping the traffic "
                                   "first"):
-                stop_parts(state.get("parts") or [])
-                if state.get("sampler") is not None and state["sampler"].alive():
-                    state["sampler"].stop()
+                stop_traffic(ctx)
 
 
-def _traffic(scn, duration, sample_period_s, topo, traffic, net, writer, run_dir, state):
-    """Start the sampler and the traffic, watch them, wait for the flows to end."""
-    rec = writer.record
-    writer.start_clock()
-    t0 = writer.t0
-    rmm = rec["realtime_minus_monotonic"]
-    parts = state["parts"] = build_parts(net, traffic, duration, t0, rmm,
-                                         raw_dir=os.path.join(run_dir, "raw"))
-    devs = [net.bottleneck_dev]
-    if topo.params.get("aqm_both_ways"):   # the reverse AQM, in the receiver
-        bnl = topo.bottleneck
-        devs.append((bnl.b, net.intfs[(bnl.a, bnl.b)][1]))
-    rec["idle_rtt"] = idle_rtt(net, *_probe_pair(topo, parts))
+def measure(ctx):
+    """Step 3: the clock, the traffic parts (built, prepared), the idle RTT probe, the
+    sampler and the parts started, watched while the run's time goes, waited for, and
+    stopped."""
+    net, rec, writer = ctx.net, ctx.record, ctx.writer
+    t0 = writer.start_clock()
+    ctx.parts = build_parts(net, ctx.traffic, ctx.duration_s, t0,
+                            rec["realtime_minus_monotonic"],
+                            raw_dir=os.path.join(ctx.run_dir, "raw"))
+    rec["idle_rtt"] = idle_rtt(net, *_probe_pair(ctx.topo, ctx.parts))
     # e.g. servers: every one listens before the clock starts, so that a flow's start
     # is its client's
-    for part in parts:
+    for part in ctx.parts:
         part.prepare()
-    tcp_period = (max(sample_period_s, scn.tcp_sample_ms / 1e3)
-                  if scn.tcp_sample_ms else None)
-    sampler = Sampler(net, run_dir, t0, period_s=sample_period_s, qdisc_devs=devs,
-                      flows=sampler_flows(parts), tcp_period_s=tcp_period,
-                      rt_priority=sampler_rt_priority(),
-                      duration_s=duration + FLOW_GRACE_S + SAMPLER_SPARE_S)
-    state["sampler"] = sampler
-    sampler.start()
+    ctx.sampler = make_sampler(ctx, t0)
+    ctx.sampler.start()
     # the schedule's origin is taken once the sampler samples (its start-up takes seconds
     # under TCG): a flow's lateness is then its own, not the sampler's
     origin = time.monotonic()
     rec["traffic_start_s"] = origin - t0
-    for part in parts:
+    for part in ctx.parts:
         part.start(origin)
-    end = origin + duration
+    end = origin + ctx.duration_s
     while time.monotonic() < end:
         time.sleep(min(0.5, max(0.0, end - time.monotonic())))
-        problem = health_problem(net, parts, sampler)
+        problem = health_problem(net, ctx.parts, ctx.sampler)
         if problem:
             raise RunFailed(problem)
     # let flows finish their own -t (a late start ends late), all within one grace
     # period: 40 late flows must not wait 5 s each while the sampler runs out of time
     grace_end = time.monotonic() + FLOW_GRACE_S
-    for part in parts:
+    for part in ctx.parts:
         part.wait(max(0.1, grace_end - time.monotonic()))
     rec["traffic_overrun_s"] = time.monotonic() - end
-    stop_parts(parts)
+    stop_parts(ctx.parts)
+    sampler = ctx.sampler
     if not sampler.alive():
         raise RunFailed(f"the sampler died (exit {sampler.proc.returncode}): "
                         + sampler.log_text()[-500:])
     sampler.stop()
-    problem = next(filter(None, (part.reported_error() for part in parts)), None)
+    problem = next(filter(None, (part.reported_error() for part in ctx.parts)), None)
     if problem:
         raise RunFailed(problem)
     rec["network"]["installed_after"] = net.readback()
-    state["measured"] = True
+    ctx.measured = True
 
 
-def _finish(writer, state, net, run_dir, status, error, warmup, topo, t_wall):
-    """Store what was measured (even after a failure or an interruption), close the
-    record with its final status, compute the metrics of a run that went well."""
-    rec = writer.record
-    stop_parts(state.get("parts") or [])
+def make_sampler(ctx, t0):
+    """The sampler of the run: the bottleneck's queue (and the reverse AQM's, in the
+    receiver) every sample period, the parts' TCP flows."""
+    net, topo, scn = ctx.net, ctx.topo, ctx.scn
+    devs = [net.bottleneck_dev]
+    if topo.params.get("aqm_both_ways"):   # the reverse AQM, in the receiver
+        bnl = topo.bottleneck
+        devs.append((bnl.b, net.intfs[(bnl.a, bnl.b)][1]))
+    tcp_period = (max(ctx.sample_period_s, scn.tcp_sample_ms / 1e3)
+                  if scn.tcp_sample_ms else None)
+    return Sampler(net, ctx.run_dir, t0, period_s=ctx.sample_period_s, qdisc_devs=devs,
+                   flows=sampler_flows(ctx.parts), tcp_period_s=tcp_period,
+                   rt_priority=sampler_rt_priority(),
+                   duration_s=ctx.duration_s + FLOW_GRACE_S + SAMPLER_SPARE_S)
+
+
+def stop_traffic(ctx):
+    """Stop every part and the sampler (idempotent)."""
+    stop_parts(ctx.parts)
+    if ctx.sampler is not None and ctx.sampler.alive():
+        ctx.sampler.stop()
+
+
+def finish(ctx, status, error):
+    """Step 4: store what was measured (even after a failure or an interruption), close
+    the record with its final status; for a run that went well, the metrics (once, from
+    the stored series) and the health verdict (from what was collected, never by
+    collecting again), saved."""
+    writer, rec = ctx.writer, ctx.record
+    stop_parts(ctx.parts)
     try:
-        _collect(writer, state.get("parts") or [], state.get("sampler"), run_dir)
+        _collect(writer, ctx.parts, ctx.sampler, ctx.run_dir)
     except Exception as exc:  # noqa: BLE001 - the record must still be closed
         rec["collect_error"] = f"{type(exc).__name__}: {exc}"
-    rec["wall_s"] = time.monotonic() - t_wall
-    rec["timings"] = dict(net.timings)
+    rec["wall_s"] = time.monotonic() - ctx.t_wall
+    rec["timings"] = dict(ctx.net.timings)
     writer.close(status, error)
     if status == "ok":
-        rows = mx.compute_metrics(run_dir, warmup_s=warmup)
-        mx.write_metrics(run_dir, rows, warmup_s=warmup)
-        rec["summary"] = summarize(topo, rows)
-        # from what was collected, never by collecting again
-        rec["health"] = health.assess(load_run(run_dir), rows)
+        rows = mx.compute_metrics(ctx.run_dir, warmup_s=ctx.warmup_s)
+        mx.write_metrics(ctx.run_dir, rows, warmup_s=ctx.warmup_s)
+        rec["summary"] = summarize(ctx.topo, rows)
+        rec["health"] = health.assess(load_run(ctx.run_dir), rows)
         writer.save()
 
 

@@ -31,7 +31,6 @@ class CommandError(RuntimeError):
     """A tool we ran to build or measure the network failed."""
 
 
-_terminate_on_sigterm = terminate_on_sigterm   # the name other modules used
 HELD_NOTE = ("bufferbloat: interrupt received: finishing {what} first, so that nothing "
              "is left behind")
 

@@ -10,8 +10,6 @@ import socket
 import subprocess
 import sys
 
-from .results import write_json_atomic  # noqa: F401  (re-exported)
-from .scenario import Scenario  # noqa: F401  (re-exported)
 
 def machine_record(caps):
     """Where the run happened: host name, kernel, host or VM, tool versions."""

@@ -58,7 +58,3 @@ def flow_color(index):
     """The colour of the ``index``-th flow (0-based) of a run."""
     return FLOW_CYCLE[int(index) % len(FLOW_CYCLE)]
 
-
-def series_colors(labels):
-    """{label: colour} for ``labels`` in order."""
-    return {label: flow_color(i) for i, label in enumerate(labels)}
