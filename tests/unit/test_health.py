@@ -183,3 +183,14 @@ def test_lateness_is_the_launch_not_the_handshake_behind_a_full_queue(tmp_path):
     assert hl.assess(run)["checks"]["flows_on_time"]["time_zero_after_launch_max_s"] == 3.8
     run.record["traffic_results"][0]["t_launch"] = 9.0
     assert hl.assess(run)["verdict"] == "degraded"
+
+
+def test_overrun_beyond_the_flows_start_up_is_judged(tmp_path):
+    run = _write(tmp_path / "r")
+    run.record["traffic_overrun_s"] = 4.5
+    for s in run.record["traffic_results"]:   # time zero 2 s after the launch
+        s["t_launch"], s["t_start"] = 1.1, 3.1
+    c = hl.assess(run)["checks"]["traffic_overrun"]
+    assert c["ok"] and c["value"] == 2.5
+    run.record["traffic_overrun_s"] = 5.5
+    assert hl.assess(run)["checks"]["traffic_overrun"]["ok"] is False
