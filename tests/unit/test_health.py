@@ -194,3 +194,15 @@ def test_overrun_beyond_the_flows_start_up_is_judged(tmp_path):
     assert c["ok"] and c["value"] == 2.5
     run.record["traffic_overrun_s"] = 5.5
     assert hl.assess(run)["checks"]["traffic_overrun"]["ok"] is False
+
+
+def test_a_small_aqm_queue_that_empties_between_samples_is_not_blamed():
+    """PIE at 5 ms and 10 Mbit/s holds ~6 kB: between two samples 10 ms apart the link
+    could send 12.5 kB, so the queue may empty and the link idle for a reason. Such
+    intervals are not judged; a queue holding more than one interval's worth is."""
+    t = np.arange(0, 3.001, 0.01)
+    sent = np.cumsum(np.full(t.size, 0.7 * RATE * 1e6 / 8 * 0.01))
+    ratio, span = hl.work_conservation(t, np.full(t.size, 6000.0), sent, RATE)
+    assert ratio is None and span == 0.0
+    ratio, span = hl.work_conservation(t, np.full(t.size, 20000.0), sent, RATE)
+    assert ratio == pytest.approx(0.7, rel=0.01) and span == pytest.approx(3.0, abs=0.02)
