@@ -37,7 +37,10 @@ list for ``tc`` or ``ip`` and the namespace (host name, or None for the root nam
 where the switch ports live).
 """
 
+import os
 from dataclasses import dataclass
+
+from .errors import UsageError
 
 NETEM_LIMIT_PKTS = 100_000
 HOST_QUEUE_PKTS = 10_000
@@ -87,9 +90,21 @@ HTB_MIN_BURST_BYTES = 1600
 HTB_MAX_BURST_BYTES = 64 * 1024
 
 
-def htb_burst_bytes(rate_mbit, burst_ms=HTB_BURST_MS):
-    """HTB burst (and cburst) for ``rate_mbit``: ``burst_ms`` of its bytes, at least one
-    MTU and at most 64 KiB."""
+#: Env: another burst time, ms (the tc commands in result.json show what was used).
+HTB_BURST_ENV = "BUFFERBLOAT_HTB_BURST_MS"
+
+
+def htb_burst_bytes(rate_mbit, burst_ms=None):
+    """HTB burst (and cburst) for ``rate_mbit``: ``burst_ms`` (default HTB_BURST_MS, env
+    BUFFERBLOAT_HTB_BURST_MS) of its bytes, at least one MTU and at most 64 KiB."""
+    if burst_ms is None:
+        try:
+            burst_ms = float(os.environ.get(HTB_BURST_ENV, HTB_BURST_MS))
+        except ValueError:
+            raise UsageError(f"invalid value for {HTB_BURST_ENV}: "
+                             f"{os.environ[HTB_BURST_ENV]!r} (a time in ms)") from None
+        if not 0 <= burst_ms <= 1000:
+            raise UsageError(f"invalid value for {HTB_BURST_ENV}: {burst_ms:g} (0 to 1000 ms)")
     return int(min(HTB_MAX_BURST_BYTES,
                    max(HTB_MIN_BURST_BYTES, rate_mbit * 1e6 / 8 * burst_ms / 1e3)))
 

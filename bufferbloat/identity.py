@@ -76,7 +76,7 @@ def run_config(scn, overrides=None, quick=False, duration_s=None, rep=1,
     the value the engine scales with."""
     if max_rate_mbit is _AUTO:
         from .engine import rate_cap_mbit
-        max_rate_mbit = rate_cap_mbit()
+        max_rate_mbit = rate_cap_mbit(scn)
     duration, warmup = durations(scn, quick, duration_s)
     topo, knobs, traffic = scn.build(overrides, quick=quick, max_rate_mbit=max_rate_mbit)
     return config_of(scn, topo, knobs, traffic, quick, duration, warmup,

@@ -183,3 +183,26 @@ def test_lateness_is_the_launch_not_the_handshake_behind_a_full_queue(tmp_path):
     assert hl.assess(run)["checks"]["flows_on_time"]["time_zero_after_launch_max_s"] == 3.8
     run.record["traffic_results"][0]["t_launch"] = 9.0
     assert hl.assess(run)["verdict"] == "degraded"
+
+
+def test_overrun_beyond_the_flows_start_up_is_judged(tmp_path):
+    run = _write(tmp_path / "r")
+    run.record["traffic_overrun_s"] = 4.5
+    for s in run.record["traffic_results"]:   # time zero 2 s after the launch
+        s["t_launch"], s["t_start"] = 1.1, 3.1
+    c = hl.assess(run)["checks"]["traffic_overrun"]
+    assert c["ok"] and c["value"] == 2.5
+    run.record["traffic_overrun_s"] = 5.5
+    assert hl.assess(run)["checks"]["traffic_overrun"]["ok"] is False
+
+
+def test_a_small_aqm_queue_that_empties_between_samples_is_not_blamed():
+    """PIE at 5 ms and 10 Mbit/s holds ~6 kB: between two samples 10 ms apart the link
+    could send 12.5 kB, so the queue may empty and the link idle for a reason. Such
+    intervals are not judged; a queue holding more than one interval's worth is."""
+    t = np.arange(0, 3.001, 0.01)
+    sent = np.cumsum(np.full(t.size, 0.7 * RATE * 1e6 / 8 * 0.01))
+    ratio, span = hl.work_conservation(t, np.full(t.size, 6000.0), sent, RATE)
+    assert ratio is None and span == 0.0
+    ratio, span = hl.work_conservation(t, np.full(t.size, 20000.0), sent, RATE)
+    assert ratio == pytest.approx(0.7, rel=0.01) and span == pytest.approx(3.0, abs=0.02)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from bufferbloat.errors import EXIT_DEGRADED
+from plots.report import TABLES_DIR
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -47,5 +48,5 @@ def test_an_overloaded_run_is_degraded_marked_and_fails_the_sweep(tmp_path):
         html = f.read()
     assert "Health: 1 degraded" in html
     assert "the emulator fell behind" in html
-    tables = glob.glob(os.path.join(sweep_dir, "tables", "*.md"))
+    tables = glob.glob(os.path.join(sweep_dir, TABLES_DIR, "*.md"))
     assert tables and all("1 degraded, not averaged" in open(t).read() for t in tables)
