@@ -206,3 +206,19 @@ def test_a_small_aqm_queue_that_empties_between_samples_is_not_blamed():
     assert ratio is None and span == 0.0
     ratio, span = hl.work_conservation(t, np.full(t.size, 20000.0), sent, RATE)
     assert ratio == pytest.approx(0.7, rel=0.01) and span == pytest.approx(3.0, abs=0.02)
+
+
+def test_htb_burst_only_where_timers_come_late(monkeypatch):
+    """tc's one-MTU burst on a kernel with punctual timers (exact shaping, short
+    transfers not sped up); 20 ms of the rate in the TCG VM, bounded by 1 MTU and 64 KiB."""
+    from bufferbloat import bottleneck as bn
+    monkeypatch.delenv(bn.HTB_BURST_ENV, raising=False)
+    monkeypatch.delenv("BUFFERBLOAT_GUEST_ACCEL", raising=False)
+    assert bn.htb_burst_bytes(10) is None
+    assert "burst" not in bn.shaped(None, "eth0", 10, ["pfifo"], "x")[1].argv
+    monkeypatch.setenv("BUFFERBLOAT_GUEST_ACCEL", "tcg")
+    assert bn.htb_burst_bytes(10) == 25_000
+    assert bn.htb_burst_bytes(1.5) == 3750
+    assert bn.htb_burst_bytes(0.1) == bn.HTB_MIN_BURST_BYTES
+    assert bn.htb_burst_bytes(100) == bn.HTB_MAX_BURST_BYTES
+    assert "25000b" in bn.shaped(None, "eth0", 10, ["pfifo"], "x")[1].argv
