@@ -295,7 +295,8 @@ def headline(health):
         if c.get("value") is None:
             continue
         short = name.split(":")[0].replace("_", " ")
-        figs.append(f"{short} {c['value']}")
+        figs.append(f"{short} {c['value']}" + (" (not judged)" if c.get("ok") is None
+                                                else ""))
     line = f"health: {health['verdict']}"
     if figs:
         line += f" ({', '.join(figs[:6])})"
