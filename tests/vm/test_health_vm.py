@@ -2,8 +2,9 @@
 ends with exit 5 and names it, the report opens with it and leaves it out of its means.
 
 60 flows of 536-byte segments at 20 Mbit/s is far outside what the TCG VM carries
-(docs/HEALTH.md: 40 such flows at 10 Mbit/s already keep the bottleneck at 0.4-0.6 of its
-rate), so the bottleneck cannot be work-conserving while backlogged.
+(docs/HEALTH.md: 40 such flows at 10 Mbit/s already come out degraded): the clients
+cannot all be launched on time, the traffic overruns its end, or the bottleneck falls
+below its rate.
 """
 import glob
 import json
@@ -41,9 +42,14 @@ def test_an_overloaded_run_is_degraded_marked_and_fails_the_sweep(tmp_path):
     assert [e["health"] for e in entries] == ["degraded"]
     with open(os.path.join(entries[0]["run_dir"], "result.json")) as f:
         health = json.load(f)["health"]
-    wc = [c for k, c in health["checks"].items() if k.startswith("work_conservation")]
     print("verdict:", health["problems"])
-    assert wc and wc[0]["ok"] is False and wc[0]["value"] < 0.95
+    failed = {k.split(":")[0] for k, c in health["checks"].items() if c["ok"] is False}
+    # which of the emulator's limits it hits first depends on the machine (measured here:
+    # the bottleneck kept 0.95+ of its rate with a full FIFO, but 49 of the 60 clients
+    # were launched 2-16 s late and the traffic ended 13 s after its end)
+    assert failed & {"work_conservation", "sampler_missed_ticks", "flows_on_time",
+                     "traffic_overrun"}, health["checks"]
+    assert len(health["problems"]) >= len(failed) >= 1
 
     rep = _bufferbloat("report", sweep_dir)
     assert rep.returncode == 0, rep.stderr
