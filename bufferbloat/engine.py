@@ -354,10 +354,11 @@ def finish(ctx, status, error):
     rec["timings"] = dict(ctx.net.timings)
     writer.close(status, error)
     if status == "ok":
-        rows = mx.compute_metrics(ctx.run_dir, warmup_s=ctx.warmup_s)
-        mx.write_metrics(ctx.run_dir, rows, warmup_s=ctx.warmup_s)
+        run = load_run(ctx.run_dir)        # the series are read (and parsed) once
+        rows = mx.compute_metrics(run, warmup_s=ctx.warmup_s)
+        mx.write_metrics(run, rows, warmup_s=ctx.warmup_s)
         rec["summary"] = summarize(ctx.topo, rows)
-        rec["health"] = health.assess(load_run(ctx.run_dir), rows)
+        rec["health"] = health.assess(run, rows)
         writer.save()
 
 

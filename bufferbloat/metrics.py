@@ -294,6 +294,15 @@ def count_changes(values):
     return int(np.sum((a != b) & ~both_nan))
 
 
+def bottleneck_dev_name(record):
+    """The bottleneck egress device a record names (``bottleneck_dev``: a name, or an
+    older record's (namespace, dev) pair), or None."""
+    dev = record.get("bottleneck_dev")
+    if isinstance(dev, (list, tuple)):
+        dev = dev[-1] if dev else None
+    return dev
+
+
 def _leaf_groups(run):
     """{(dev, handle, kind): mask} of the AQM leaf qdiscs in qdisc.csv (kinds other than
     htb/netem/...; only ``record['bottleneck_dev']``'s when the record names it)."""
@@ -302,9 +311,7 @@ def _leaf_groups(run):
     dev = q.get("dev", np.array([""] * n))
     handle = q.get("handle", np.array([""] * n))
     kind = q.get("kind", np.array([""] * n))
-    want_dev = run.record.get("bottleneck_dev")
-    if isinstance(want_dev, (list, tuple)):  # (namespace, dev)
-        want_dev = want_dev[-1] if want_dev else None
+    want_dev = bottleneck_dev_name(run.record)
     out = {}
     for key in dict.fromkeys(zip(dev.tolist(), handle.tolist(), kind.tolist())):
         if key[2] in NOT_LEAF_KINDS or (want_dev and key[0] != want_dev):

@@ -93,16 +93,20 @@ def point_dir(root, varied, rep, config=None):
     return os.path.join(*parts, f"rep-{rep}")
 
 
-def recorded(path):
-    """(status, run_key) recorded in ``path``/result.json; (None, None) when there is
-    no readable record."""
+def read_record(path):
+    """``path``/result.json as a dict, or {} when there is no readable record."""
     try:
         with open(os.path.join(path, RESULT_FILE)) as f:
             rec = json.load(f)
     except (OSError, ValueError):
-        return None, None
-    if not isinstance(rec, dict):
-        return None, None
+        return {}
+    return rec if isinstance(rec, dict) else {}
+
+
+def recorded(path):
+    """(status, run_key) recorded in ``path``/result.json; (None, None) when there is
+    no readable record."""
+    rec = read_record(path)
     return rec.get("status"), rec.get("run_key")
 
 
@@ -230,7 +234,8 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         label = f"{scn.name} {_fmt(varied)} rep {rep}"
         tag = config_dir_name(config)
         if reuse:
-            index.append(dict(entry, status="ok", resumed=True, health=health_of(path)))
+            index.append(dict(entry, status="ok", resumed=True,
+                              health=verdict_of(read_record(path))))
             log(f"[{i}/{len(todo)}] {label}: already recorded ({tag})")
             continue
         elapsed = time.monotonic() - t0
@@ -244,10 +249,11 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
                 run_point(scn, overrides, duration_s=duration_s, quick=quick, run_dir=path,
                           log=log, rep=rep)
             entry["status"] = "ok"
-            entry["health"] = health_of(path)
+            rec = read_record(path)
+            entry["health"] = verdict_of(rec)
             if entry["health"] == "degraded":
                 log(f"  DEGRADED: the emulator fell behind ({path}/result.json: health)")
-            rec_key = recorded(path)[1]
+            rec_key = rec.get("run_key")
             if rec_key != key:
                 log(f"  warning: {path} records run_key {rec_key}, the sweep expected {key}")
         except KeyboardInterrupt:
@@ -272,16 +278,6 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         save()
     save()
     return index, failed
-
-
-def health_of(path):
-    """The health verdict a point's result.json records ('healthy', 'degraded',
-    'unknown')."""
-    try:
-        with open(os.path.join(path, RESULT_FILE)) as f:
-            return verdict_of(json.load(f))
-    except (OSError, ValueError):
-        return "unknown"
 
 
 def degraded(index):
