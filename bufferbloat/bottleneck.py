@@ -38,9 +38,11 @@ where the switch ports live).
 """
 
 import os
+import sys
 from dataclasses import dataclass
 
 from .errors import UsageError
+from .qdisc import NETLINK_KINDS
 
 NETEM_LIMIT_PKTS = 100_000
 HOST_QUEUE_PKTS = 10_000
@@ -130,9 +132,19 @@ def shaped(ns, dev, rate_mbit, leaf, why, handle=LEAF_HANDLES[0]):
                   "htb", "rate", rate, "ceil", rate) + burst,
              f"{why}: {rate_mbit:g} Mbit/s class"
              + (f", burst {nbytes} B" if nbytes else "")),
-        Step(ns, ("tc", "qdisc", "replace", "dev", dev, "parent", CLASS, "handle", handle)
-             + tuple(leaf), f"{why}: leaf {leaf[0]}"),
+        leaf_step(ns, dev, CLASS, handle, leaf, f"{why}: leaf {leaf[0]}"),
     ]
+
+
+def leaf_step(ns, dev, parent, handle, leaf, why):
+    """The step installing qdisc ``leaf`` (kind and options) under ``parent``: ``tc``, or
+    for a kind tc cannot parse (qdisc.NETLINK_KINDS) one RTM_NEWQDISC sent by
+    ``python3 -m bufferbloat.nlqdisc``."""
+    if leaf[0] in NETLINK_KINDS:
+        return Step(ns, (sys.executable or "python3", "-m", "bufferbloat.nlqdisc", dev,
+                         parent, handle) + tuple(leaf), why + " (netlink)")
+    return Step(ns, ("tc", "qdisc", "replace", "dev", dev, "parent", parent, "handle", handle)
+                + tuple(leaf), why)
 
 
 def ingress_netem(ns, dev, imp, why):
@@ -204,8 +216,7 @@ def swap_steps(ns, dev, spec, rate_mbit, current_handle):
     :data:`LEAF_HANDLES`: the kernel refuses ``replace`` to another kind on the same handle.
     """
     new = LEAF_HANDLES[1] if current_handle == LEAF_HANDLES[0] else LEAF_HANDLES[0]
-    step = Step(ns, ("tc", "qdisc", "replace", "dev", dev, "parent", CLASS, "handle", new)
-                + tuple(spec.tc_args(rate_mbit)), f"live swap to {spec.kind}")
+    step = leaf_step(ns, dev, CLASS, new, spec.tc_args(rate_mbit), f"live swap to {spec.kind}")
     return [step], new
 
 

@@ -36,6 +36,11 @@ KERNEL_FEATURES = {
     "veth": ("CONFIG_VETH", "veth", "emulated links"),
     "netns": ("CONFIG_NET_NS", None, "network namespaces (Mininet hosts)"),
 }
+# the project's own modules: (module, what it is for, where it is built)
+PROJECT_MODULES = {
+    "sch_pi": ("PI AQM (Hollot et al. 2001)", "vm/guest/sch_pi, built into the project VM "
+               "image by vm/provision.sh"),
+}
 CCAS = {"reno": None, "cubic": "CONFIG_TCP_CONG_CUBIC", "bbr": "CONFIG_TCP_CONG_BBR",
         "vegas": "CONFIG_TCP_CONG_VEGAS"}
 CCA_MODULES = {"cubic": "tcp_cubic", "bbr": "tcp_bbr", "vegas": "tcp_vegas"}
@@ -164,6 +169,15 @@ def assess(config_text, modules_dep="", modules_builtin="", available_ccas="",
     for name, (symbol, module, _why) in KERNEL_FEATURES.items():
         kind = "qdisc" if name.startswith("sch_") else "kernel"
         rows.append(kernel_row(name, symbol, module, kind))
+    for name, (_why, where) in PROJECT_MODULES.items():
+        if loadable and name in modules:
+            rows.append(Capability(name, "qdisc", True, f"this project's module ({where})"))
+        else:
+            why = ("this kernel cannot load modules" if cfg and not loadable
+                   else f"{name}.ko is not installed for this kernel")
+            rows.append(Capability(name, "qdisc", False, f"{why}: it is this project's own "
+                                   f"module ({where}); run in the project VM "
+                                   "(sudo ./run_all.sh, or vm/run -- python3 -m bufferbloat ...)"))
     listed = set(available_ccas.split())
     for name, symbol in CCAS.items():
         if name in listed or name == "reno":

@@ -461,4 +461,6 @@ def summarize(topo, rows):
             topo.base_rtt_ms(), topo.qdisc.params["limit_pkts"], rate)
     if topo.qdisc.kind in ("pie", "codel", "fq_codel"):
         out["aqm_target_ms"] = topo.qdisc.params.get("target_ms")
+    if topo.qdisc.kind == "pi":
+        out["pi_q_ref_pkts"] = topo.qdisc.params.get("q_ref_pkts")
     return out

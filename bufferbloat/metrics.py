@@ -274,6 +274,10 @@ def flow_metrics(run, cutoff_s=-math.inf):
             if "retrans_total" in tcp and np.isfinite(tcp["retrans_total"][mask]).any():
                 rows.add("flow", flow, "retrans_pkts",
                          counter_delta(t, tcp["retrans_total"][mask], cutoff_s)[1], "pkts")
+            if "delivered_ce_pkts" in tcp and np.isfinite(tcp["delivered_ce_pkts"][mask]).any():
+                # segments the receiver echoed as CE-marked (tcpi_delivered_ce)
+                rows.add("flow", flow, "ce_delivered",
+                         counter_delta(t, tcp["delivered_ce_pkts"][mask], cutoff_s)[1], "pkts")
     for flow, mbit in sent.items():          # flows the sampler did not see (UDP)
         throughput.setdefault(flow, mbit)
     for flow, mbit in throughput.items():
@@ -354,10 +358,20 @@ def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
             _, sent_pkts = counter_delta(t, col("sent_pkts"), cutoff_s)
             if sent_pkts + drops > 0:
                 rows.add("link", name, "drop_pct", 100.0 * drops / (sent_pkts + drops), "%")
+        rows.stats("link", name, "prob", "", col("prob")[keep])
+        counts = {}
         for counter, unit in (("marks", "pkts"), ("early_drops", "pkts")):
             if np.isfinite(col(counter)).any():
-                rows.add("link", name, counter, counter_delta(t, col(counter), cutoff_s)[1],
-                         unit)
+                counts[counter] = counter_delta(t, col(counter), cutoff_s)[1]
+                rows.add("link", name, counter, counts[counter], unit)
+        # per arriving packet (sent + dropped): the study's mark rate, drop rate and both
+        _, arrived = counter_delta(t, col("sent_pkts"), cutoff_s)
+        arrived += counter_delta(t, col("drops"), cutoff_s)[1]
+        if arrived > 0:
+            marks = counts.get("marks", 0.0)
+            drops = counter_delta(t, col("drops"), cutoff_s)[1]
+            rows.add("link", name, "mark_pct", 100.0 * marks / arrived, "%")
+            rows.add("link", name, "mark_drop_pct", 100.0 * (marks + drops) / arrived, "%")
         dt, sent_bytes = counter_delta(t, col("sent_bytes"), cutoff_s)
         if dt > 0 and rate:
             rows.add("link", name, "utilization", sent_bytes * 8 / dt / (rate * 1e6), "")

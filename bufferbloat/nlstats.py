@@ -74,6 +74,8 @@ _CODEL = struct.Struct("=IIIIiIIII")
 _FQC_QD = struct.Struct("=IIIIIIIII")  # after the u32 type
 _FQC_CL = struct.Struct("=iIIIIi")
 _RED = struct.Struct("=IIII")
+_PI = struct.Struct("=QQIIIIIIII")  # vm/guest/sch_pi: struct tc_pi_xstats (48 B)
+PI_PROB_ONE = float(1 << 32)        # its p: 2^-32 units
 PIE_PROB_MAX = float((1 << 64) - 1)  # tc_pie_xstats.prob: u64, 1.0 = U64_MAX (5.x+, 6.1)
 
 # tcp_info offsets (linux/tcp.h); a field past the end of a shorter struct reads as None
@@ -82,13 +84,15 @@ _TI_FIELDS = {
     "sacked": (28, "I"), "lost": (32, "I"), "retrans": (36, "I"), "rtt": (68, "I"),
     "rttvar": (72, "I"), "snd_ssthresh": (76, "I"), "snd_cwnd": (80, "I"),
     "total_retrans": (100, "I"), "pacing_rate": (104, "Q"), "bytes_acked": (120, "Q"),
-    "min_rtt": (148, "I"), "data_segs_out": (156, "I"), "delivery_rate": (160, "Q")}
+    "min_rtt": (148, "I"), "data_segs_out": (156, "I"), "delivery_rate": (160, "Q"),
+    "ca_state": (1, "B"), "delivered_ce": (196, "I")}
 _TI_STRUCTS = {k: (off, struct.Struct("=" + f)) for k, (off, f) in _TI_FIELDS.items()}
-# the fields the sampler needs, in one unpack when the struct is long enough (>= 168 B)
-_TI_MAIN = struct.Struct("=B15xI4xIIII28xIIII16xIQ8xQ20xI4xIQ")
-_TI_MAIN_NAMES = ("state", "snd_mss", "unacked", "sacked", "lost", "retrans", "rtt",
-                  "rttvar", "snd_ssthresh", "snd_cwnd", "total_retrans", "pacing_rate",
-                  "bytes_acked", "min_rtt", "data_segs_out", "delivery_rate")
+# the fields the sampler needs, in one unpack when the struct is long enough (>= 200 B)
+_TI_MAIN = struct.Struct("=BB14xI4xIIII28xIIII16xIQ8xQ20xI4xIQ28xI")
+_TI_MAIN_NAMES = ("state", "ca_state", "snd_mss", "unacked", "sacked", "lost", "retrans",
+                  "rtt", "rttvar", "snd_ssthresh", "snd_cwnd", "total_retrans",
+                  "pacing_rate", "bytes_acked", "min_rtt", "data_segs_out", "delivery_rate",
+                  "delivered_ce")
 
 
 class NetlinkError(OSError):
@@ -350,6 +354,13 @@ def decode_xstats(kind, xs):
         names = ("maxpacket", "drop_overlimit", "marks", "new_flow_count", "new_flows_len",
                  "old_flows_len", "ce_mark", "memory_usage", "drop_overmemory")
         return dict(zip(names, vals))
+    if kind == "pi" and n >= 16:
+        vals = _PI.unpack_from(xs.ljust(_PI.size, b"\0"))
+        prob, prob_prev, q, q_old, updates, pkts_in, dropped, overlimit, ecn, _pad = vals
+        return {"prob": prob / PI_PROB_ONE, "ctl_prob_prev": prob_prev / PI_PROB_ONE,
+                "prob_fixed": prob, "prob_prev_fixed": prob_prev, "ctl_q_pkts": q,
+                "ctl_q_old_pkts": q_old, "ctl_updates": updates, "packets_in": pkts_in,
+                "early_drops": dropped, "pi_overlimit": overlimit, "marks": ecn}
     if kind == "red" and n >= 16:
         early, pdrop, other, marked = _RED.unpack_from(xs)
         return {"early_drops": early, "pdrop": pdrop, "other": other, "marks": marked}

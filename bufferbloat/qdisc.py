@@ -116,8 +116,18 @@ def _fq_codel_args(p, _rate):
              "quantum", str(p["quantum_bytes"])] + _flag(p["ecn"], "ecn", "noecn"))
 
 
+def _pi_args(p, _rate):
+    # not tc's syntax: tc has no parser for "pi"; these are bufferbloat.nlqdisc's option
+    # words (bottleneck.shaped runs that command instead of tc for this leaf)
+    return ["pi", "limit", str(p["limit_pkts"]), "q_ref", str(p["q_ref_pkts"]),
+            "a", f"{p['a']:.9g}", "b", f"{p['b']:.9g}", "freq_hz", str(p["freq_hz"]),
+            "ecn", str(int(p["ecn"])), "mean_pktsize", str(p["mean_pktsize_bytes"] or 0)]
+
+
 _TC_ARGS = {"fifo": _fifo_args, "pie": _pie_args, "red": _red_args,
-            "codel": _codel_args, "fq_codel": _fq_codel_args}
+            "codel": _codel_args, "fq_codel": _fq_codel_args, "pi": _pi_args}
+#: kinds the kernel knows but tc cannot parse: installed by bufferbloat.nlqdisc
+NETLINK_KINDS = frozenset({"pi"})
 
 _LIMIT_PKTS = dict(kind=int, lo=1, hi=1_000_000)
 _TIME_MS = dict(kind=float, lo=0, lo_open=True, hi=10_000)
@@ -168,6 +178,21 @@ KINDS = {k.name: k for k in (
         Param("interval_ms", default=100.0, doc="sliding window, ms", **_TIME_MS),
         Param("quantum_bytes", int, MTU_FRAME_BYTES, "DRR quantum, bytes", lo=64, hi=1 << 20),
         Param("ecn", bool, True, "mark ECN-capable packets instead of dropping"),
+    ), "packets"),
+    QdiscKind("pi", "pi", "sch_pi", "PI controller of Hollot, Misra, Towsley and Gong "
+              "(INFOCOM 2001): p += a (q - q_ref) - b (q_old - q_ref) at freq_hz, q in "
+              "packets; the project's own module (vm/guest/sch_pi, bufferbloat/pi.py)", (
+        Param("limit_pkts", default=1000, doc="buffer in packets (tail drop)", **_LIMIT_PKTS),
+        Param("q_ref_pkts", int, 14, "reference queue, packets (8 kB of 536 B packets)",
+              lo=0, hi=1_000_000),
+        Param("a", float, 0.001136, "gain on the queue's error, per packet per update",
+              lo=0, hi=4),
+        Param("b", float, 0.001086, "gain on the previous error, per packet per update "
+              "(a - b: the integral part)", lo=0, hi=4),
+        Param("freq_hz", int, 160, "updates per second (hrtimer)", lo=1, hi=10_000),
+        Param("ecn", bool, False, "mark ECN-capable packets instead of dropping"),
+        Param("mean_pktsize_bytes", int, None, "count the queue as backlog / this many "
+              "bytes instead of packets", lo=1, hi=65535),
     ), "packets"),
 )}
 

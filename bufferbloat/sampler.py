@@ -50,11 +50,16 @@ from . import nlstats
 
 QDISC_COLUMNS = ("t", "dev", "handle", "parent", "kind", "qlen_pkts", "backlog_bytes",
                  "sent_bytes", "sent_pkts", "drops", "overlimits", "requeues", "marks",
-                 "early_drops", "prob", "delay_us", "maxq_pkts")
+                 "early_drops", "prob", "delay_us", "maxq_pkts",
+                 # the controller's last update (sch_pi): q, q_old, p before it, count
+                 "ctl_q_pkts", "ctl_q_old_pkts", "ctl_prob_prev", "ctl_updates")
 TCP_COLUMNS = ("t", "flow", "host", "src", "sport", "dst", "dport", "cca", "state",
                "cwnd_pkts", "ssthresh_pkts", "srtt_us", "rttvar_us", "mss_bytes",
                "in_flight_pkts", "retrans_total", "bytes_acked", "delivery_rate_bps",
-               "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us")
+               "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us",
+               # tcpi_ca_state (0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss) and
+               # tcpi_delivered_ce (segments delivered with ECE echoed: CE marks seen)
+               "ca_state", "delivered_ce_pkts")
 MIN_PERIOD_S = 0.001
 DEFAULTS = {"period_s": 0.01, "flush_s": 0.5, "min_bytes_acked": 64 * 1024, "hold_s": 2.0,
             "filter": "bytecode", "discover_s": 0.1, "duration_s": None, "rt_priority": 1,
@@ -221,7 +226,9 @@ def qdisc_row(t, dev, q):
             q["kind"], q.get("qlen"), q.get("backlog"), q.get("bytes"), q.get("packets"),
             q.get("drops"), q.get("overlimits"), q.get("requeues"), q.get("marks"),
             q.get("early_drops"), None if prob is None else round(prob, 9), q.get("delay_us"),
-            q.get("maxq_pkts"))
+            q.get("maxq_pkts"), q.get("ctl_q_pkts"), q.get("ctl_q_old_pkts"),
+            None if q.get("ctl_prob_prev") is None else round(q["ctl_prob_prev"], 9),
+            q.get("ctl_updates"))
 
 
 def tcp_row(t, label, host, s):
@@ -240,7 +247,8 @@ def tcp_row(t, label, host, s):
             i["snd_mss"], nlstats.in_flight_pkts(i),
             i["total_retrans"], i["bytes_acked"], None if dr is None else dr * 8,
             None if pacing is None or pacing >= _U64_MAX else pacing * 8,
-            None if bw is None else bw * 8, s["bbr_min_rtt_us"])
+            None if bw is None else bw * 8, s["bbr_min_rtt_us"], i.get("ca_state"),
+            i.get("delivered_ce"))
 
 
 class _FlowGroup:

@@ -73,7 +73,7 @@ _COMMON = (
     Param("loss_dir", str, "forward", "direction that loses packets",
           choices=("forward", "reverse", "both")),
     Param("qdisc", str, "fifo", "bottleneck queue discipline",
-          choices=("fifo", "pie", "red", "codel", "fq_codel")),
+          choices=("fifo", "pie", "red", "codel", "fq_codel", "pi")),
     Param("buffer_pkts", int, None, "bottleneck buffer, packets (sets the qdisc limit)",
           lo=1, hi=1_000_000),
     Param("buffer_bytes", int, None, "bottleneck buffer, bytes (sets the qdisc limit)",
@@ -92,6 +92,9 @@ _COMMON = (
           "net.ipv4.tcp_wmem); 0: the kernel's autotuning (unlimited)", lo=0, hi=1 << 30),
     Param("aqm_both_ways", bool, False, "the bottleneck's reverse direction (receiver -> "
           "s0, e.g. RRUL downloads) queues in the same AQM too, instead of a plain FIFO"),
+    Param("ecn", bool, None, "hosts negotiate ECN (net.ipv4.tcp_ecn=1); default: on when "
+          "the bottleneck qdisc marks (its ecn parameter), else the kernel's default "
+          "(2: answer ECN, never ask)"),
 )
 DUMBBELL_PARAMS = _COMMON
 KDUMBBELL_PARAMS = _COMMON + (
@@ -182,6 +185,14 @@ class BaseDumbbell(Topo):
         acc = next(s for s in self.link_specs if s.a == sender)
         bn = self.bottleneck
         return acc.ab.delay_ms + acc.ba.delay_ms + bn.ab.delay_ms + bn.ba.delay_ms
+
+    @property
+    def ecn(self):
+        """True when the hosts must ask for ECN: the topology says so, or (unset) the
+        bottleneck qdisc marks."""
+        if self.params.get("ecn") is not None:
+            return bool(self.params["ecn"])
+        return bool(self.qdisc.params.get("ecn"))
 
     def describe(self):
         """JSON-ready description recorded with every run."""

@@ -886,6 +886,7 @@ class _Builder:
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copy2(VM_DIR / "provision.sh", dest / "provision.sh")
         shutil.copy2(VM_DIR / "packages.txt", dest / "packages.txt")
+        shutil.copytree(VM_DIR / "guest" / "sch_pi", dest / "sch_pi")   # the PI module
         self.chroot("/bin/bash", "/root/bb-provision/provision.sh",
                     env={"BB_IN_CHROOT": "1", "DEBIAN_FRONTEND": "noninteractive"})
         shutil.rmtree(dest)

@@ -51,16 +51,19 @@
 #define RXBUF (1 << 16)
 #define MAXQ 64            /* qdiscs per device and tick */
 #define PIE_PROB_MAX 18446744073709551615.0  /* float(2**64 - 1), as nlstats */
+#define PI_PROB_ONE 4294967296.0             /* sch_pi's p = 1.0: 2^32 */
 
 /* ------------------------------------------------------------ one decoded qdisc */
 enum { F_BYTES, F_PACKETS, F_QLEN, F_BACKLOG, F_DROPS, F_REQUEUES, F_OVERLIMITS,
-       F_MARKS, F_EARLY, F_PROB, F_DELAY, F_MAXQ, F_DROP_OVERLIMIT, F_DROP_OVERMEM, NF };
+       F_MARKS, F_EARLY, F_PROB, F_DELAY, F_MAXQ, F_DROP_OVERLIMIT, F_DROP_OVERMEM,
+       F_CTL_Q, F_CTL_QOLD, F_CTL_PPREV, F_CTL_UPD, NF };
 
 struct qd {
 	uint32_t handle, parent;
 	int has_kind;
 	char kind[32];
 	unsigned has;           /* bit F_x: field x present (else an empty cell) */
+	int pi;                 /* F_PROB, F_CTL_PPREV in 2^-32 units (sch_pi), else PIE's */
 	uint64_t v[NF];         /* F_PROB: the raw u64 */
 };
 
@@ -101,6 +104,19 @@ static void decode_xstats(struct qd *q, const unsigned char *xs, size_t n)
 		SET(q, F_DROP_OVERLIMIT, rd32(b + 8));
 		SET(q, F_MARKS, rd32(b + 12));
 		SET(q, F_DROP_OVERMEM, rd32(b + 36));
+	} else if (!strcmp(q->kind, "pi") && n >= 16) {
+		/* vm/guest/sch_pi's tc_pi_xstats: u64 prob, prob_prev (2^-32 units), u32 q,
+		 * q_old, updates, packets_in, dropped, overlimit, ecn_mark, pad */
+		q->pi = 1;
+		SET(q, F_PROB, rd64(b));
+		SET(q, F_CTL_PPREV, rd64(b + 8));
+		if (n >= 44) {
+			SET(q, F_CTL_Q, rd32(b + 16));
+			SET(q, F_CTL_QOLD, rd32(b + 20));
+			SET(q, F_CTL_UPD, rd32(b + 24));
+			SET(q, F_EARLY, rd32(b + 32));
+			SET(q, F_MARKS, rd32(b + 40));
+		}
 	} else if (!strcmp(q->kind, "red") && n >= 16) {
 		/* tc_red_xstats: early, pdrop, other, marked */
 		SET(q, F_EARLY, rd32(b));
@@ -405,7 +421,8 @@ static void put_rows(struct obuf *b, const char *t, const char *dev, const struc
 {
 	static const int order[] = {F_QLEN, F_BACKLOG, F_BYTES, F_PACKETS, F_DROPS,
 				    F_OVERLIMITS, F_REQUEUES, F_MARKS, F_EARLY, F_PROB,
-				    F_DELAY, F_MAXQ};
+				    F_DELAY, F_MAXQ, F_CTL_Q, F_CTL_QOLD, F_CTL_PPREV,
+				    F_CTL_UPD};
 	for (int j = 0; j < l->n; j++) {
 		const struct qd *q = &l->q[j];
 		char h[24], p[24];
@@ -419,9 +436,9 @@ static void put_rows(struct obuf *b, const char *t, const char *dev, const struc
 			s[n++] = ',';
 			if (!HAS(q, f))
 				continue;
-			if (f == F_PROB)
-				n += py_repr(s + n, 40,
-					     py_round((double)q->v[f] / PIE_PROB_MAX, 9));
+			if (f == F_PROB || f == F_CTL_PPREV)
+				n += py_repr(s + n, 40, py_round((double)q->v[f]
+					     / (q->pi ? PI_PROB_ONE : PIE_PROB_MAX), 9));
 			else
 				n += snprintf(s + n, 24, "%llu", (unsigned long long)q->v[f]);
 		}
@@ -778,7 +795,7 @@ int main(int argc, char **argv)
 		fail("open", out_path);
 	static const char header[] = "t,dev,handle,parent,kind,qlen_pkts,backlog_bytes,"
 		"sent_bytes,sent_pkts,drops,overlimits,requeues,marks,early_drops,prob,"
-		"delay_us,maxq_pkts\n";
+		"delay_us,maxq_pkts,ctl_q_pkts,ctl_q_old_pkts,ctl_prob_prev,ctl_updates\n";
 	if (write_all(ofd, header, sizeof header - 1))
 		fail("write", out_path);
 	printf("ready\n");

@@ -23,8 +23,7 @@ def vm_dir(tmp_path):
     (d / "guest").mkdir(parents=True)
     for name in ("packages.txt", "provision.sh"):
         shutil.copy2(vm.VM_DIR / name, d / name)
-    for p in (vm.VM_DIR / "guest").iterdir():
-        shutil.copy2(p, d / "guest" / p.name)
+    shutil.copytree(vm.VM_DIR / "guest", d / "guest", dirs_exist_ok=True)
     return d
 
 
