@@ -13,6 +13,7 @@ QDISC_COLORS = {
     "red": "#d62728",        # red
     "codel": "#2ca02c",      # green
     "fq_codel": "#9467bd",   # purple
+    "pi": "#ff7f0e",         # orange: the PI controller (sch_pi)
 }
 #: tc's kind names for the registry's kinds.
 QDISC_ALIASES = {"pfifo": "fifo", "bfifo": "fifo", "pfifo_fast": "fifo", "fq-codel": "fq_codel"}

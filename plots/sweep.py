@@ -49,6 +49,7 @@ KEY_METRICS = {
     "qdelay_p50_ms": ("link", "qdelay_p50_ms", "queueing delay, p50 (ms)"),
     "aqm_delay_p50_ms": ("link", "aqm_delay_p50_ms", "AQM's delay estimate, p50 (ms)"),
     "drop_pct": ("link", "drop_pct", "drops (% of packets)"),
+    "mark_drop_pct": ("link", "mark_drop_pct", "ECN marks + drops (% of packets)"),
     "utilization": ("link", "utilization", "link utilization (0-1)"),
     "jain_fairness": ("network", "jain_fairness", "Jain's fairness index (0-1)"),
     "srtt_mean_ms": ("flow", "srtt_mean_ms", "TCP srtt, mean over flows (ms)"),
@@ -481,6 +482,14 @@ def draw_all(points):
             fig = draw_metric(points, param, key)
             if fig is not None:
                 out[f"{key}-vs-{param}"] = fig
+    scn = points[0].run.record.get("scenario") if points else None
+    family = scn.get("family") if isinstance(scn, dict) else None
+    if family == "C":     # the study's own figures first
+        from . import study_c
+        for name, fig in (("study-c-load", study_c.draw_load(points)),
+                          ("study-c-queue", study_c.draw_queue_overlay(points))):
+            if fig is not None:
+                out[name] = fig
     for name, fig in (("box", draw_box(points, ",".join(swept_params(points)) or None)),
                       ("compare-qdiscs", draw_comparison(points)),
                       ("ellipsis", draw_ellipsis(points))):

@@ -222,3 +222,21 @@ def test_htb_burst_only_where_timers_come_late(monkeypatch):
     assert bn.htb_burst_bytes(0.1) == bn.HTB_MIN_BURST_BYTES
     assert bn.htb_burst_bytes(100) == bn.HTB_MAX_BURST_BYTES
     assert "25000b" in bn.shaped(None, "eth0", 10, ["pfifo"], "x")[1].argv
+
+
+@pytest.mark.parametrize("hz, ok", [(160.0, True), (67.0, False)])
+def test_a_pi_controller_slower_than_its_frequency_is_degraded(tmp_path, hz, ok):
+    """The PI qdisc's updates (ctl_updates) must come at >= 95 % of freq_hz: 67 Hz of
+    160 is what an overloaded TCG run measured."""
+    w = RunWriter(tmp_path / "r")
+    w.record.update(params={"bottleneck_mbit": RATE}, bottleneck_dev="s0-eth2",
+                    network={"topology": {"receiver": "h2", "qdisc": {
+                        "kind": "pi", "params": {"freq_hz": 160}}}})
+    t = np.arange(0, 5.001, 0.01)
+    w.add_rows("qdisc", SERIES_COLUMNS["qdisc"], [
+        {"t": ti, "dev": "s0-eth2", "handle": "10:", "parent": "1:1", "kind": "pi",
+         "qlen_pkts": 0, "backlog_bytes": 0, "sent_bytes": 0, "drops": 0,
+         "ctl_updates": int(ti * hz)} for ti in t])
+    w.close("ok")
+    c = hl.assess(load_run(tmp_path / "r"))["checks"]["controller_rate:s0-eth2:pi"]
+    assert c["ok"] is ok and c["rate_hz"] == pytest.approx(hz, rel=0.01)
