@@ -91,39 +91,7 @@ if [ -z "$pi_src" ]; then
     echo "provision.sh: the PI qdisc source (vm/guest/sch_pi) is missing" >&2
     exit 2
 fi
-pi_built=0
-for moddir in /lib/modules/*/; do
-    kver=$(basename "$moddir")
-    [ -f "$moddir/modules.order" ] || continue      # leftovers of a removed kernel
-    if [ ! -d "$moddir/build" ]; then
-        echo "provision.sh: kernel $kver has no headers (/lib/modules/$kver/build): install" \
-             "linux-headers-$kver (linux-image-amd64 and linux-headers-amd64 must be the" \
-             "same version) to build sch_pi for it" >&2
-        exit 3
-    fi
-    work=$(mktemp -d)
-    cp "$pi_src/sch_pi.c" "$pi_src/Makefile" "$work/"
-    if ! make -s -C "$moddir/build" M="$work" modules >"$work/build.log" 2>&1; then
-        cat "$work/build.log" >&2
-        echo "provision.sh: sch_pi does not build against the headers of kernel $kver" >&2
-        exit 3
-    fi
-    magic=$(modinfo -F vermagic "$work/sch_pi.ko" | cut -d' ' -f1)
-    if [ "$magic" != "$kver" ]; then
-        echo "provision.sh: sch_pi built for $magic, not for kernel $kver: headers and" \
-             "kernel do not match" >&2
-        exit 3
-    fi
-    install -D -m 0644 "$work/sch_pi.ko" "$moddir/extra/sch_pi.ko"
-    depmod -a "$kver"
-    rm -rf "$work"
-    echo "provision.sh: sch_pi built and installed for kernel $kver"
-    pi_built=$((pi_built + 1))
-done
-if [ "$pi_built" = 0 ]; then
-    echo "provision.sh: no kernel found under /lib/modules to build sch_pi for" >&2
-    exit 3
-fi
+"$pi_src/install.sh"
 
 # Marks the project VM (either build path): results record that they came from it.
 write_if_changed /etc/bufferbloat-vm "project VM, provisioned by vm/provision.sh"
