@@ -90,7 +90,7 @@ def cmd_run(args):
     on; exit 1 if any failed."""
     from .engine import run_point
     from .health import headline, verdict_of
-    from .metrics import format_table
+    from .metrics import format_table, metrics_of
     from .results import load_run
     scn = _scenario(args.scenario)
     overrides = _overrides(args.set)
@@ -128,7 +128,7 @@ def cmd_run(args):
         print(headline(run.record.get("health")))
         if verdict_of(run.record) == "degraded":
             degraded.append(run_dir)
-        print(format_table(_metrics_rows(run)))
+        print(format_table(metrics_of(run)))
     return _end_status(failed, degraded)
 
 
@@ -142,16 +142,6 @@ def _end_status(failed, degraded_dirs):
     if failed:
         return 1
     return EXIT_DEGRADED if degraded_dirs else 0
-
-
-def _metrics_rows(run):
-    path = os.path.join(run.dir, "metrics.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            data = json.load(f)
-        return data["metrics"] if isinstance(data, dict) else data
-    from .metrics import compute_metrics
-    return compute_metrics(run, warmup_s=run.record.get("warmup_s", 0.0))
 
 
 def cmd_sweep(args):
@@ -176,14 +166,14 @@ def cmd_sweep(args):
 def cmd_show(args):
     """Print a run's metrics table (recomputed from its stored series with --recompute)."""
     from .health import headline
-    from .metrics import compute_metrics, format_table, write_metrics
+    from .metrics import compute_metrics, format_table, metrics_of, write_metrics
     from .results import load_run
     run = load_run(args.run_dir)
     if args.recompute:
         rows = compute_metrics(run, warmup_s=run.record.get("warmup_s", 0.0))
         write_metrics(run, rows, warmup_s=run.record.get("warmup_s", 0.0))
     else:
-        rows = _metrics_rows(run)
+        rows = metrics_of(run)
     rec = run.record
     print(f"{rec.get('scenario', {}).get('name', '?')}  status {rec.get('status')}  "
           f"started {rec.get('started', '?')}  {rec.get('duration_s', '?')} s")

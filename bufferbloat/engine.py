@@ -16,7 +16,6 @@ result.json is saved when the run starts (status running) and again at the end; 
 is atomic, series are flushed while the run goes, so an interrupted run keeps what it had.
 """
 
-import csv
 import datetime
 import os
 import time
@@ -98,31 +97,9 @@ def build_parts(net, traffic, duration_s, t0, rmm, raw_dir=None):
 
 
 def sampler_flows(parts):
-    """The sampler's flow specs: every TCP flow of the parts."""
+    """The sampler's flow specs: every TCP flow of the parts, labelled as the parts
+    label their rows (tcp.csv is written once, as sampled)."""
     return [flow for part in parts for flow in part.sampled_flows()]
-
-
-def relabel_tcp(path, parts):
-    """Give the sampler's ``host:sport`` rows the traffic's flow labels (iperf3 told us
-    which source port each stream had)."""
-    labels = {}
-    for part in parts:
-        for (host, port), label in part.flow_labels().items():
-            labels[f"{host}:{port}"] = label
-    if not labels or not os.path.exists(path):
-        return
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows:
-        return
-    col = rows[0].index("flow")
-    for r in rows[1:]:
-        if len(r) > col:
-            r[col] = labels.get(r[col], r[col])
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        csv.writer(f).writerows(rows)
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -347,7 +324,7 @@ def finish(ctx, status, error):
     writer, rec = ctx.writer, ctx.record
     stop_parts(ctx.parts)
     try:
-        _collect(writer, ctx.parts, ctx.sampler, ctx.run_dir)
+        _collect(writer, ctx.parts, ctx.sampler)
     except Exception as exc:  # noqa: BLE001 - the record must still be closed
         rec["collect_error"] = f"{type(exc).__name__}: {exc}"
     rec["wall_s"] = time.monotonic() - ctx.t_wall
@@ -412,7 +389,7 @@ def health_problem(net, parts, sampler):
     return next(filter(None, (part.problem() for part in parts)), None)
 
 
-def _collect(writer, parts, sampler, run_dir):
+def _collect(writer, parts, sampler):
     """Store every part's rows, raw outputs and summary (even after a failure: what was
     measured is kept)."""
     summaries = []
@@ -424,11 +401,6 @@ def _collect(writer, parts, sampler, run_dir):
             for fname, text in part.raw_outputs().items():
                 writer.raw(fname, text)
             summaries += part.summary()
-            extra = part.spec_results()
-            if extra:
-                for spec in writer.record.get("traffic", []):
-                    if spec.get("name") == part.name:
-                        spec.update(extra)
         except Exception as exc:  # noqa: BLE001 - one broken part must not lose the rest
             summaries.append({"name": part.name, "error": repr(exc)})
     writer.record["traffic_results"] = summaries
@@ -437,7 +409,6 @@ def _collect(writer, parts, sampler, run_dir):
             sampler.stop()
         writer.raw("sampler.log", sampler.log_text())
         writer.record["sampler"] = sampler.stats()
-        relabel_tcp(os.path.join(run_dir, "series", "tcp.csv"), parts)
 
 
 def summarize(topo, rows):

@@ -25,10 +25,7 @@ import os
 
 import numpy as np
 
-from .results import SCHEMA_VERSION, load_run, write_json_atomic
-
-METRICS_CSV = "metrics.csv"
-METRICS_JSON = "metrics.json"
+from .results import METRICS_CSV, METRICS_JSON, SCHEMA_VERSION, load_run, write_json_atomic
 FIELDS = ("scope", "name", "metric", "value", "unit")
 #: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
 NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"}
@@ -469,11 +466,11 @@ def ping_metrics(run, cutoff_s=-math.inf):
 
 
 def _udp_sent(run, stream):
-    """Packets sent on ``stream``, if the record's traffic list says."""
-    for item in run.record.get("traffic") or []:
-        if isinstance(item, dict) and stream in (item.get("label"), item.get("name"),
-                                                 item.get("stream")):
-            sent = item.get("sent_pkts")
+    """Packets sent on ``stream``, if its summary in the record's ``traffic_results``
+    says (the sender's own count)."""
+    for item in run.record.get("traffic_results") or []:
+        if isinstance(item, dict) and item.get("stream") == stream:
+            sent = item.get("sent")
             if isinstance(sent, (int, float)) and not isinstance(sent, bool):
                 return int(sent)
     return None
@@ -483,7 +480,7 @@ def udp_metrics(run, cutoff_s=-math.inf):
     """Per stream of udp.csv (one row per received packet; packets sent at or after the
     cut): ``throughput_mbit`` (bytes after the first arrival x 8 / arrival span),
     ``jitter_ms`` (RFC 3550), ``loss_pct`` (1 - distinct seqs received / expected;
-    expected = the record's traffic ``sent_pkts`` without warm-up, else
+    expected = the stream's ``sent`` in ``traffic_results`` without warm-up, else
     max seq - min seq + 1), ``owd_{mean,p50,p95,p99,max}_ms`` (t_recv - t_sent)."""
     rows = _Rows()
     if not run.has("udp"):
@@ -529,6 +526,16 @@ def compute_metrics(run, warmup_s=0.0):
     rows += ping_metrics(run, cutoff)
     rows += udp_metrics(run, cutoff)
     return rows
+
+
+def metrics_of(run):
+    """The metric rows of ``run`` (a Run): the ones it stored (metrics.json), else, for a
+    run that stored none (one that did not end ok), computed from its series with the
+    record's warm-up, not written."""
+    rows = run.metrics()
+    if rows is not None:
+        return rows
+    return compute_metrics(run, warmup_s=float(run.record.get("warmup_s") or 0.0))
 
 
 def write_metrics(run, rows, warmup_s=None):

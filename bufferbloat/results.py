@@ -48,6 +48,8 @@ SCHEMA_VERSION = 2
 RESULT_FILE = "result.json"
 SERIES_DIR = "series"
 RAW_DIR = "raw"
+METRICS_CSV = "metrics.csv"
+METRICS_JSON = "metrics.json"
 STATUSES = ("running", "ok", "failed", "interrupted")
 FINAL_STATUSES = ("ok", "failed", "interrupted")
 
@@ -525,6 +527,19 @@ class Run:
                 raise KeyError(f"run {self.dir} has no series {name!r} "
                                f"(it has: {', '.join(self.series_names()) or 'none'})")
         return self._cache[name]
+
+    def metrics(self):
+        """The metric rows the run stored (metrics.json, written once when the run ended
+        ok, or by ``show --recompute``), or None when it has none or they cannot be
+        read."""
+        path = os.path.join(self.dir, METRICS_JSON)
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return None
+        rows = data.get("metrics") if isinstance(data, dict) else data
+        return rows if isinstance(rows, list) else None
 
     def raw(self, filename, binary=False):
         """The raw output ``raw/FILENAME`` (str, or bytes with ``binary``)."""

@@ -75,8 +75,9 @@ class Sampler:
     ``time.monotonic()`` origin. qdisc_devs: [(ns, dev)] with ns a host name or None (root
     namespace: the switch ports; ``net.bottleneck_dev`` is such a pair); default the
     bottleneck. flows: [{"host": "h1", "dports": [5201], "sports": [...] (optional),
-    "labels": {sport: label} (optional)}]; rows are labelled ``host:sport`` unless
-    labelled. filter: 'bytecode' | 'python' (where the port filter of the socket dump
+    "label": label (optional), "labels": {sport: label} (optional)}]: a socket's rows are
+    labelled with its source port's entry of ``labels``, else the ``label`` of the spec
+    it matched, else ``host:sport``. filter: 'bytecode' | 'python' (where the port filter of the socket dump
     runs). discover_s: how often the sockets are found by dump (a new flow's first row
     comes at most this late; between dumps the known sockets are read by exact lookup,
     see :class:`~bufferbloat.nlstats.TcpReader`); 0: dump every tick. min_bytes_acked,
@@ -117,13 +118,15 @@ class Sampler:
         return None if ns is None else self.net.net[ns].pid
 
     def _flow(self, f):
-        unknown = set(f) - {"host", "dports", "sports", "labels"}
+        unknown = set(f) - {"host", "dports", "sports", "label", "labels"}
         if unknown or "host" not in f or not (f.get("dports") or f.get("sports")):
             raise ValueError(f"flow {f!r}: needs 'host' and 'dports' and/or 'sports' "
-                             f"(optional 'labels'); unknown keys {sorted(unknown)}")
+                             f"(optional 'label', 'labels'); unknown keys "
+                             f"{sorted(unknown)}")
         return {"host": f["host"], "pid": self._pid(f["host"]),
                 "dports": [int(p) for p in f.get("dports", ())],
                 "sports": [int(p) for p in f.get("sports", ())],
+                "label": f.get("label"),
                 "labels": {str(k): v for k, v in (f.get("labels") or {}).items()}}
 
     @property
@@ -252,8 +255,13 @@ class _FlowGroup:
         self.dports = {p for f in specs for p in f["dports"]}
         self.sports = {p for f in specs for p in f["sports"]}
         self.labels = {}
+        # the label of a spec, by the port it matched sockets with
+        self.by_dport, self.by_sport = {}, {}
         for f in specs:
             self.labels.update(f["labels"])
+            if f.get("label"):
+                self.by_dport.update(dict.fromkeys(f["dports"], f["label"]))
+                self.by_sport.update(dict.fromkeys(f["sports"], f["label"]))
         self.reader = nlstats.TcpReader(specs[0]["pid"], self.dports, self.sports, filter,
                                         discover_s=discover_s)
         self.min_bytes, self.hold_s = min_bytes_acked, hold_s
@@ -266,8 +274,7 @@ class _FlowGroup:
             if s["info"] is None:
                 continue
             c = s["cookie"]
-            label = self.labels.get(str(s["sport"])) or f"{self.host}:{s['sport']}"
-            row = tcp_row(t, label, self.host, s)
+            row = tcp_row(t, self.label(s["sport"], s["dport"]), self.host, s)
             if c in self.data:
                 out.append(row)
             elif (s["info"]["bytes_acked"] is None  # kernel < 4.1 can't tell: keep it
@@ -284,6 +291,11 @@ class _FlowGroup:
         for c in [c for c, (t1, _) in self.pending.items() if t - t1 > self.hold_s]:
             self.ignored.add(c)
             del self.pending[c]
+
+    def label(self, sport, dport):
+        """The label of a socket's rows (see :class:`Sampler`)."""
+        return (self.labels.get(str(sport)) or self.by_sport.get(sport)
+                or self.by_dport.get(dport) or f"{self.host}:{sport}")
 
     def horizon(self):
         """Rows at or after this time may still be joined by held rows."""

@@ -7,7 +7,6 @@ key parameters (:func:`caption`).
 """
 
 import functools
-import json
 import math
 import os
 
@@ -148,21 +147,10 @@ def full_queue_rtt_ms(run):
 
 
 def run_metrics(run):
-    """The run's metric rows: its metrics.json when present, else computed from its
-    series with the record's warm-up (``bufferbloat.metrics.compute_metrics``)."""
-    path = os.path.join(run.dir, _metrics.METRICS_JSON)
-    if os.path.isfile(path):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-            rows = data["metrics"] if isinstance(data, dict) else data
-            if isinstance(rows, list):
-                return rows
-        except (OSError, ValueError, KeyError):
-            pass
-    warmup = run.record.get("warmup_s") or 0.0
+    """The run's metric rows (:func:`bufferbloat.metrics.metrics_of`: stored, else
+    computed with the record's warm-up, else without one)."""
     try:
-        return _metrics.compute_metrics(run, warmup_s=float(warmup))
+        return _metrics.metrics_of(run)
     except Exception:  # noqa: BLE001 - an odd run must not stop a report
         return _metrics.compute_metrics(run, warmup_s=0.0)
 

@@ -135,6 +135,3 @@ class RrulPart(TrafficPart):
 
     def sampled_flows(self):
         return [s for s in map(sampled_flow, self.load.flows) if s]
-
-    def flow_labels(self):
-        return self.load.flow_labels()

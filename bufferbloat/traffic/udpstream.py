@@ -235,8 +235,3 @@ class UdpPart(TrafficPart):
 
     def rows(self):
         return {"udp": self.stream.rows()}
-
-    def spec_results(self):
-        """``sent_pkts``: the loss metric's denominator."""
-        sent = self.stream.sent
-        return {} if sent is None else {"sent_pkts": sent}

@@ -132,8 +132,4 @@ class PyFlowPart(TrafficPart):
                             "bytes_received": s["bytes_received"]}]}
 
     def sampled_flows(self):
-        return [{"host": self.flow.src, "dports": [self.flow.port]}]
-
-    def flow_labels(self):
-        sport = self.flow.summary()["sport"]
-        return {} if sport is None else {(self.flow.src, sport): self.name}
+        return [{"host": self.flow.src, "dports": [self.flow.port], "label": self.name}]

@@ -81,11 +81,12 @@ def test_counter_delta_and_warmup_baseline():
 RATE_MBIT = 1.5
 
 
-def _write_run(path, warm_srtt_ms=10.0, srtt_ms=100.0, traffic=None):
+def _write_run(path, warm_srtt_ms=10.0, srtt_ms=100.0, traffic=None, traffic_results=None):
     """A 10 s synthetic run: two TCP flows (one at 1 Mbit/s, one at 0.5), a FIFO leaf
     with a constant backlog, pings, web fetches and a UDP stream."""
     w = RunWriter(path)
-    w.record.update(params={"bottleneck_mbit": RATE_MBIT}, traffic=traffic or [])
+    w.record.update(params={"bottleneck_mbit": RATE_MBIT}, traffic=traffic or [],
+                    traffic_results=traffic_results or [])
     t = np.arange(0, 10.01, 0.1)
     tcp_rows = []
     for flow, mbit in (("h1-1", 1.0), ("h2-1", 0.5)):
@@ -184,9 +185,9 @@ def test_udp_loss_jitter_latency(tmp_path):
     assert got[("udp", "u1", "owd_p99_ms")] == pytest.approx(30.0)
     # 89 packets after the first arrival (t_recv 0.03 .. 1.02 s) of 1000 B
     assert got[("udp", "u1", "throughput_mbit")] == pytest.approx(89 * 8000 / 0.99 / 1e6)
-    # the sender's count from the record: 90 received of 120 sent
-    run2 = _write_run(tmp_path / "r2", traffic=[{"kind": "udp", "label": "u1",
-                                                 "sent_pkts": 120}])
+    # the sender's count from the stream's summary: 90 received of 120 sent
+    run2 = _write_run(tmp_path / "r2", traffic_results=[
+        {"name": "u1", "kind": "UdpStream", "stream": "u1", "sent": 120, "received": 90}])
     assert _by_key(m.udp_metrics(run2))[("udp", "u1", "loss_pct")] == pytest.approx(25.0)
 
 

@@ -10,7 +10,8 @@ import pytest
 from bufferbloat.errors import ParameterError
 from bufferbloat.stats import percentile
 from bufferbloat.traffic.base import Schedule
-from bufferbloat.traffic.iperf import Iperf3Flow, iperf3_rows, iperf3_stream_labels
+from bufferbloat.traffic.iperf import (Iperf3Flow, iperf3_rows, iperf3_stream_labels,
+                                       sampled_flow)
 from bufferbloat.traffic.ping import PingProbe, parse_ping, parse_ping_probes
 from bufferbloat.traffic.udpstream import (parse_failed, parse_recv_csv, parse_sent,
                                            stream_stats)
@@ -141,6 +142,24 @@ def test_iperf3_udp_flow_rows_and_loss():
     assert s["udp_lost_pct"] == 0 and s["goodput_mbit"] == pytest.approx(2.0036, abs=1e-4)
     assert s["udp_jitter_ms"] == pytest.approx(0.0098, abs=1e-4)
     assert f.flow_labels() == {("h1", 35377): "u"}
+
+
+def test_iperf3_upload_streams_are_labelled_before_they_run():
+    """With --cport, stream i binds cport + i - 1: the sampler is told each stream's
+    label by its source port before the flow starts (tcp.csv is written labelled)."""
+    f = Iperf3Flow(_FakeNet(), "h1", "h2", 3, port=5201, parallel=3, name="p", cport=20000)
+    args = f.client_args()
+    assert args[args.index("--cport") + 1] == 20000
+    assert f.stream_labels() == {20000: "p-1", 20001: "p-2", 20002: "p-3"}
+    assert sampled_flow(f) == {"host": "h1", "dports": [5201], "label": "p",
+                               "labels": {20000: "p-1", 20001: "p-2", 20002: "p-3"}}
+    one = Iperf3Flow(_FakeNet(), "h1", "h2", 3, port=5202, name="one")
+    assert "--cport" not in one.client_args() and one.stream_labels() == {}
+    assert sampled_flow(one) == {"host": "h1", "dports": [5202], "label": "one"}
+    down = Iperf3Flow(_FakeNet(), "h2", "h1", 3, port=5203, name="dl", direction="down")
+    assert sampled_flow(down) == {"host": "h1", "sports": [5203], "label": "dl"}
+    with pytest.raises(ParameterError):
+        Iperf3Flow(_FakeNet(), "h1", "h2", 3, parallel=4, cport=65533)
 
 
 @pytest.mark.parametrize("kwargs", [dict(duration_s=0), dict(port=0), dict(port=70000),
