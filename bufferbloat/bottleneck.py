@@ -40,7 +40,7 @@ where the switch ports live).
 import os
 from dataclasses import dataclass
 
-from .errors import UsageError
+from .params import env_number
 
 NETEM_LIMIT_PKTS = 100_000
 HOST_QUEUE_PKTS = 10_000
@@ -107,13 +107,7 @@ def htb_burst_bytes(rate_mbit, burst_ms=None):
             and os.environ.get("BUFFERBLOAT_GUEST_ACCEL") != "tcg":
         return None
     if burst_ms is None:
-        try:
-            burst_ms = float(os.environ.get(HTB_BURST_ENV, HTB_BURST_MS))
-        except ValueError:
-            raise UsageError(f"invalid value for {HTB_BURST_ENV}: "
-                             f"{os.environ[HTB_BURST_ENV]!r} (a time in ms)") from None
-        if not 0 <= burst_ms <= 1000:
-            raise UsageError(f"invalid value for {HTB_BURST_ENV}: {burst_ms:g} (0 to 1000 ms)")
+        burst_ms = env_number(HTB_BURST_ENV, HTB_BURST_MS, 0, 1000, "a time in ms, 0 to 1000")
     return int(min(HTB_MAX_BURST_BYTES,
                    max(HTB_MIN_BURST_BYTES, rate_mbit * 1e6 / 8 * burst_ms / 1e3)))
 

@@ -7,11 +7,11 @@ message and exit with code 2 before any network state is created.
 import argparse
 import json
 import os
-import signal
 import sys
 import time
 
 from .errors import EXIT_DEGRADED, EXIT_USAGE, UsageError
+from .signals import ignore_signals, interrupt_rc
 
 
 def _scenarios():
@@ -77,12 +77,12 @@ def cmd_list(_args):
 
 def _check_common(args):
     """Options every running command shares, checked before anything is built."""
-    from .engine import check_out_dir
+    from .params import DURATION_LIMITS_S, REPEAT_LIMITS, check_out_dir, check_range
     check_out_dir(args.out)
-    if getattr(args, "time", None) is not None and not 1 <= args.time <= 86400:
-        raise UsageError(f"invalid value for --time: {args.time:g} (allowed: 1 to 86400 s)")
-    if getattr(args, "repeat", None) is not None and not 1 <= args.repeat <= 1000:
-        raise UsageError(f"invalid value for --repeat: {args.repeat} (allowed: 1 to 1000)")
+    if getattr(args, "time", None) is not None:
+        check_range("--time", args.time, *DURATION_LIMITS_S, " s")
+    if getattr(args, "repeat", None) is not None:
+        check_range("--repeat", args.repeat, *REPEAT_LIMITS)
 
 
 def cmd_run(args):
@@ -95,9 +95,9 @@ def cmd_run(args):
     scn = _scenario(args.scenario)
     overrides = _overrides(args.set)
     _check_common(args)
-    if not 1 <= args.sample_ms <= 10000:
-        raise UsageError(f"invalid value for --sample-ms: {args.sample_ms:g} (allowed: 1 "
-                         "to 10000 ms)")
+    from .params import SAMPLE_PERIOD_LIMITS_S, check_range
+    check_range("--sample-ms", args.sample_ms,
+                *(1000 * x for x in SAMPLE_PERIOD_LIMITS_S), " ms")
     from .identity import run_config
     from .sweep import PointStalled, stall_limit_s, watchdog
     # every repetition's configuration (bad input: exit 2 before anything runs)
@@ -305,7 +305,7 @@ def main(argv=None):
         rc = EXIT_USAGE
     except KeyboardInterrupt as exc:
         print("bufferbloat: interrupted", file=sys.stderr)
-        rc = _interrupt_rc(exc)
+        rc = interrupt_rc(exc)
     return rc
 
 
@@ -319,18 +319,8 @@ def console():
     block it, and the traffic tools' watcher threads may still exist)."""
     try:
         rc = main()
-        _ignore_signals()
+        ignore_signals()
     except KeyboardInterrupt as exc:      # one that came between main and the above
-        _ignore_signals()
-        rc = _interrupt_rc(exc)
+        ignore_signals()
+        rc = interrupt_rc(exc)
     return rc
-
-
-def _interrupt_rc(exc):
-    """128 + the signal that interrupted the command (SIGTERM 143, SIGINT 130)."""
-    return 143 if "SIGTERM" in str(exc) else 130
-
-
-def _ignore_signals():
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)

@@ -5,7 +5,8 @@ Every metric is a row ``{scope, name, metric, value, unit}``: scope is ``flow``,
 definitions (docs/RESULTS.md, "Metrics"):
 
 - percentiles are numpy's ``linear`` method (type 7: the q-th percentile of n sorted values
-  interpolates linearly at rank (n - 1) * q / 100);
+  interpolates linearly at rank (n - 1) * q / 100), CoV and Jain's index as
+  :mod:`bufferbloat.stats` defines them;
 - ``warmup_s`` excludes the first seconds of traffic: samples earlier than
   ``traffic start + warmup_s`` are left out, where traffic start is the record's
   ``traffic_start_s`` when present, else the earliest time in the traffic series (tcp,
@@ -25,12 +26,13 @@ import os
 
 import numpy as np
 
-from .results import METRICS_CSV, METRICS_JSON, SCHEMA_VERSION, load_run, write_json_atomic
+from .atomic import write_json_atomic, write_text_atomic
+from .results import METRICS_CSV, METRICS_JSON, SCHEMA_VERSION, load_run
+from .series import TRAFFIC_TIME_COLUMNS
+from .stats import cov, jain_index, percentiles
 FIELDS = ("scope", "name", "metric", "value", "unit")
 #: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
 NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"}
-TRAFFIC_SERIES = (("tcp", "t"), ("iperf", "t_start"), ("udp", "t_sent"), ("web", "t"),
-                  ("ping", "t"))
 PERCENTILES = (50, 95, 99)
 COV_BIN_S = 1.0
 
@@ -41,46 +43,6 @@ def _values(xs):
     """``xs`` as a 1-d float array without NaNs."""
     arr = np.asarray(xs, dtype=float).ravel()
     return arr[~np.isnan(arr)]
-
-
-def percentile(xs, q):
-    """The ``q``-th percentile (0..100) of ``xs``, NaNs ignored, numpy's ``linear``
-    method. Raises ValueError when there is no value."""
-    arr = _values(xs)
-    if arr.size == 0:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile q={q!r} outside 0..100")
-    return float(np.percentile(arr, q, method="linear"))
-
-
-def jain_index(xs):
-    """Jain's fairness index (sum x)^2 / (n * sum x^2) of non-negative shares: 1 when all
-    are equal, 1/n when one of n takes everything. Raises ValueError for no shares or a
-    negative one; NaN when every share is 0."""
-    arr = np.asarray(xs, dtype=float).ravel()
-    if arr.size == 0:
-        raise ValueError("Jain's index of no values")
-    if np.isnan(arr).any() or (arr < 0).any():
-        raise ValueError(f"Jain's index needs non-negative numbers, got {arr.tolist()}")
-    sq = float(np.sum(arr * arr))
-    if sq == 0:
-        return math.nan
-    return float(np.sum(arr)) ** 2 / (arr.size * sq)
-
-
-def cov(xs):
-    """Coefficient of variation: population standard deviation / mean (NaNs ignored).
-    Raises ValueError for no values; NaN when the mean is 0."""
-    arr = _values(xs)
-    if arr.size == 0:
-        raise ValueError("coefficient of variation of no values")
-    mean = float(np.mean(arr))
-    if mean == 0:
-        return math.nan
-    if np.all(arr == arr[0]):
-        return 0.0  # exactly, without the rounding of np.std
-    return float(np.std(arr)) / mean
 
 
 def rfc3550_jitter(t_sent, t_recv):
@@ -163,7 +125,7 @@ def traffic_start_s(run):
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     firsts = []
-    for name, col in TRAFFIC_SERIES:
+    for name, col in TRAFFIC_TIME_COLUMNS:
         if run.has(name):
             arr = _values(run.series(name).get(col, []))
             if arr.size:
@@ -203,8 +165,8 @@ class _Rows(list):
             self.add(scope, name, f"{stem}_mean_{unit}", float(np.mean(arr)), unit)
         if std:
             self.add(scope, name, f"{stem}_std_{unit}", float(np.std(arr)), unit)
-        for q in pcts:
-            self.add(scope, name, f"{stem}_p{q}_{unit}", percentile(arr, q), unit)
+        for q, value in zip(pcts, percentiles(arr, pcts)):
+            self.add(scope, name, f"{stem}_p{q}_{unit}", value, unit)
         if maximum:
             self.add(scope, name, f"{stem}_max_{unit}", float(np.max(arr)), unit)
 
@@ -548,12 +510,7 @@ def write_metrics(run, rows, warmup_s=None):
     for row in rows:
         writer.writerow({**row, "value": repr(float(row["value"]))})
     csv_path = os.path.join(run_dir, METRICS_CSV)
-    tmp = f"{csv_path}.tmp{os.getpid()}"
-    with open(tmp, "w", newline="") as f:
-        f.write(buf.getvalue())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, csv_path)
+    write_text_atomic(csv_path, buf.getvalue())
     json_path = os.path.join(run_dir, METRICS_JSON)
     write_json_atomic(json_path, {"schema_version": SCHEMA_VERSION, "warmup_s": warmup_s,
                                   "metrics": [dict(r) for r in rows]})

@@ -13,14 +13,14 @@ killed by name. Use it as a context manager so that teardown runs on errors and 
 import fcntl
 import json
 import os
-import signal
 import subprocess
 import time
 
 from . import bottleneck as bn
 from .capabilities import auto_switch, needed_for_switch, probe
-from .cleanup import NetworkState, deferred_signals, recover, terminate_on_sigterm
+from .cleanup import NetworkState, recover
 from .errors import UsageError
+from .signals import deferred_signals, stop_process, terminate_on_sigterm
 
 OFFLOADS = ("tso", "gso", "gro")
 LOCK_PATH = "/run/bufferbloat-network.lock"
@@ -408,24 +408,6 @@ class Network:
                 "plan": [s.to_dict() for s in self.plan],
                 "installed": self.readback() if self.net else None,
                 "timings": dict(self.timings)}
-
-
-def stop_process(proc, grace_s=3.0):
-    """End a process we started: SIGTERM to its process group, SIGKILL after grace_s."""
-    if proc.poll() is not None:
-        return proc.returncode
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        return proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        return proc.wait(timeout=grace_s)
 
 
 def _read_sysctl(path):

@@ -36,13 +36,14 @@ import json
 import math
 import os
 import re
-import tempfile
 import threading
 import time
 
 import numpy as np
 
+from .atomic import write_json_atomic
 from .errors import UsageError
+from .series import SERIES_COLUMNS, STRING_COLUMNS
 
 SCHEMA_VERSION = 2
 RESULT_FILE = "result.json"
@@ -53,33 +54,6 @@ METRICS_JSON = "metrics.json"
 STATUSES = ("running", "ok", "failed", "interrupted")
 FINAL_STATUSES = ("ok", "failed", "interrupted")
 
-#: The standard series and their columns (docs/RESULTS.md). Other series may be written;
-#: these are the ones the metrics know.
-SERIES_COLUMNS = {
-    "qdisc": ["t", "dev", "handle", "parent", "kind", "qlen_pkts", "backlog_bytes",
-              "sent_bytes", "sent_pkts", "drops", "overlimits", "requeues", "marks",
-              "early_drops", "prob", "delay_us", "maxq_pkts"],
-    "tcp": ["t", "flow", "host", "src", "sport", "dst", "dport", "cca", "state",
-            "cwnd_pkts", "ssthresh_pkts", "srtt_us", "rttvar_us", "mss_bytes",
-            "in_flight_pkts", "retrans_total", "bytes_acked", "delivery_rate_bps",
-            "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us"],
-    "ping": ["probe", "t", "seq", "rtt_ms"],
-    "iperf": ["flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",
-              "snd_cwnd_bytes", "rtt_us"],
-    "web": ["fetch", "t", "total_s", "connect_s", "ttfb_s", "size_bytes", "http_code", "ok"],
-    "udp": ["stream", "seq", "t_sent", "t_recv", "size_bytes"],
-}
-
-#: Columns that are labels: always loaded as strings, even when they look like numbers.
-STRING_COLUMNS = {
-    "qdisc": {"dev", "handle", "parent", "kind"},
-    "tcp": {"flow", "host", "src", "dst", "cca", "state"},
-    "ping": {"probe"},
-    "iperf": {"flow"},
-    "web": {"fetch"},
-    "udp": {"stream"},
-}
-
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -88,41 +62,6 @@ class ResultsError(UsageError):
 
 
 # ----------------------------------------------------------------------------- writing
-
-def write_json_atomic(path, data):
-    """Write ``data`` as JSON to ``path`` so that ``path`` is never half-written.
-
-    The document is serialized in memory first (a serialization error leaves the old file
-    untouched and no temporary behind), written to a temporary file in the same
-    directory, fsynced, then renamed over ``path`` (``os.replace`` is atomic on POSIX).
-    """
-    text = json.dumps(data, indent=1, default=str, allow_nan=False)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                               dir=directory)
-    try:
-        os.fchmod(fd, 0o644)   # results are for everyone to read (mkstemp makes 0600)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-
 
 def _json_safe(obj):
     """``obj`` with NaN/inf floats replaced by None (strict JSON has no NaN)."""

@@ -86,6 +86,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from . import signals
+from .atomic import write_json_atomic
+from .params import env_number
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VM_DIR = REPO_ROOT / "vm"
 
@@ -454,19 +458,10 @@ def boot_bounds(accel: str, environ: dict | None = None) -> tuple[float, float, 
     bound = BOOT_BOUND_S.get(accel, BOOT_BOUND_S["tcg"])
     first = FIRST_OUTPUT_S.get(accel, FIRST_OUTPUT_S["tcg"])
     attempts = BOOT_ATTEMPTS
-    text = (environ.get(BOOT_TIMEOUT_ENV) or "").strip()
-    if text:
-        try:
-            bound = float(text)
-        except ValueError:
-            bound = -1.0
-        if not 1.0 <= bound <= 24 * 3600:
-            raise VMError(f"{BOOT_TIMEOUT_ENV}={text!r}: expected seconds (1 to 86400)")
-    text = (environ.get(BOOT_ATTEMPTS_ENV) or "").strip()
-    if text:
-        if not text.isdigit() or not 1 <= int(text) <= 20:
-            raise VMError(f"{BOOT_ATTEMPTS_ENV}={text!r}: expected 1 to 20")
-        attempts = int(text)
+    bound = env_number(BOOT_TIMEOUT_ENV, bound, 1.0, 24 * 3600, "seconds, 1 to 86400",
+                       environ=environ, error=VMError)
+    attempts = env_number(BOOT_ATTEMPTS_ENV, attempts, 1, 20, "1 to 20", conv=int,
+                          environ=environ, error=VMError)
     return bound, min(first, bound), attempts
 
 
@@ -581,7 +576,7 @@ def mark_unfinished(path: Path, status: str, error: str) -> bool:
     rec["status"] = status
     rec["error"] = error
     rec["closed_by_host"] = {"time": time.time(), "by": "bufferbloat.vm"}
-    _atomic_write(Path(path), json.dumps(rec, indent=1, default=str) + "\n")
+    write_json_atomic(path, rec, allow_nan=True)
     return True
 
 
@@ -659,8 +654,7 @@ def _kill_chroot_procs(root: Path) -> None:
         if not pids:
             return
         for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
+            signals.signal_pid(pid, sig, group=False)
         time.sleep(1.0)
 
 
@@ -702,15 +696,6 @@ def _locked(path: Path, progress: Progress, waiting: str | None = None):
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 # ---------------------------------------------------------------------------- image build
@@ -852,7 +837,7 @@ class _Builder:
                 "recipe_version": RECIPE_VERSION,
                 "built": datetime.datetime.now().isoformat(timespec="seconds"),
                 "build_seconds": round(self.elapsed(), 1)}
-        _atomic_write(self.cache / "image.json", json.dumps(meta, indent=1) + "\n")
+        write_json_atomic(self.cache / "image.json", meta)
         keep = {image.name, kernel.name, initrd.name}
         for p in self.cache.iterdir():
             if p.is_file() and p.name.startswith(("image-", "vmlinuz-", "initrd-")) \
@@ -1067,7 +1052,7 @@ def probe_kvm(progress: Progress | None = _stderr) -> bool:
     progress(f"vm: KVM {'boots' if ok else 'cannot boot'} the VM "
              f"({time.monotonic() - t0:.0f}s): using {'kvm' if ok else 'tcg'}")
     with contextlib.suppress(OSError):
-        _atomic_write(verdict_file, json.dumps({**ident, "kvm_ok": ok}) + "\n")
+        write_json_atomic(verdict_file, {**ident, "kvm_ok": ok})
     return ok
 
 
@@ -1184,11 +1169,8 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
     if not share.is_dir():
         raise VMError(f"share {share} is not a directory")
     append = parse_append(os.environ.get(APPEND_ENV))
-    grace_text = os.environ.get(STOP_GRACE_ENV, "").strip()
-    try:
-        grace_s = float(grace_text) if grace_text else STOP_GRACE_S
-    except ValueError:
-        raise VMError(f"{STOP_GRACE_ENV}={grace_text!r}: expected seconds") from None
+    grace_s = env_number(STOP_GRACE_ENV, STOP_GRACE_S, 0, 3600, "seconds, 0 to 3600",
+                         error=VMError)
     check_tools({"qemu-system-x86_64": REQUIRED_TOOLS["qemu-system-x86_64"]})
     paths = build_image(progress=progress)
     if accel is None:
@@ -1209,11 +1191,9 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
     since = None            # epoch s when the first qemu started (for close_unfinished)
     end = None
     sig = _Signals()
-    old_handlers = {}
-    if threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM):
-            old_handlers[s] = signal.signal(s, sig.handler)
     one_at_a_time = contextlib.ExitStack()
+    if threading.current_thread() is threading.main_thread():
+        one_at_a_time.enter_context(signals.handled(signals.INTERRUPTS, sig.handler))
     try:
         # One project VM per machine: two TCG guests share the host's cores and distort
         # each other's timing (and every measurement with it).
@@ -1315,8 +1295,6 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
         if proc is not None and proc.poll() is None:
             progress(f"vm: stopping qemu (pid {proc.pid})")
             _stop_process(proc)
-        for s, h in old_handlers.items():
-            signal.signal(s, h)
         if since is not None:
             close_unfinished(result_roots(share, command), since,
                              end if end in _END_STATUS else "crash", progress)
@@ -1409,14 +1387,7 @@ def _watch_boot(proc, watch: BootWatch, t_boot: float, ctl: Path, console_log: P
 def _stop_process(proc: subprocess.Popen) -> None:
     """Stop a process WE started (qemu, a build step), by its PID: SIGTERM, then SIGKILL
     after 10 s."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    signals.stop_process(proc, grace_s=10.0, group=False)
 
 
 # ---------------------------------------------------------------------------- CLI

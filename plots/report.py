@@ -21,6 +21,7 @@ import json
 import os
 
 from bufferbloat import identity
+from bufferbloat.atomic import write_text_atomic
 from bufferbloat.errors import UsageError
 from bufferbloat.metrics import format_value
 from bufferbloat.results import RESULT_FILE, load_run
@@ -272,8 +273,5 @@ def write_report(path, out=None):
 </body></html>
 """
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    tmp = f"{out}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(page)
-    os.replace(tmp, out)
+    write_text_atomic(out, page)
     return out

@@ -4,7 +4,7 @@ per-flow shares with Jain's index (the ``fairness`` figure)."""
 import numpy as np
 
 from bufferbloat import theory
-from bufferbloat.metrics import jain_index
+from bufferbloat.stats import jain_index
 
 from .common import (takes_run, LINK_GID, THEORY_GID, caption, groups, hline,
                      include_in_ylim, legend, new_figure, series, spread_over_bins)

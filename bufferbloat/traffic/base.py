@@ -26,12 +26,12 @@ This module never imports a kind: the package's ``__init__`` imports them, so th
 register.
 """
 
-import math
 import threading
 import time
 from dataclasses import dataclass, field
 
 from ..errors import ParameterError, UsageError
+from ..params import check_number
 
 #: Spec fields every kind accepts (see :meth:`Scenario.resolve_traffic`).
 COMMON_FIELDS = ("kind", "name", "start", "stop", "when")
@@ -43,22 +43,6 @@ HOST_FIELDS = ("src", "dst", "client", "server", "a", "b")
 def realtime_minus_monotonic():
     """``time.time() - time.monotonic()`` now: adds to a monotonic time to give wall time."""
     return time.time() - time.monotonic()
-
-
-def check_number(name, value, lo, hi, conv=float, lo_open=False):
-    """``conv(value)`` if within lo..hi (lo excluded when ``lo_open``), else ParameterError."""
-    try:
-        v = conv(value)
-    except (TypeError, ValueError):
-        raise ParameterError(name, value, f"a number in {lo}..{hi}") from None
-    if (isinstance(v, float) and math.isnan(v)) or v > hi or v < lo or (lo_open and v == lo):
-        raise ParameterError(name, value, f"{'>' if lo_open else '>='} {lo} and <= {hi}")
-    return v
-
-
-def check_port(port, name="port"):
-    """A TCP/UDP port 1..65535."""
-    return check_number(name, port, 1, 65535, int)
 
 
 class Timed:

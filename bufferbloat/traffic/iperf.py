@@ -14,14 +14,9 @@ import threading
 import time
 
 from ..errors import ParameterError
-from ..network import stop_process
-from ..params import Param
-from .base import Timed, TrafficPart, check_number, check_port, exit_problem, register, \
-    wait_listening
-
-#: Columns of iperf.csv (docs/SERIES.md).
-COLUMNS = ("flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",
-           "snd_cwnd_bytes", "rtt_us")
+from ..params import Param, check_number, check_port
+from ..signals import stop_process
+from .base import Timed, TrafficPart, exit_problem, register, wait_listening
 
 
 class Iperf3Flow(Timed):

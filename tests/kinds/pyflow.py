@@ -14,8 +14,8 @@ import sys
 import tempfile
 import time
 
-from bufferbloat.network import stop_process
 from bufferbloat.params import Param
+from bufferbloat.signals import stop_process
 from bufferbloat.traffic.base import (Timed, TrafficPart, exit_problem, register,
                                       wait_listening)
 

@@ -1,49 +1,16 @@
 """Metrics on synthetic series with answers computed by hand."""
 import csv
 import json
-import math
 
 import numpy as np
 import pytest
 
 from bufferbloat import metrics as m
-from bufferbloat.results import SERIES_COLUMNS, RunWriter, load_run
+from bufferbloat.results import RunWriter, load_run
+from bufferbloat.series import SERIES_COLUMNS
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def test_jain_index():
-    assert m.jain_index([3.0, 3.0, 3.0, 3.0]) == pytest.approx(1.0)
-    for n in (2, 5, 10):
-        assert m.jain_index([7.0] + [0.0] * (n - 1)) == pytest.approx(1 / n)
-    assert m.jain_index([1, 3]) == pytest.approx(16 / (2 * 10))
-    with pytest.raises(ValueError):
-        m.jain_index([])
-    with pytest.raises(ValueError):
-        m.jain_index([1, -1])
-    assert math.isnan(m.jain_index([0, 0]))
-
-
-def test_cov():
-    assert m.cov([4.2] * 10) == 0.0
-    assert m.cov([1.0, 3.0]) == pytest.approx(0.5)  # population std 1, mean 2
-    assert m.cov([1.0, float("nan"), 3.0]) == pytest.approx(0.5)
-    with pytest.raises(ValueError):
-        m.cov([])
-    assert math.isnan(m.cov([0, 0]))
-
-
-def test_percentile_is_numpy_linear():
-    xs = list(range(1, 101))  # 1..100: rank (n-1) q/100
-    assert m.percentile(xs, 50) == pytest.approx(50.5)
-    assert m.percentile(xs, 95) == pytest.approx(95.05)
-    assert m.percentile(xs, 99) == pytest.approx(99.01)
-    assert m.percentile([5.0, float("nan")], 99) == 5.0
-    with pytest.raises(ValueError):
-        m.percentile([], 50)
-    with pytest.raises(ValueError):
-        m.percentile([1], 101)
-
 
 def test_rfc3550_jitter():
     sent = np.arange(100) * 0.25  # exact binary fractions: exactly 0

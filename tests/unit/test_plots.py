@@ -19,7 +19,8 @@ import pytest
 import plots
 from bufferbloat import theory
 from bufferbloat.errors import UsageError
-from bufferbloat.results import SERIES_COLUMNS, RunWriter, load_run
+from bufferbloat.results import RunWriter, load_run
+from bufferbloat.series import SERIES_COLUMNS
 from plots import common, palette, sweep
 from plots.flags import flags
 

@@ -9,8 +9,10 @@ import pytest
 
 from bufferbloat import results
 from bufferbloat.errors import UsageError
+from bufferbloat.atomic import write_json_atomic
+from bufferbloat.series import SERIES_COLUMNS
 from bufferbloat.results import (SCHEMA_VERSION, RunWriter, ResultsError, find_runs,
-                                 load_run, read_series_csv, write_json_atomic)
+                                 load_run, read_series_csv)
 
 
 def test_round_trip_of_series_raw_and_record(tmp_path):
@@ -21,11 +23,11 @@ def test_round_trip_of_series_raw_and_record(tmp_path):
                     t0_realtime=1.7e9, realtime_minus_monotonic=1.6e9)
     w.save()
     assert json.loads((run_dir / "result.json").read_text())["status"] == "running"
-    ping = w.series("ping", results.SERIES_COLUMNS["ping"])
+    ping = w.series("ping", SERIES_COLUMNS["ping"])
     ping.append({"probe": "h1", "t": 0.1, "seq": 1, "rtt_ms": 20.123456789012345})
     ping.append(["h1", 0.2, 2, None])          # a sequence; None = lost
     ping({"probe": "h1", "t": 0.3, "seq": 3})  # missing key = empty cell
-    assert w.series("ping", results.SERIES_COLUMNS["ping"]) is ping
+    assert w.series("ping", SERIES_COLUMNS["ping"]) is ping
     w.add_rows("web", ["fetch", "t", "total_s", "ok"],
                [("f1", 1.0, 0.25, True), {"fetch": "2", "t": 2.0, "total_s": 0.5, "ok": False}])
     w.raw("ping-h1.txt", "PING 10.0.0.2\n")

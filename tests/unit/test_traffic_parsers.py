@@ -8,6 +8,7 @@ import os
 import pytest
 
 from bufferbloat.errors import ParameterError
+from bufferbloat.series import SERIES_COLUMNS
 from bufferbloat.stats import percentile
 from bufferbloat.traffic.base import Schedule
 from bufferbloat.traffic.iperf import (Iperf3Flow, iperf3_rows, iperf3_stream_labels,
@@ -15,7 +16,6 @@ from bufferbloat.traffic.iperf import (Iperf3Flow, iperf3_rows, iperf3_stream_la
 from bufferbloat.traffic.ping import PingProbe, parse_ping, parse_ping_probes
 from bufferbloat.traffic.udpstream import (parse_failed, parse_recv_csv, parse_sent,
                                            stream_stats)
-from bufferbloat.traffic.web import COLUMNS as WEB_COLUMNS
 from bufferbloat.traffic.web import WebFetcher, parse_curl_w
 from bufferbloat.udptool import check_stream_params
 from conftest import FIXTURES
@@ -256,7 +256,7 @@ def test_web_fetcher_records_and_validates():
     w._record(1, 2.0, 2.5, -15, "", "", incomplete=True)
     w._record(2, 3.0, 3.1, 0, "0.001 0.002 0.003 200 99\n", "")
     rows = w.rows()
-    assert [list(r) for r in rows] == [list(WEB_COLUMNS)] * 3
+    assert [list(r) for r in rows] == [list(SERIES_COLUMNS["web"])] * 3
     assert rows[0]["ok"] is True and rows[0]["t"] == 1.0 and rows[0]["total_s"] == 0.074405
     assert rows[1]["ok"] is False and rows[1]["http_code"] == "" and rows[1]["total_s"] == 0.5
     assert rows[2]["ok"] is False  # short page
