@@ -43,7 +43,8 @@ def _needs(names):
     caps = probe()
     needed = set()
     for name in names:
-        needed |= set(Network(_scenario(name).build_topo(hz=caps.hz), caps=caps).features)
+        topo = _scenario(name).build(hz=caps.hz)[0]
+        needed |= set(Network(topo, caps=caps).features)
     return caps, sorted(needed)
 
 

@@ -174,7 +174,7 @@ def run_network(ctx):
     """Step 2: record the configuration (status running), build the network, measure;
     the traffic and the sampler end before the network does (even on an error or a
     signal)."""
-    from .runner import machine_record, tool_versions
+    from .machine import machine_record, tool_versions
     scn, topo, net, rec = ctx.scn, ctx.topo, ctx.net, ctx.record
     rec.update({"scenario": asdict(scn), "overrides": ctx.overrides,
                 "profile": "quick" if ctx.quick else "full", "duration_s": ctx.duration_s,

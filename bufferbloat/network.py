@@ -53,7 +53,6 @@ class Network:
         self.net = None
         self.procs = []
         self.plan = []
-        self.leaf_handle = bn.LEAF_HANDLES[0]
         self.timings = {}
         self._saved_sysctls = {}
         self.intfs = {}
@@ -379,27 +378,6 @@ class Network:
         if not leaf:
             raise CommandError(f"{dev}: no leaf qdisc under htb class {bn.CLASS}")
         return {"dev": dev, "root": root, "leaf": leaf, "qdiscs": qdiscs}
-
-    def set_bottleneck_qdisc(self, spec):
-        """Replace the bottleneck's AQM with ``spec`` (a QdiscSpec) while running.
-
-        The shaper and every flow stay up; the packets queued in the old leaf are dropped
-        by the kernel as it swaps. Returns the new leaf as read back.
-        """
-        ns, dev = self.bottleneck_dev
-        if not self.caps.has(spec.module):
-            self.caps.require([spec.module])
-        steps, handle = bn.swap_steps(ns, dev, spec, self.topo.bottleneck.rate_mbit,
-                                      self.leaf_handle)
-        for step in steps:
-            self.run(step.ns, list(step.argv))
-        self.plan += steps
-        self.leaf_handle = handle
-        self.topo.qdisc = spec
-        leaf = self.bottleneck_tree()["leaf"]
-        if leaf.get("kind") != spec.tc_kind:
-            raise CommandError(f"{dev}: leaf is {leaf.get('kind')} after swap to {spec.kind}")
-        return leaf
 
     def describe(self):
         """JSON-ready record: topology, switch, plan, installed trees, timings."""

@@ -43,7 +43,7 @@ import numpy as np
 
 from .atomic import write_json_atomic
 from .errors import UsageError
-from .series import SERIES_COLUMNS, STRING_COLUMNS
+from .series import STRING_COLUMNS
 
 SCHEMA_VERSION = 2
 RESULT_FILE = "result.json"
@@ -386,19 +386,13 @@ def read_series_csv(path, string_columns=()):
 
 class Run:
     """One run directory, loaded: ``record`` (result.json as a dict), ``dir``,
-    ``series(name)``, ``has(name)``, ``raw(filename)``.
-
-    Schema 1 runs (result.json with ``measurements``, no series/) are converted on load
-    as far as the old record allows (ping, the bottleneck leaf's qdisc stats, iperf3
-    intervals); see docs/RESULTS.md.
-    """
+    ``series(name)``, ``has(name)``, ``raw(filename)``, ``metrics()``."""
 
     def __init__(self, run_dir, record):
         self.dir = str(run_dir)
         self.record = record
-        self.schema_version = record.get("schema_version", 1)
+        self.schema_version = record.get("schema_version")
         self._cache = {}
-        self._v1 = _series_from_v1(record) if self.schema_version == 1 else {}
 
     def __repr__(self):
         return f"Run({self.dir!r}, status={self.record.get('status')!r})"
@@ -409,16 +403,10 @@ class Run:
 
     @property
     def params(self):
-        """The topology parameters as validated (schema 1: the scenario's params with
-        the run's overrides)."""
-        if isinstance(self.record.get("params"), dict):
-            return self.record["params"]
-        scn = self.record.get("scenario")
-        params = dict(scn.get("params", {})) if isinstance(scn, dict) else {}
-        for key, value in (self.record.get("overrides") or {}).items():
-            if not key.startswith("qdisc."):
-                params[key] = value
-        return params
+        """The topology parameters as validated ({} when the record has none: a run
+        that failed before its network was built)."""
+        params = self.record.get("params")
+        return params if isinstance(params, dict) else {}
 
     @property
     def bottleneck_mbit(self):
@@ -431,7 +419,7 @@ class Run:
 
     def series_names(self):
         """Names of the series this run holds."""
-        names = set(self._v1)
+        names = set()
         listed = self.record.get("series")
         if isinstance(listed, dict):
             names |= set(listed)
@@ -450,16 +438,14 @@ class Run:
 
     def has(self, name):
         """Whether the run holds series ``name``."""
-        return name in self._v1 or os.path.isfile(self._series_path(name))
+        return os.path.isfile(self._series_path(name))
 
     def series(self, name):
         """Series ``name`` as {column: numpy array} (floats with NaN for empty cells,
         label columns as str arrays). A KeyError names the series the run has."""
         _check_name(name, "series name")
         if name not in self._cache:
-            if name in self._v1:
-                self._cache[name] = self._v1[name]
-            elif os.path.isfile(self._series_path(name)):
+            if os.path.isfile(self._series_path(name)):
                 self._cache[name] = read_series_csv(self._series_path(name),
                                                     STRING_COLUMNS.get(name, ()))
             else:
@@ -493,7 +479,8 @@ class Run:
 
 def load_run(run_dir):
     """Load the run in ``run_dir``. Raises ResultsError (a UsageError) when there is no
-    result.json, it is not a JSON object, or its schema is newer than this code."""
+    result.json, it is not a JSON object, or its schema is not the one this code reads
+    (an older one: schema 1; a newer one)."""
     path = os.path.join(str(run_dir), RESULT_FILE)
     if not os.path.isfile(path):
         raise ResultsError(f"{run_dir}: not a run directory (no {RESULT_FILE})")
@@ -507,6 +494,10 @@ def load_run(run_dir):
     version = record.get("schema_version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ResultsError(f"{path}: invalid schema_version {version!r}")
+    if version < SCHEMA_VERSION:
+        raise ResultsError(f"{path}: schema_version {version} (a run of the first runner, "
+                           f"without series) is no longer read; schema {SCHEMA_VERSION} "
+                           f"runs are")
     if version > SCHEMA_VERSION:
         raise ResultsError(f"{path}: schema_version {version} is newer than this suite "
                            f"reads (up to {SCHEMA_VERSION}): update the checkout")
@@ -524,108 +515,3 @@ def find_runs(root):
         else:
             dirnames.sort()
     return sorted(found)
-
-
-# ------------------------------------------------------------------ schema 1 conversion
-
-def _columns(name, rows):
-    """{column: array} of ``rows`` (dicts) for standard series ``name``."""
-    strings = STRING_COLUMNS.get(name, set())
-    out = {}
-    for col in SERIES_COLUMNS[name]:
-        values = [r.get(col) for r in rows]
-        if col in strings:
-            out[col] = np.array(["" if v is None else str(v) for v in values], dtype=str)
-        else:
-            out[col] = np.array([math.nan if v is None else float(v) for v in values],
-                                dtype=float)
-    return out
-
-
-def _num(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _v1_stat(qdisc, key):
-    """A number of tc's JSON for a qdisc: at its top level or among its options."""
-    opts = qdisc.get("options") if isinstance(qdisc.get("options"), dict) else {}
-    for src in (qdisc, opts):
-        if _num(src.get(key)) is not None:
-            return src[key]
-    return None
-
-
-def _started_realtime(record):
-    try:
-        return datetime.datetime.fromisoformat(record["started"]).timestamp()
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _series_from_v1(record):
-    """Series reconstructed from a schema 1 record's ``measurements``. Schema 1 kept no
-    t0: times are seconds since ``started`` (ping, iperf3: their wall-clock stamps); the
-    qdisc samples (monotonic stamps) are aligned so the first one is at the iperf3
-    start (the poller started just before the client), else at the first ping."""
-    meas = record.get("measurements")
-    if not isinstance(meas, dict):
-        return {}
-    out = {}
-    t0_real = _started_realtime(record)
-    ping = meas.get("ping") or {}
-    probes = [p for p in ping.get("probes") or [] if len(p) >= 3]
-    if probes:
-        base = t0_real if t0_real is not None else probes[0][0]
-        seqs = np.array([p[1] for p in probes], dtype=float)
-        ts = np.array([p[0] - base for p in probes], dtype=float)
-        rows = [{"probe": "ping", "t": t, "seq": int(s), "rtt_ms": p[2]}
-                for t, s, p in zip(ts, seqs, probes)]
-        sent = int(ping.get("sent") or 0)
-        got = {int(s) for s in seqs}
-        for seq in range(1, sent + 1):  # lost probes: time interpolated from neighbours
-            if seq not in got:
-                rows.append({"probe": "ping", "t": float(np.interp(seq, seqs, ts)),
-                             "seq": seq, "rtt_ms": None})
-        rows.sort(key=lambda r: r["seq"])
-        out["ping"] = _columns("ping", rows)
-    iperf_start = None
-    iperf = meas.get("iperf3")
-    if isinstance(iperf, dict) and iperf.get("intervals"):
-        start = iperf.get("start") or {}
-        ts = (start.get("timestamp") or {}).get("timesecs")
-        offset = ts - t0_real if (ts is not None and t0_real is not None) else 0.0
-        iperf_start = offset
-        rows = []
-        for iv in iperf["intervals"]:
-            total = iv.get("sum") or {}
-            streams = iv.get("streams") or []
-            one = streams[0] if len(streams) == 1 else {}
-            if total.get("omitted"):
-                continue
-            rows.append({"flow": "iperf3", "t_start": offset + total.get("start", 0.0),
-                         "t_end": offset + total.get("end", 0.0), "bytes": total.get("bytes"),
-                         "bits_per_second": total.get("bits_per_second"),
-                         "retransmits": total.get("retransmits"),
-                         "snd_cwnd_bytes": one.get("snd_cwnd"), "rtt_us": one.get("rtt")})
-        out["iperf"] = _columns("iperf", rows)
-    leaf = [s for s in meas.get("bottleneck_leaf") or [] if len(s) == 2]
-    if leaf:
-        # the poller started just before the iperf3 client, after the pings
-        if iperf_start is not None:
-            origin = iperf_start
-        else:
-            origin = float(out["ping"]["t"][0]) if "ping" in out else 0.0
-        t_first = leaf[0][0] - origin
-        rows = []
-        for t, q in leaf:
-            stat = lambda key, q=q: _v1_stat(q, key)  # noqa: E731
-            rows.append({"t": t - t_first, "dev": "", "handle": q.get("handle", ""),
-                         "parent": q.get("parent", ""), "kind": q.get("kind", ""),
-                         "qlen_pkts": stat("qlen"), "backlog_bytes": stat("backlog"),
-                         "sent_bytes": stat("bytes"), "sent_pkts": stat("packets"),
-                         "drops": stat("drops"), "overlimits": stat("overlimits"),
-                         "requeues": stat("requeues"), "marks": stat("ecn_mark"),
-                         "early_drops": None, "prob": stat("prob"), "delay_us": None,
-                         "maxq_pkts": stat("maxq")})
-        out["qdisc"] = _columns("qdisc", rows)
-    return out

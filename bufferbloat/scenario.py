@@ -164,10 +164,6 @@ class Scenario:
                                        rate_factor=scaling["factor"] if scaling else 1.0)
         return topo, knobs, traffic
 
-    def build_topo(self, overrides=None, hz=None):
-        """The validated topology alone (kept for callers of the first runner)."""
-        return self.build(overrides, hz=hz)[0]
-
     def resolve_traffic(self, knobs, topo, rate_factor=1.0):
         """Traffic specs with knob references replaced, hosts checked and defaults set.
 

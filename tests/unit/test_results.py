@@ -1,10 +1,9 @@
-"""Run directories: RunWriter -> load_run round trips, interruption, atomic saves, schema 1."""
+"""Run directories: RunWriter -> load_run round trips, interruption, atomic saves, schema 1 refused."""
 import json
 import math
 import os
 import time
 
-import numpy as np
 import pytest
 
 from bufferbloat import results
@@ -222,51 +221,13 @@ def test_find_runs(tmp_path):
     assert find_runs(tmp_path / "a" / "1") == [str(tmp_path / "a" / "1")]
 
 
-def _v1_record():
-    started = "2026-01-01T00:00:00+00:00"
-    t0 = 1767225600.0  # the same instant as a unix time
-    probes = [[t0 + 2.0 + 0.1 * i, i + 1, 20.0 + i] for i in range(5) if i != 2]
-    leaf = [[1000.0 + 0.1 * i, {"kind": "pfifo", "handle": "10:", "parent": "1:1",
-                                "bytes": 1514 * 10 * i, "packets": 10 * i, "drops": i,
-                                "overlimits": 0, "requeues": 0, "backlog": 1514 * i,
-                                "qlen": i}] for i in range(4)]
-    iperf = {"start": {"timestamp": {"timesecs": t0 + 2}},
-             "intervals": [{"streams": [{"snd_cwnd": 14480 * (i + 1), "rtt": 30000}],
-                            "sum": {"start": float(i), "end": i + 1.0, "bytes": 187500,
-                                    "bits_per_second": 1.5e6, "retransmits": i}}
-                           for i in range(3)]}
-    return {"schema_version": 1, "started": started, "status": "ok",
-            "scenario": {"name": "a1_fifo", "params": {"bottleneck_mbit": 1.5, "qdisc": "fifo"}},
-            "overrides": {"bottleneck_mbit": "10", "qdisc.limit_pkts": "5"},
-            "measurements": {"goodput_mbit": 1.4, "ping": {"probes": probes, "sent": 5},
-                             "bottleneck_leaf": leaf, "iperf3": iperf}}
-
-
-def test_schema_1_runs_load_as_series(tmp_path):
-    (tmp_path / "result.json").write_text(json.dumps(_v1_record()))
-    run = load_run(tmp_path)
-    assert run.schema_version == 1
-    assert run.bottleneck_mbit == 10.0  # the override wins
-    assert run.series_names() == ["iperf", "ping", "qdisc"]
-    p = run.series("ping")
-    assert p["seq"].tolist() == [1, 2, 3, 4, 5]
-    assert np.isnan(p["rtt_ms"][2]) and p["rtt_ms"][3] == 23.0
-    assert p["t"] == pytest.approx([2.0, 2.1, 2.2, 2.3, 2.4])  # lost probe interpolated
-    q = run.series("qdisc")
-    assert q["t"] == pytest.approx([2.0, 2.1, 2.2, 2.3])  # aligned to the iperf3 start
-    assert q["backlog_bytes"].tolist() == [0, 1514, 3028, 4542]
-    assert q["kind"].tolist() == ["pfifo"] * 4
-    ip = run.series("iperf")
-    assert ip["t_start"] == pytest.approx([2.0, 3.0, 4.0])
-    assert ip["snd_cwnd_bytes"].tolist() == [14480, 28960, 43440]
-    assert ip["flow"].tolist() == ["iperf3"] * 3
-
-
-def test_a_v1_record_without_measurements_loads(tmp_path):
-    (tmp_path / "result.json").write_text(json.dumps({"schema_version": 1,
-                                                      "status": "failed"}))
-    run = load_run(tmp_path)
-    assert run.series_names() == [] and not run.has("ping") and run.bottleneck_mbit is None
+def test_schema_1_runs_are_refused_with_a_reason(tmp_path):
+    """The first runner's records (schema 1: measurements, no series) are not read."""
+    for record in ({"schema_version": 1, "status": "ok", "measurements": {}},
+                   {"status": "failed"}):
+        (tmp_path / "result.json").write_text(json.dumps(record))
+        with pytest.raises(ResultsError, match="schema_version 1 .* no longer read"):
+            load_run(tmp_path)
 
 
 CHILD = r"""

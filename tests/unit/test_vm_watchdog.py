@@ -123,7 +123,7 @@ def test_append_words_are_added_and_checked():
 
 def _record(path, status="running", in_vm=True, machine=True):
     path.parent.mkdir(parents=True, exist_ok=True)
-    rec = {"schema_version": 1, "status": status, "error": None, "scenario": {"name": "x"}}
+    rec = {"schema_version": 2, "status": status, "error": None, "scenario": {"name": "x"}}
     if machine:
         rec["machine"] = {"hostname": "bb-vm", "in_project_vm": in_vm}
     path.write_text(json.dumps(rec))
