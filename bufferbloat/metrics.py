@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from .atomic import write_json_atomic, write_text_atomic
-from .results import METRICS_CSV, METRICS_JSON, SCHEMA_VERSION, load_run
+from .results import METRICS_CSV, METRICS_JSON, SCHEMA_VERSION, label_groups, load_run
 from .series import TRAFFIC_TIME_COLUMNS
 from .stats import cov, jain_index, percentiles
 FIELDS = ("scope", "name", "metric", "value", "unit")
@@ -133,18 +133,6 @@ def traffic_start_s(run):
     return min(firsts) if firsts else 0.0
 
 
-def _groups(data, key):
-    """{label: boolean mask} of a series by its label column ``key`` (order of first
-    appearance)."""
-    labels = data.get(key)
-    if labels is None:
-        return {}
-    out = {}
-    for label in dict.fromkeys(labels.tolist()):
-        out[str(label)] = labels == label
-    return out
-
-
 class _Rows(list):
     """Metric rows; ``add`` skips values that are missing or not finite."""
 
@@ -194,7 +182,7 @@ def flow_metrics(run, cutoff_s=-math.inf):
     rows, throughput, sent = _Rows(), {}, {}
     if run.has("iperf"):
         ip = run.series("iperf")
-        for flow, mask in _groups(ip, "flow").items():
+        for flow, mask in label_groups(ip, "flow").items():
             t0s, t1s = ip["t_start"][mask], ip["t_end"][mask]
             rows.add("flow", flow, "fct_s", np.nanmax(t1s) - np.nanmin(t0s)
                      if np.isfinite(t1s).any() and np.isfinite(t0s).any() else None, "s")
@@ -212,7 +200,7 @@ def flow_metrics(run, cutoff_s=-math.inf):
                     rows.add("flow", flow, "retransmits", np.sum(retr), "pkts")
     if run.has("tcp"):
         tcp = run.series("tcp")
-        for flow, mask in _groups(tcp, "flow").items():
+        for flow, mask in label_groups(tcp, "flow").items():
             t = tcp["t"][mask]
             if flow not in sent and np.isfinite(t).sum() >= 1:
                 rows.add("flow", flow, "fct_s", np.nanmax(t) - np.nanmin(t), "s")
@@ -253,24 +241,18 @@ def count_changes(values):
     return int(np.sum((a != b) & ~both_nan))
 
 
-def bottleneck_dev_name(record):
-    """The bottleneck egress device a record names (``bottleneck_dev``: a name, or an
-    older record's (namespace, dev) pair), or None."""
-    dev = record.get("bottleneck_dev")
-    if isinstance(dev, (list, tuple)):
-        dev = dev[-1] if dev else None
-    return dev
-
-
-def _leaf_groups(run):
+def leaf_groups(run):
     """{(dev, handle, kind): mask} of the AQM leaf qdiscs in qdisc.csv (kinds other than
-    htb/netem/...; only ``record['bottleneck_dev']``'s when the record names it)."""
+    htb/netem/...; only ``record['bottleneck_dev']``'s when the record names it); {}
+    without qdisc.csv. The one definition of "the AQM leaf" (metrics, figures)."""
+    if not run.has("qdisc"):
+        return {}
     q = run.series("qdisc")
     n = len(q.get("t", []))
     dev = q.get("dev", np.array([""] * n))
     handle = q.get("handle", np.array([""] * n))
     kind = q.get("kind", np.array([""] * n))
-    want_dev = bottleneck_dev_name(run.record)
+    want_dev = run.bottleneck_dev
     out = {}
     for key in dict.fromkeys(zip(dev.tolist(), handle.tolist(), kind.tolist())):
         if key[2] in NOT_LEAF_KINDS or (want_dev and key[0] != want_dev):
@@ -292,7 +274,7 @@ def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
         return rows
     rate = rate_mbit if rate_mbit is not None else run.bottleneck_mbit
     q = run.series("qdisc")
-    for (dev, handle, kind), mask in _leaf_groups(run).items():
+    for (dev, handle, kind), mask in leaf_groups(run).items():
         name = ":".join(p for p in (dev, kind) if p) or handle or "leaf"
         t = q["t"][mask]
         keep = t >= cutoff_s
@@ -359,7 +341,7 @@ def delivered_goodput(run, cutoff_s=-math.inf):
     receiver = _receiver(run)
     hosts = tcp.get("host", np.array([""] * len(tcp["t"])))
     total = {}
-    for flow, mask in _groups(tcp, "flow").items():
+    for flow, mask in label_groups(tcp, "flow").items():
         _, acked = counter_delta(tcp["t"][mask], tcp["bytes_acked"][mask], cutoff_s)
         sender = hosts[mask][0] if mask.any() else ""
         direction = "down" if receiver and sender == receiver else "up"
@@ -417,7 +399,7 @@ def ping_metrics(run, cutoff_s=-math.inf):
     if not run.has("ping"):
         return rows
     p = run.series("ping")
-    for probe, mask in _groups(p, "probe").items():
+    for probe, mask in label_groups(p, "probe").items():
         keep = mask & (p["t"] >= cutoff_s)
         rtt = p["rtt_ms"][keep]
         if rtt.size == 0:
@@ -430,8 +412,8 @@ def ping_metrics(run, cutoff_s=-math.inf):
 def _udp_sent(run, stream):
     """Packets sent on ``stream``, if its summary in the record's ``traffic_results``
     says (the sender's own count)."""
-    for item in run.record.get("traffic_results") or []:
-        if isinstance(item, dict) and item.get("stream") == stream:
+    for item in run.traffic_results:
+        if item.get("stream") == stream:
             sent = item.get("sent")
             if isinstance(sent, (int, float)) and not isinstance(sent, bool):
                 return int(sent)
@@ -448,7 +430,7 @@ def udp_metrics(run, cutoff_s=-math.inf):
     if not run.has("udp"):
         return rows
     u = run.series("udp")
-    for stream, mask in _groups(u, "stream").items():
+    for stream, mask in label_groups(u, "stream").items():
         keep = mask & (u["t_sent"] >= cutoff_s)
         if not keep.any():
             continue
@@ -497,7 +479,7 @@ def metrics_of(run):
     rows = run.metrics()
     if rows is not None:
         return rows
-    return compute_metrics(run, warmup_s=float(run.record.get("warmup_s") or 0.0))
+    return compute_metrics(run, warmup_s=run.warmup_s)
 
 
 def write_metrics(run, rows, warmup_s=None):

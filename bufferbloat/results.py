@@ -54,6 +54,9 @@ METRICS_JSON = "metrics.json"
 STATUSES = ("running", "ok", "failed", "interrupted")
 FINAL_STATUSES = ("ok", "failed", "interrupted")
 
+#: qdisc kinds whose parameters include a queueing-delay target (``target_ms``)
+TARGET_KINDS = ("pie", "codel", "fq_codel")
+
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
@@ -408,6 +411,118 @@ class Run:
         params = self.record.get("params")
         return params if isinstance(params, dict) else {}
 
+    # -- what the record says: the one reading of result.json's layout for plots, reports,
+    #    metrics and the health verdict
+    @property
+    def scenario(self):
+        """The scenario as data, as the run recorded it ({} when the record has none)."""
+        scn = self.record.get("scenario")
+        return scn if isinstance(scn, dict) else {}
+
+    @property
+    def scenario_name(self):
+        """The scenario's name ('?' when the record has none)."""
+        scn = self.record.get("scenario")
+        return scn.get("name", "?") if isinstance(scn, dict) else str(scn or "?")
+
+    @property
+    def error(self):
+        """Why the run failed or was interrupted (None for a run that went well)."""
+        return self.record.get("error")
+
+    @property
+    def config_key(self):
+        """The key of the run's configuration (:mod:`bufferbloat.identity`), or None."""
+        return self.record.get("config_key")
+
+    @property
+    def overrides(self):
+        """The ``--set`` values the run was asked with."""
+        return dict(self.record.get("overrides") or {})
+
+    @property
+    def label(self):
+        """A short name of the run: scenario, then its overrides (``a1_fifo
+        buffer_pkts=20``); the directory's name when the record names no scenario."""
+        scn = self.record.get("scenario")
+        name = scn.get("name") if isinstance(scn, dict) else (scn or os.path.basename(self.dir))
+        extra = " ".join(f"{k}={v}" for k, v in sorted(self.overrides.items()))
+        return f"{name} {extra}".strip()
+
+    @property
+    def qdisc(self):
+        """(kind, params) of the bottleneck AQM as the record states it (``qdisc``, else
+        the params' ``qdisc`` with no parameters)."""
+        q = self.record.get("qdisc")
+        if isinstance(q, dict):
+            return str(q.get("kind") or ""), dict(q.get("params") or {})
+        return str(self.params.get("qdisc") or ""), {}
+
+    @property
+    def aqm_target_ms(self):
+        """The AQM's queueing-delay target, ms (an AQM with a ``target_ms``: PIE, CoDel,
+        FQ-CoDel), else None."""
+        kind, params = self.qdisc
+        value = params.get("target_ms")
+        if kind in TARGET_KINDS and isinstance(value, (int, float)):
+            return float(value)
+        return None
+
+    @property
+    def base_rtt_ms(self):
+        """The propagation RTT of the path, ms: the record's ``base_rtt_ms``, else 4 x
+        ``delay_ms`` (two links, both ways), else None."""
+        value = self.record.get("base_rtt_ms")
+        if isinstance(value, (int, float)):
+            return float(value)
+        delay = self.params.get("delay_ms")
+        return 4.0 * float(delay) if isinstance(delay, (int, float)) else None
+
+    @property
+    def ping_interval_s(self):
+        """The ping period of the run's (first) ping traffic, s, or None."""
+        for spec in self.record.get("traffic") or []:
+            if isinstance(spec, dict) and spec.get("kind") == "ping":
+                value = spec.get("interval_s")
+                if isinstance(value, (int, float)):
+                    return float(value)
+        return None
+
+    @property
+    def warmup_s(self):
+        """Seconds of traffic left out of the statistics (0 when the record says none)."""
+        value = self.record.get("warmup_s")
+        return float(value) if isinstance(value, (int, float)) else 0.0
+
+    @property
+    def bottleneck_dev(self):
+        """The bottleneck egress device the record names (``bottleneck_dev``: a name, or
+        an older record's (namespace, dev) pair), or None."""
+        dev = self.record.get("bottleneck_dev")
+        if isinstance(dev, (list, tuple)):
+            dev = dev[-1] if dev else None
+        return dev
+
+    @property
+    def health(self):
+        """The health verdict's record ({} when the run was not assessed)."""
+        return self.record.get("health") or {}
+
+    @property
+    def verdict(self):
+        """'healthy', 'degraded', or 'unknown' (not assessed)."""
+        return self.health.get("verdict", "unknown")
+
+    @property
+    def traffic_results(self):
+        """Every traffic tool's summary (result.json's ``traffic_results``)."""
+        return [e for e in self.record.get("traffic_results") or [] if isinstance(e, dict)]
+
+    @property
+    def machine(self):
+        """Where the run happened (host, kernel, in the project VM...)."""
+        return self.record.get("machine") or {}
+
     @property
     def bottleneck_mbit(self):
         """The bottleneck rate, Mbit/s, or None when the record does not say."""
@@ -502,6 +617,20 @@ def load_run(run_dir):
         raise ResultsError(f"{path}: schema_version {version} is newer than this suite "
                            f"reads (up to {SCHEMA_VERSION}): update the checkout")
     return Run(run_dir, record)
+
+
+def is_run_dir(path):
+    """Whether ``path`` is a run directory (holds a result.json)."""
+    return os.path.isfile(os.path.join(str(path), RESULT_FILE))
+
+
+def label_groups(data, key):
+    """{label: boolean mask} of a loaded series ``data`` by its label column ``key``
+    (e.g. tcp's ``flow``), in order of first appearance; {} without that column."""
+    labels = data.get(key)
+    if labels is None or len(labels) == 0:
+        return {}
+    return {str(label): labels == label for label in dict.fromkeys(labels.tolist())}
 
 
 def find_runs(root):

@@ -94,6 +94,26 @@ def point_dir(root, varied, rep, config=None):
     return os.path.join(*parts, f"rep-{rep}")
 
 
+#: A sweep's (and run-all's) index of its points, in its directory
+INDEX_FILE = "index.json"
+
+
+def read_index(path):
+    """The index (``path``/index.json) as a dict, or None when ``path`` holds none;
+    UsageError when it is not a JSON object."""
+    index_path = os.path.join(str(path), INDEX_FILE)
+    if not os.path.isfile(index_path):
+        return None
+    try:
+        with open(index_path) as f:
+            index = json.load(f)
+    except ValueError as exc:
+        raise UsageError(f"{index_path}: not valid JSON ({exc})") from None
+    if not isinstance(index, dict):
+        raise UsageError(f"{index_path}: not a JSON object")
+    return index
+
+
 def read_record(path):
     """``path``/result.json as a dict, or {} when there is no readable record."""
     try:
@@ -179,7 +199,7 @@ def run_sweep(scn, vary, repeat, out_root, run_point, quick=False, duration_s=No
     repeat = scn.repeat if repeat is None else repeat
     todo = [(scn, dict(base or {}, **o), o, rep) for o, rep in points(vary, repeat)]
     root = os.path.join(out_root, scn.name, "sweep")
-    index_path = os.path.join(root, "index.json")
+    index_path = os.path.join(root, INDEX_FILE)
     meta = {"scenario": scn.name, "vary": vary, "repeat": repeat, "base": dict(base or {})}
     done, failed = run_points(todo, out_root, run_point, index_path, meta, quick=quick,
                               duration_s=duration_s, log=log, stall_limit=stall_limit)

@@ -507,7 +507,7 @@ def test_plot_of_a_sweep_directory_draws_across_runs(tmp_path, capsys):
 def test_qdisc_sweep_comparison_targets_and_table():
     """sweep_qdiscs: a1_fifo in the VM with qdisc=fifo,pie,codel,fq_codel."""
     pts = sweep.load_points(os.path.join(FIX, "sweep_qdiscs"))
-    kinds = [common.qdisc_info(p.run)[0] for p in pts]
+    kinds = [p.run.qdisc[0] for p in pts]
     assert kinds == ["fifo", "pie", "codel", "fq_codel"]
     fig = sweep.draw_comparison(pts)
     assert len(fig.axes) == len(sweep.COMPARE_KEYS)

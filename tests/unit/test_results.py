@@ -4,6 +4,7 @@ import math
 import os
 import time
 
+import numpy as np
 import pytest
 
 from bufferbloat import results
@@ -11,7 +12,7 @@ from bufferbloat.errors import UsageError
 from bufferbloat.atomic import write_json_atomic
 from bufferbloat.series import SERIES_COLUMNS
 from bufferbloat.results import (SCHEMA_VERSION, RunWriter, ResultsError, find_runs,
-                                 load_run, read_series_csv)
+                                 is_run_dir, label_groups, load_run, read_series_csv)
 
 
 def test_round_trip_of_series_raw_and_record(tmp_path):
@@ -267,3 +268,30 @@ def test_a_process_killed_mid_run_leaves_its_rows(tmp_path):
     assert run.record["status"] == "running"
     seqs = run.series("ping")["seq"].tolist()
     assert len(seqs) >= 31 and seqs == list(range(len(seqs)))
+
+
+def test_run_accessors_read_the_record_once_for_everyone(tmp_path):
+    w = RunWriter(tmp_path / "r")
+    w.record.update(scenario={"name": "a2_pie", "figures": ["queue"]},
+                    overrides={"flows": "2", "bottleneck_mbit": "5"},
+                    params={"bottleneck_mbit": 5.0, "delay_ms": 5},
+                    qdisc={"kind": "pie", "params": {"target_ms": 20}},
+                    traffic=[{"kind": "iperf"}, {"kind": "ping", "interval_s": 0.1}],
+                    warmup_s=2, bottleneck_dev=["s0", "s0-eth2"],
+                    health={"verdict": "degraded", "problems": ["x"]},
+                    traffic_results=[{"name": "f"}, "junk"])
+    w.close("ok")
+    run = load_run(tmp_path / "r")
+    assert run.scenario_name == "a2_pie" and run.scenario["figures"] == ["queue"]
+    assert run.label == "a2_pie bottleneck_mbit=5 flows=2"
+    assert run.qdisc == ("pie", {"target_ms": 20}) and run.aqm_target_ms == 20.0
+    assert run.base_rtt_ms == 20.0                      # 4 x delay_ms when not recorded
+    assert run.ping_interval_s == 0.1 and run.warmup_s == 2.0
+    assert run.bottleneck_dev == "s0-eth2"               # an older record's (ns, dev) pair
+    assert run.verdict == "degraded" and run.traffic_results == [{"name": "f"}]
+    assert run.error is None and run.bottleneck_mbit == 5.0
+    assert is_run_dir(tmp_path / "r") and not is_run_dir(tmp_path)
+    data = {"flow": np.array(["a", "b", "a"])}
+    assert {k: v.tolist() for k, v in label_groups(data, "flow").items()} == \
+        {"a": [True, False, True], "b": [False, True, False]}
+    assert label_groups(data, "probe") == {}
