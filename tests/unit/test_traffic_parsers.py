@@ -329,3 +329,18 @@ def test_webserver_page_is_exactly_the_size():
         with pytest.raises(SystemExit) as exc:
             main(bad)
         assert exc.value.code == 2
+
+
+def test_port_pools_are_disjoint_and_bounded():
+    """Servers, UDP receivers and the client source ports an upload binds come from
+    pools of their own; client ports lie below the kernel's ephemeral range (32768), so
+    that no connection the kernel numbers can hold one; a pool that runs out says so."""
+    from bufferbloat.errors import UsageError
+    from bufferbloat.traffic.base import PORT_POOL_LAST, PartContext
+    ctx = PartContext(None, 10.0, 0.0, 0.0)
+    assert [ctx.ports("tcp"), ctx.ports("tcp", 8), ctx.ports("tcp")] == [5201, 5202, 5210]
+    assert ctx.ports("tcp_client", 4) == 20000 and ctx.ports("tcp_client") == 20004
+    assert ctx.ports("udp") == 5600
+    assert PORT_POOL_LAST["tcp"] < 20000 and PORT_POOL_LAST["tcp_client"] < 32768
+    with pytest.raises(UsageError, match="tcp_client ports"):
+        ctx.ports("tcp_client", 32768 - 20005 + 1)
