@@ -36,7 +36,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bufferbloat import nlstats  # noqa: E402
-from bufferbloat.network import Network, stop_process  # noqa: E402
+from bufferbloat.network import Network  # noqa: E402
+from bufferbloat.signals import stop_process  # noqa: E402
 from bufferbloat.sampler import QDISC_SAMPLER_ENV, Sampler, qdisc_helper_binary  # noqa: E402
 from bufferbloat.topology import DumbbellTopo  # noqa: E402
 

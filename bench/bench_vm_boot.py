@@ -3,10 +3,10 @@
     sudo PYTHONPATH=. /usr/bin/python3 bench/bench_vm_boot.py [-n 20] [--accel tcg]
 
 Each boot is the real command line (``vm/run``, its boot watchdog included); what
-``vm.run`` records of every boot (BUFFERBLOAT_VM_BOOT_LOG, one JSON line per run) gives
+``session.run`` records of every boot (BUFFERBLOAT_VM_BOOT_LOG, one JSON line per run) gives
 the time from qemu start to each boot stage and to the command, the boots that hung
 and were retried, and the failures. Prints the distribution; asserts nothing. The
-numbers behind the watchdog's bound (bufferbloat/vm.py BOOT_BOUND_S) come from here.
+numbers behind the watchdog's bound (bufferbloat/vm/boot.py BOOT_BOUND_S) come from here.
 """
 
 import argparse
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bufferbloat import vm  # noqa: E402
+from bufferbloat.vm import boot, image, session  # noqa: E402
 
 
 def pct(values, q):
@@ -45,11 +45,11 @@ def main():
     ap.add_argument("-n", "--boots", type=int, default=20, help="vm/run -- true runs")
     ap.add_argument("--accel", choices=["tcg", "kvm"], help="default: vm/run's choice")
     args = ap.parse_args()
-    vm.build_image(progress=print)
+    image.build_image(progress=print)
     fd, log = tempfile.mkstemp(prefix="bb-vm-boots-", suffix=".jsonl")
     os.close(fd)
-    env = dict(os.environ, **{vm.BOOT_LOG_ENV: log})
-    bound, first, attempts = vm.boot_bounds(args.accel or "tcg")
+    env = dict(os.environ, **{session.BOOT_LOG_ENV: log})
+    bound, first, attempts = boot.boot_bounds(args.accel or "tcg")
     print(f"# project VM boot benchmark: {args.boots} x `vm/run -- true`"
           f"{' --accel ' + args.accel if args.accel else ''}; watchdog: command within "
           f"{bound:.0f}s, first console output within {first:.0f}s, {attempts} boots")
@@ -90,14 +90,14 @@ def main():
     retries = sum(len(r["boots"]) - 1 for r in recs)
     print()
     print(f"runs: {len(recs)}, ok (rc 0): {rcs.count(0)}, "
-          f"boot failures (rc {vm.RC_BOOT_FAILED}): {rcs.count(vm.RC_BOOT_FAILED)}")
+          f"boot failures (rc {session.RC_BOOT_FAILED}): {rcs.count(session.RC_BOOT_FAILED)}")
     print(f"boots: {len(boots)}, started the command: {len(started)}, hung or died: "
           f"{len(failed)}, retries: {retries}")
     for b in failed:
         print(f"  failed boot: attempt {b['attempt']}, outcome {b['outcome']}, "
               f"stage reached {b['stage']!r}, stages {b['stages']}")
     print(f"qemu start -> command (s): {dist(started)}")
-    for stage in vm.STAGE_NAMES[1:]:
+    for stage in boot.STAGE_NAMES[1:]:
         values = [b["stages"][stage] for b in boots
                   if b["outcome"] == "started" and stage in b["stages"]]
         print(f"  -> {stage:9s} (s): {dist(values)}")

@@ -41,14 +41,14 @@ import os
 import sys
 from dataclasses import dataclass
 
-from .errors import UsageError
+from .params import env_number
 from .qdisc import NETLINK_KINDS
 
 NETEM_LIMIT_PKTS = 100_000
 HOST_QUEUE_PKTS = 10_000
 ROOT = "1:"
 CLASS = "1:1"
-LEAF_HANDLES = ("10:", "20:")  # alternated on a live swap: `replace` can't change kind
+LEAF_HANDLE = "10:"
 IFB_DEV = "ifb0"
 
 
@@ -109,18 +109,12 @@ def htb_burst_bytes(rate_mbit, burst_ms=None):
             and os.environ.get("BUFFERBLOAT_GUEST_ACCEL") != "tcg":
         return None
     if burst_ms is None:
-        try:
-            burst_ms = float(os.environ.get(HTB_BURST_ENV, HTB_BURST_MS))
-        except ValueError:
-            raise UsageError(f"invalid value for {HTB_BURST_ENV}: "
-                             f"{os.environ[HTB_BURST_ENV]!r} (a time in ms)") from None
-        if not 0 <= burst_ms <= 1000:
-            raise UsageError(f"invalid value for {HTB_BURST_ENV}: {burst_ms:g} (0 to 1000 ms)")
+        burst_ms = env_number(HTB_BURST_ENV, HTB_BURST_MS, 0, 1000, "a time in ms, 0 to 1000")
     return int(min(HTB_MAX_BURST_BYTES,
                    max(HTB_MIN_BURST_BYTES, rate_mbit * 1e6 / 8 * burst_ms / 1e3)))
 
 
-def shaped(ns, dev, rate_mbit, leaf, why, handle=LEAF_HANDLES[0]):
+def shaped(ns, dev, rate_mbit, leaf, why, handle=LEAF_HANDLE):
     """Steps for ``htb`` at ``rate_mbit`` on ``dev`` with qdisc ``leaf`` (argument list)."""
     rate = rate_arg(rate_mbit)
     nbytes = htb_burst_bytes(rate_mbit)
@@ -207,17 +201,6 @@ def plan_network(topo, intfs):
 
 def _plain_leaf(imp):
     return netem_args(imp) if imp.active else ["pfifo", "limit", str(HOST_QUEUE_PKTS)]
-
-
-def swap_steps(ns, dev, spec, rate_mbit, current_handle):
-    """Steps replacing the AQM leaf of a running bottleneck with ``spec``.
-
-    Returns (steps, new_handle). The new leaf gets the other handle of
-    :data:`LEAF_HANDLES`: the kernel refuses ``replace`` to another kind on the same handle.
-    """
-    new = LEAF_HANDLES[1] if current_handle == LEAF_HANDLES[0] else LEAF_HANDLES[0]
-    step = leaf_step(ns, dev, CLASS, new, spec.tc_args(rate_mbit), f"live swap to {spec.kind}")
-    return [step], new
 
 
 def features_for(topo):

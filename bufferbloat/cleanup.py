@@ -20,17 +20,17 @@ holder dies): if a state file of a dead owner is there, it ends the recorded pro
 created after the floor), restores the sysctls and removes the file. Only what was
 recorded is touched: nothing is ever found or killed by name.
 
-:func:`deferred_signals` keeps SIGINT/SIGTERM from cutting a build or a teardown in two:
-the signal is noted and raised as KeyboardInterrupt once the block is done.
+Ending processes and holding signals are :mod:`bufferbloat.signals`' concern.
 """
 
-import contextlib
 import json
 import os
-import signal
 import sys
 import threading
 import time
+
+from .atomic import write_json_atomic
+from .signals import end_processes, proc_start_time, same_process
 
 STATE_PATH = "/run/bufferbloat-network.json"
 STATE_ENV = "BUFFERBLOAT_STATE_PATH"
@@ -39,34 +39,6 @@ STATE_ENV = "BUFFERBLOAT_STATE_PATH"
 def state_path():
     """Where the state file lives (env BUFFERBLOAT_STATE_PATH overrides, for tests)."""
     return os.environ.get(STATE_ENV) or STATE_PATH
-
-
-def proc_start_time(pid):
-    """Start time of ``pid`` in clock ticks since boot (/proc/PID/stat field 22), or None
-    if there is no such process."""
-    try:
-        with open(f"/proc/{int(pid)}/stat") as f:
-            data = f.read()
-    except (OSError, ValueError):
-        return None
-    # the command name (field 2) may hold spaces and parentheses: split after the last ')'
-    rest = data[data.rindex(")") + 2:].split()
-    return int(rest[19])
-
-
-def same_process(pid, start):
-    """True if ``pid`` exists and is the process that started at ``start``."""
-    got = proc_start_time(pid)
-    return got is not None and (start is None or got == start)
-
-
-def _zombie(pid):
-    try:
-        with open(f"/proc/{int(pid)}/stat") as f:
-            data = f.read()
-        return data[data.rindex(")") + 2] == "Z"
-    except (OSError, ValueError):
-        return True
 
 
 def link_index(name, netns_pid=None):
@@ -92,15 +64,6 @@ def max_ifindex():
     return best
 
 
-def write_atomic(path, data):
-    """Write JSON so that ``path`` is always complete (temp file, then rename)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
 class NetworkState:
     """The state file of one network: what it created, kept up to date on disk."""
 
@@ -116,7 +79,7 @@ class NetworkState:
 
     def save(self):
         with self._lock:
-            write_atomic(self.path, self.data)
+            write_json_atomic(self.path, self.data)
         self.active = True
 
     def plan_links(self, names):
@@ -158,35 +121,6 @@ class NetworkState:
         except FileNotFoundError:
             pass
         self.active = False
-
-
-def _signal_pid(pid, sig):
-    """Signal ``pid``'s process group when it leads one (our processes start their own
-    session), otherwise the process alone."""
-    try:
-        if os.getpgid(pid) == pid:
-            os.killpg(pid, sig)
-        else:
-            os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def end_processes(procs, grace_s=2.0):
-    """SIGTERM then SIGKILL every {pid: start} still running as recorded; returns the
-    PIDs that were ended."""
-    alive = {int(p): s for p, s in procs.items() if same_process(p, s)}
-    for pid in alive:
-        _signal_pid(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if all(not same_process(p, s) or _zombie(p) for p, s in alive.items()):
-            break
-        time.sleep(0.05)
-    for pid, start in alive.items():
-        if same_process(pid, start) and not _zombie(pid):
-            _signal_pid(pid, signal.SIGKILL)
-    return sorted(alive)
 
 
 def recover(path=None, log=None, run=None, wait_s=5.0):
@@ -274,7 +208,6 @@ def _mark_killed(result_file, pid):
     rec["error"] = (f"killed: the runner (pid {pid}) died without finishing; "
                     f"a later run removed its network")
     rec["recovered_at"] = time.time()
-    from .results import write_json_atomic
     write_json_atomic(result_file, rec)
     return result_file
 
@@ -289,49 +222,3 @@ def record_result_file(state, path):
 def _run(argv):
     import subprocess
     subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-
-
-@contextlib.contextmanager
-def deferred_signals(note=None):
-    """Hold SIGINT and SIGTERM during the block (a build or a teardown must not be cut in
-    two); if one came, raise KeyboardInterrupt after it. A sweep's stall watchdog
-    (SIGALRM with a Python handler) is held too: an alarm during the block re-arms the
-    timer (0.5 s), so it reaches its handler once the block is over. Outside the main
-    thread, a no-op.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    got = []
-
-    def handler(sig, _frame):
-        if not got and note:
-            print(note, file=sys.stderr, flush=True)
-        got.append(sig)
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    old_alarm = signal.getsignal(signal.SIGALRM)
-    if callable(old_alarm):
-        signal.signal(signal.SIGALRM,
-                      lambda _sig, _frame: signal.setitimer(signal.ITIMER_REAL, 0.5))
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        if callable(old_alarm):
-            signal.signal(signal.SIGALRM, old_alarm)
-    if got:
-        if got[0] == signal.SIGTERM and old[signal.SIGTERM] in (signal.SIG_DFL, None):
-            raise KeyboardInterrupt("SIGTERM")
-        raise KeyboardInterrupt("SIGTERM" if got[0] == signal.SIGTERM else "SIGINT")
-
-
-def terminate_on_sigterm():
-    """Turn SIGTERM into KeyboardInterrupt (main thread only) so that ``finally`` blocks
-    tear down and record."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-        def handler(_sig, _frame):
-            raise KeyboardInterrupt("SIGTERM")
-        signal.signal(signal.SIGTERM, handler)

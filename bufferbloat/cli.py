@@ -7,11 +7,11 @@ message and exit with code 2 before any network state is created.
 import argparse
 import json
 import os
-import signal
 import sys
 import time
 
 from .errors import EXIT_DEGRADED, EXIT_USAGE, UsageError
+from .signals import ignore_signals, interrupt_rc
 
 
 def _scenarios():
@@ -43,7 +43,8 @@ def _needs(names):
     caps = probe()
     needed = set()
     for name in names:
-        needed |= set(Network(_scenario(name).build_topo(hz=caps.hz), caps=caps).features)
+        topo = _scenario(name).build(hz=caps.hz)[0]
+        needed |= set(Network(topo, caps=caps).features)
     return caps, sorted(needed)
 
 
@@ -77,12 +78,12 @@ def cmd_list(_args):
 
 def _check_common(args):
     """Options every running command shares, checked before anything is built."""
-    from .engine import check_out_dir
+    from .params import DURATION_LIMITS_S, REPEAT_LIMITS, check_out_dir, check_range
     check_out_dir(args.out)
-    if getattr(args, "time", None) is not None and not 1 <= args.time <= 86400:
-        raise UsageError(f"invalid value for --time: {args.time:g} (allowed: 1 to 86400 s)")
-    if getattr(args, "repeat", None) is not None and not 1 <= args.repeat <= 1000:
-        raise UsageError(f"invalid value for --repeat: {args.repeat} (allowed: 1 to 1000)")
+    if getattr(args, "time", None) is not None:
+        check_range("--time", args.time, *DURATION_LIMITS_S, " s")
+    if getattr(args, "repeat", None) is not None:
+        check_range("--repeat", args.repeat, *REPEAT_LIMITS)
 
 
 def cmd_run(args):
@@ -90,14 +91,14 @@ def cmd_run(args):
     on; exit 1 if any failed."""
     from .engine import run_point
     from .health import headline, verdict_of
-    from .metrics import format_table
+    from .metrics import format_table, metrics_of
     from .results import load_run
     scn = _scenario(args.scenario)
     overrides = _overrides(args.set)
     _check_common(args)
-    if not 1 <= args.sample_ms <= 10000:
-        raise UsageError(f"invalid value for --sample-ms: {args.sample_ms:g} (allowed: 1 "
-                         "to 10000 ms)")
+    from .params import SAMPLE_PERIOD_LIMITS_S, check_range
+    check_range("--sample-ms", args.sample_ms,
+                *(1000 * x for x in SAMPLE_PERIOD_LIMITS_S), " ms")
     from .identity import run_config
     from .sweep import PointStalled, stall_limit_s, watchdog
     # every repetition's configuration (bad input: exit 2 before anything runs)
@@ -128,7 +129,7 @@ def cmd_run(args):
         print(headline(run.record.get("health")))
         if verdict_of(run.record) == "degraded":
             degraded.append(run_dir)
-        print(format_table(_metrics_rows(run)))
+        print(format_table(metrics_of(run)))
     return _end_status(failed, degraded)
 
 
@@ -142,16 +143,6 @@ def _end_status(failed, degraded_dirs):
     if failed:
         return 1
     return EXIT_DEGRADED if degraded_dirs else 0
-
-
-def _metrics_rows(run):
-    path = os.path.join(run.dir, "metrics.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            data = json.load(f)
-        return data["metrics"] if isinstance(data, dict) else data
-    from .metrics import compute_metrics
-    return compute_metrics(run, warmup_s=run.record.get("warmup_s", 0.0))
 
 
 def cmd_sweep(args):
@@ -176,14 +167,14 @@ def cmd_sweep(args):
 def cmd_show(args):
     """Print a run's metrics table (recomputed from its stored series with --recompute)."""
     from .health import headline
-    from .metrics import compute_metrics, format_table, write_metrics
+    from .metrics import compute_metrics, format_table, metrics_of, write_metrics
     from .results import load_run
     run = load_run(args.run_dir)
     if args.recompute:
         rows = compute_metrics(run, warmup_s=run.record.get("warmup_s", 0.0))
         write_metrics(run, rows, warmup_s=run.record.get("warmup_s", 0.0))
     else:
-        rows = _metrics_rows(run)
+        rows = metrics_of(run)
     rec = run.record
     print(f"{rec.get('scenario', {}).get('name', '?')}  status {rec.get('status')}  "
           f"started {rec.get('started', '?')}  {rec.get('duration_s', '?')} s")
@@ -315,7 +306,7 @@ def main(argv=None):
         rc = EXIT_USAGE
     except KeyboardInterrupt as exc:
         print("bufferbloat: interrupted", file=sys.stderr)
-        rc = _interrupt_rc(exc)
+        rc = interrupt_rc(exc)
     return rc
 
 
@@ -329,18 +320,8 @@ def console():
     block it, and the traffic tools' watcher threads may still exist)."""
     try:
         rc = main()
-        _ignore_signals()
+        ignore_signals()
     except KeyboardInterrupt as exc:      # one that came between main and the above
-        _ignore_signals()
-        rc = _interrupt_rc(exc)
+        ignore_signals()
+        rc = interrupt_rc(exc)
     return rc
-
-
-def _interrupt_rc(exc):
-    """128 + the signal that interrupted the command (SIGTERM 143, SIGINT 130)."""
-    return 143 if "SIGTERM" in str(exc) else 130
-
-
-def _ignore_signals():
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)

@@ -16,7 +16,6 @@ result.json is saved when the run starts (status running) and again at the end; 
 is atomic, series are flushed while the run goes, so an interrupted run keeps what it had.
 """
 
-import csv
 import datetime
 import os
 import time
@@ -25,11 +24,14 @@ from dataclasses import asdict, dataclass, field
 from . import metrics as mx
 from . import health, identity, theory
 from .capabilities import probe
-from .cleanup import deferred_signals, record_result_file, terminate_on_sigterm
-from .errors import ParameterError, UsageError
+from .cleanup import record_result_file
 from .network import Network
+from .params import SAMPLE_PERIOD_LIMITS_S, check_out_dir, check_range, env_number
 from .results import RunWriter, load_run
 from .sampler import Sampler
+from .scaling import rate_cap_mbit
+from .series import columns_of
+from .signals import deferred_signals, terminate_on_sigterm
 from .traffic import base as traffic_base
 from .traffic.ping import idle_rtt
 
@@ -40,41 +42,6 @@ FLOW_GRACE_S = 8.0
 #: The sampler stops by itself this long after the grace period if nobody stops it
 #: (a safety net for an orphan; the run stops it well before).
 SAMPLER_SPARE_S = 60.0
-#: Under TCG the project VM forwards ~57 Mbit/s at most with nothing else running
-#: (PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
-#: is what it sustains at full utilization. Env BUFFERBLOAT_MAX_MBIT overrides (0: none).
-TCG_MAX_MBIT = 20.0
-MAX_MBIT_ENV = "BUFFERBLOAT_MAX_MBIT"
-
-
-def rate_cap_mbit(scn=None):
-    """The highest bottleneck rate this machine sustains, or None (no scaling). Under
-    TCG a scenario whose bottleneck is loaded both ways (``aqm_both_ways``: B's RRUL)
-    gets half the cap per direction: 20 Mbit/s each way measured work conservation
-    0.86 and 11 % sampler misses, 10 Mbit/s each way 0.998 (docs/HEALTH.md)."""
-    cap = _machine_cap_mbit()
-    if cap and scn is not None and scn.params.get("aqm_both_ways") \
-            and os.environ.get(MAX_MBIT_ENV) is None:
-        return cap / 2
-    return cap
-
-
-def _machine_cap_mbit():
-    raw = os.environ.get(MAX_MBIT_ENV)
-    if raw:
-        try:
-            cap = float(raw)
-        except ValueError:
-            raise UsageError(f"invalid value for {MAX_MBIT_ENV}: {raw!r} (a rate in "
-                             "Mbit/s, or 0 for no cap)") from None
-        if cap < 0 or cap != cap:
-            raise UsageError(f"invalid value for {MAX_MBIT_ENV}: {raw!r} (>= 0)")
-        return cap or None
-    if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg":
-        return TCG_MAX_MBIT
-    return None
-
-
 #: Env: the sampler's SCHED_FIFO priority (0: the normal scheduler). Default: 0 in the
 #: TCG VM, where a real-time sampler starves the softirq work that forwards the packets
 #: (work conservation 0.78 against 0.82 without, docs/HEALTH.md); 1 elsewhere, where the
@@ -84,11 +51,8 @@ SAMPLER_RT_ENV = "BUFFERBLOAT_SAMPLER_RT"
 
 def sampler_rt_priority():
     """The sampler's SCHED_FIFO priority from the environment (see SAMPLER_RT_ENV)."""
-    default = "0" if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg" else "1"
-    raw = os.environ.get(SAMPLER_RT_ENV, default)
-    if not raw.isdigit() or int(raw) > 99:
-        raise UsageError(f"invalid value for {SAMPLER_RT_ENV}: {raw!r} (0 to 99)")
-    return int(raw)
+    default = 0 if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg" else 1
+    return env_number(SAMPLER_RT_ENV, default, 0, 99, "0 to 99", conv=int)
 
 
 def build_parts(net, traffic, duration_s, t0, rmm, raw_dir=None):
@@ -98,31 +62,9 @@ def build_parts(net, traffic, duration_s, t0, rmm, raw_dir=None):
 
 
 def sampler_flows(parts):
-    """The sampler's flow specs: every TCP flow of the parts."""
+    """The sampler's flow specs: every TCP flow of the parts, labelled as the parts
+    label their rows (tcp.csv is written once, as sampled)."""
     return [flow for part in parts for flow in part.sampled_flows()]
-
-
-def relabel_tcp(path, parts):
-    """Give the sampler's ``host:sport`` rows the traffic's flow labels (iperf3 told us
-    which source port each stream had)."""
-    labels = {}
-    for part in parts:
-        for (host, port), label in part.flow_labels().items():
-            labels[f"{host}:{port}"] = label
-    if not labels or not os.path.exists(path):
-        return
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    if not rows:
-        return
-    col = rows[0].index("flow")
-    for r in rows[1:]:
-        if len(r) > col:
-            r[col] = labels.get(r[col], r[col])
-    tmp = path + ".tmp"
-    with open(tmp, "w", newline="") as f:
-        csv.writer(f).writerows(rows)
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -209,11 +151,7 @@ def resolve(scn, overrides, duration_s, out_root, quick, log, run_dir, sample_pe
     topo, knobs, traffic = scn.build(overrides, quick=quick, hz=caps.hz,
                                      max_rate_mbit=rate_cap_mbit(scn))
     duration, warmup = identity.durations(scn, quick, duration_s)
-    if isinstance(sample_period_s, bool) or \
-            not isinstance(sample_period_s, (int, float)) or \
-            not 0.001 <= sample_period_s <= 10:
-        raise UsageError(f"invalid value for sample period: {sample_period_s!r} "
-                         "(allowed: 0.001 to 10 s)")
+    check_range("sample period", sample_period_s, *SAMPLE_PERIOD_LIMITS_S, " s")
     check_out_dir(run_dir if run_dir is not None else out_root,
                   "--out" if run_dir is None else "run_dir")
     net = Network(topo, caps=caps)
@@ -236,7 +174,7 @@ def run_network(ctx):
     """Step 2: record the configuration (status running), build the network, measure;
     the traffic and the sampler end before the network does (even on an error or a
     signal)."""
-    from .runner import machine_record, tool_versions
+    from .machine import machine_record, tool_versions
     scn, topo, net, rec = ctx.scn, ctx.topo, ctx.net, ctx.record
     rec.update({"scenario": asdict(scn), "overrides": ctx.overrides,
                 "profile": "quick" if ctx.quick else "full", "duration_s": ctx.duration_s,
@@ -347,7 +285,7 @@ def finish(ctx, status, error):
     writer, rec = ctx.writer, ctx.record
     stop_parts(ctx.parts)
     try:
-        _collect(writer, ctx.parts, ctx.sampler, ctx.run_dir)
+        _collect(writer, ctx.parts, ctx.sampler)
     except Exception as exc:  # noqa: BLE001 - the record must still be closed
         rec["collect_error"] = f"{type(exc).__name__}: {exc}"
     rec["wall_s"] = time.monotonic() - ctx.t_wall
@@ -372,26 +310,6 @@ def _probe_pair(topo, parts):
     return topo.senders[0], topo.receiver
 
 
-def check_out_dir(path, what="--out"):
-    """An output directory must be a plain path to a directory we can create or write,
-    outside the kernel's pseudo file systems. Raises ParameterError (exit 2)."""
-    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
-    if not text or not text.strip() or any(c in text for c in "\0\n\r"):
-        raise ParameterError(what, path, "a directory path")
-    full = os.path.realpath(text)
-    if any(full == p or full.startswith(p + "/") for p in ("/proc", "/sys", "/dev")):
-        raise ParameterError(what, path, "a directory outside /proc, /sys and /dev")
-    probe_dir = full
-    while not os.path.exists(probe_dir):
-        probe_dir = os.path.dirname(probe_dir)
-    if not os.path.isdir(probe_dir):
-        raise ParameterError(what, path, f"a directory path ({probe_dir} is not a directory)")
-    if not os.access(probe_dir, os.W_OK | os.X_OK):
-        raise ParameterError(what, path, f"a writable directory ({probe_dir} is not "
-                             "writable)")
-    return text
-
-
 def stop_parts(parts):
     """Stop every part, the last started first (idempotent)."""
     for part in reversed(parts):
@@ -412,7 +330,7 @@ def health_problem(net, parts, sampler):
     return next(filter(None, (part.problem() for part in parts)), None)
 
 
-def _collect(writer, parts, sampler, run_dir):
+def _collect(writer, parts, sampler):
     """Store every part's rows, raw outputs and summary (even after a failure: what was
     measured is kept)."""
     summaries = []
@@ -420,15 +338,10 @@ def _collect(writer, parts, sampler, run_dir):
         try:
             for name, rows in part.rows().items():
                 if rows:
-                    writer.add_rows(name, list(rows[0].keys()), rows)
+                    writer.add_rows(name, columns_of(name, rows), rows)
             for fname, text in part.raw_outputs().items():
                 writer.raw(fname, text)
             summaries += part.summary()
-            extra = part.spec_results()
-            if extra:
-                for spec in writer.record.get("traffic", []):
-                    if spec.get("name") == part.name:
-                        spec.update(extra)
         except Exception as exc:  # noqa: BLE001 - one broken part must not lose the rest
             summaries.append({"name": part.name, "error": repr(exc)})
     writer.record["traffic_results"] = summaries
@@ -437,7 +350,6 @@ def _collect(writer, parts, sampler, run_dir):
             sampler.stop()
         writer.raw("sampler.log", sampler.log_text())
         writer.record["sampler"] = sampler.stats()
-        relabel_tcp(os.path.join(run_dir, "series", "tcp.csv"), parts)
 
 
 def summarize(topo, rows):

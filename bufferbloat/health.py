@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from .metrics import NOT_LEAF_KINDS, bottleneck_dev_name
+from .metrics import NOT_LEAF_KINDS
 from .results import load_run
 
 #: The bottleneck must send at >= this share of its configured rate whenever its leaf
@@ -107,7 +107,7 @@ def _leaf_rates(run):
     params = run.params
     fwd = params.get("bottleneck_mbit")
     rev = params.get("reverse_mbit") or fwd
-    want = bottleneck_dev_name(run.record)
+    want = run.bottleneck_dev
     devs = (run.record.get("sampler") or {}).get("qdisc_devs") or ([want] if want else [])
     return {d: (fwd if d == want or want is None else rev) for d in devs}
 

@@ -23,7 +23,7 @@ import hashlib
 import json
 import math
 
-from .errors import UsageError
+from .params import DURATION_LIMITS_S, check_range
 
 #: Bumped when the configuration's content changes meaning (all keys change with it).
 IDENTITY_VERSION = 1
@@ -39,9 +39,7 @@ def durations(scn, quick=False, duration_s=None):
     two minutes). Raises UsageError for a duration outside 1..86400 s."""
     duration = duration_s if duration_s is not None else (
         scn.quick_duration_s if quick else scn.duration_s)
-    if isinstance(duration, bool) or not isinstance(duration, (int, float)) \
-            or not 1 <= duration <= 86400:
-        raise UsageError(f"invalid value for time: {duration!r} (allowed: 1 to 86400 s)")
+    check_range("time", duration, *DURATION_LIMITS_S, " s")
     return duration, scn.warmup_s * min(1.0, duration / scn.duration_s)
 
 
@@ -72,10 +70,10 @@ def run_config(scn, overrides=None, quick=False, duration_s=None, rep=1,
                sample_period_s=DEFAULT_SAMPLE_PERIOD_S, max_rate_mbit=_AUTO):
     """The fully resolved configuration of one run of ``scn`` (validates like
     ``scn.build``: bad input raises UsageError). ``max_rate_mbit`` defaults to this
-    machine's cap (:func:`bufferbloat.engine.rate_cap_mbit`, env BUFFERBLOAT_MAX_MBIT),
+    machine's cap (:func:`bufferbloat.scaling.rate_cap_mbit`, env BUFFERBLOAT_MAX_MBIT),
     the value the engine scales with."""
     if max_rate_mbit is _AUTO:
-        from .engine import rate_cap_mbit
+        from .scaling import rate_cap_mbit
         max_rate_mbit = rate_cap_mbit(scn)
     duration, warmup = durations(scn, quick, duration_s)
     topo, knobs, traffic = scn.build(overrides, quick=quick, max_rate_mbit=max_rate_mbit)

@@ -5,7 +5,8 @@ Every metric is a row ``{scope, name, metric, value, unit}``: scope is ``flow``,
 definitions (docs/RESULTS.md, "Metrics"):
 
 - percentiles are numpy's ``linear`` method (type 7: the q-th percentile of n sorted values
-  interpolates linearly at rank (n - 1) * q / 100);
+  interpolates linearly at rank (n - 1) * q / 100), CoV and Jain's index as
+  :mod:`bufferbloat.stats` defines them;
 - ``warmup_s`` excludes the first seconds of traffic: samples earlier than
   ``traffic start + warmup_s`` are left out, where traffic start is the record's
   ``traffic_start_s`` when present, else the earliest time in the traffic series (tcp,
@@ -25,15 +26,13 @@ import os
 
 import numpy as np
 
-from .results import SCHEMA_VERSION, load_run, write_json_atomic
-
-METRICS_CSV = "metrics.csv"
-METRICS_JSON = "metrics.json"
+from .atomic import write_json_atomic, write_text_atomic
+from .results import METRICS_CSV, METRICS_JSON, SCHEMA_VERSION, label_groups, load_run
+from .series import TRAFFIC_TIME_COLUMNS
+from .stats import cov, jain_index, percentiles
 FIELDS = ("scope", "name", "metric", "value", "unit")
 #: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
 NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"}
-TRAFFIC_SERIES = (("tcp", "t"), ("iperf", "t_start"), ("udp", "t_sent"), ("web", "t"),
-                  ("ping", "t"))
 PERCENTILES = (50, 95, 99)
 COV_BIN_S = 1.0
 
@@ -44,46 +43,6 @@ def _values(xs):
     """``xs`` as a 1-d float array without NaNs."""
     arr = np.asarray(xs, dtype=float).ravel()
     return arr[~np.isnan(arr)]
-
-
-def percentile(xs, q):
-    """The ``q``-th percentile (0..100) of ``xs``, NaNs ignored, numpy's ``linear``
-    method. Raises ValueError when there is no value."""
-    arr = _values(xs)
-    if arr.size == 0:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile q={q!r} outside 0..100")
-    return float(np.percentile(arr, q, method="linear"))
-
-
-def jain_index(xs):
-    """Jain's fairness index (sum x)^2 / (n * sum x^2) of non-negative shares: 1 when all
-    are equal, 1/n when one of n takes everything. Raises ValueError for no shares or a
-    negative one; NaN when every share is 0."""
-    arr = np.asarray(xs, dtype=float).ravel()
-    if arr.size == 0:
-        raise ValueError("Jain's index of no values")
-    if np.isnan(arr).any() or (arr < 0).any():
-        raise ValueError(f"Jain's index needs non-negative numbers, got {arr.tolist()}")
-    sq = float(np.sum(arr * arr))
-    if sq == 0:
-        return math.nan
-    return float(np.sum(arr)) ** 2 / (arr.size * sq)
-
-
-def cov(xs):
-    """Coefficient of variation: population standard deviation / mean (NaNs ignored).
-    Raises ValueError for no values; NaN when the mean is 0."""
-    arr = _values(xs)
-    if arr.size == 0:
-        raise ValueError("coefficient of variation of no values")
-    mean = float(np.mean(arr))
-    if mean == 0:
-        return math.nan
-    if np.all(arr == arr[0]):
-        return 0.0  # exactly, without the rounding of np.std
-    return float(np.std(arr)) / mean
 
 
 def rfc3550_jitter(t_sent, t_recv):
@@ -166,24 +125,12 @@ def traffic_start_s(run):
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     firsts = []
-    for name, col in TRAFFIC_SERIES:
+    for name, col in TRAFFIC_TIME_COLUMNS:
         if run.has(name):
             arr = _values(run.series(name).get(col, []))
             if arr.size:
                 firsts.append(float(arr.min()))
     return min(firsts) if firsts else 0.0
-
-
-def _groups(data, key):
-    """{label: boolean mask} of a series by its label column ``key`` (order of first
-    appearance)."""
-    labels = data.get(key)
-    if labels is None:
-        return {}
-    out = {}
-    for label in dict.fromkeys(labels.tolist()):
-        out[str(label)] = labels == label
-    return out
 
 
 class _Rows(list):
@@ -206,8 +153,8 @@ class _Rows(list):
             self.add(scope, name, f"{stem}_mean_{unit}", float(np.mean(arr)), unit)
         if std:
             self.add(scope, name, f"{stem}_std_{unit}", float(np.std(arr)), unit)
-        for q in pcts:
-            self.add(scope, name, f"{stem}_p{q}_{unit}", percentile(arr, q), unit)
+        for q, value in zip(pcts, percentiles(arr, pcts)):
+            self.add(scope, name, f"{stem}_p{q}_{unit}", value, unit)
         if maximum:
             self.add(scope, name, f"{stem}_max_{unit}", float(np.max(arr)), unit)
 
@@ -235,7 +182,7 @@ def flow_metrics(run, cutoff_s=-math.inf):
     rows, throughput, sent = _Rows(), {}, {}
     if run.has("iperf"):
         ip = run.series("iperf")
-        for flow, mask in _groups(ip, "flow").items():
+        for flow, mask in label_groups(ip, "flow").items():
             t0s, t1s = ip["t_start"][mask], ip["t_end"][mask]
             rows.add("flow", flow, "fct_s", np.nanmax(t1s) - np.nanmin(t0s)
                      if np.isfinite(t1s).any() and np.isfinite(t0s).any() else None, "s")
@@ -253,7 +200,7 @@ def flow_metrics(run, cutoff_s=-math.inf):
                     rows.add("flow", flow, "retransmits", np.sum(retr), "pkts")
     if run.has("tcp"):
         tcp = run.series("tcp")
-        for flow, mask in _groups(tcp, "flow").items():
+        for flow, mask in label_groups(tcp, "flow").items():
             t = tcp["t"][mask]
             if flow not in sent and np.isfinite(t).sum() >= 1:
                 rows.add("flow", flow, "fct_s", np.nanmax(t) - np.nanmin(t), "s")
@@ -298,24 +245,18 @@ def count_changes(values):
     return int(np.sum((a != b) & ~both_nan))
 
 
-def bottleneck_dev_name(record):
-    """The bottleneck egress device a record names (``bottleneck_dev``: a name, or an
-    older record's (namespace, dev) pair), or None."""
-    dev = record.get("bottleneck_dev")
-    if isinstance(dev, (list, tuple)):
-        dev = dev[-1] if dev else None
-    return dev
-
-
-def _leaf_groups(run):
+def leaf_groups(run):
     """{(dev, handle, kind): mask} of the AQM leaf qdiscs in qdisc.csv (kinds other than
-    htb/netem/...; only ``record['bottleneck_dev']``'s when the record names it)."""
+    htb/netem/...; only ``record['bottleneck_dev']``'s when the record names it); {}
+    without qdisc.csv. The one definition of "the AQM leaf" (metrics, figures)."""
+    if not run.has("qdisc"):
+        return {}
     q = run.series("qdisc")
     n = len(q.get("t", []))
     dev = q.get("dev", np.array([""] * n))
     handle = q.get("handle", np.array([""] * n))
     kind = q.get("kind", np.array([""] * n))
-    want_dev = bottleneck_dev_name(run.record)
+    want_dev = run.bottleneck_dev
     out = {}
     for key in dict.fromkeys(zip(dev.tolist(), handle.tolist(), kind.tolist())):
         if key[2] in NOT_LEAF_KINDS or (want_dev and key[0] != want_dev):
@@ -337,7 +278,7 @@ def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
         return rows
     rate = rate_mbit if rate_mbit is not None else run.bottleneck_mbit
     q = run.series("qdisc")
-    for (dev, handle, kind), mask in _leaf_groups(run).items():
+    for (dev, handle, kind), mask in leaf_groups(run).items():
         name = ":".join(p for p in (dev, kind) if p) or handle or "leaf"
         t = q["t"][mask]
         keep = t >= cutoff_s
@@ -414,7 +355,7 @@ def delivered_goodput(run, cutoff_s=-math.inf):
     receiver = _receiver(run)
     hosts = tcp.get("host", np.array([""] * len(tcp["t"])))
     total = {}
-    for flow, mask in _groups(tcp, "flow").items():
+    for flow, mask in label_groups(tcp, "flow").items():
         _, acked = counter_delta(tcp["t"][mask], tcp["bytes_acked"][mask], cutoff_s)
         sender = hosts[mask][0] if mask.any() else ""
         direction = "down" if receiver and sender == receiver else "up"
@@ -472,7 +413,7 @@ def ping_metrics(run, cutoff_s=-math.inf):
     if not run.has("ping"):
         return rows
     p = run.series("ping")
-    for probe, mask in _groups(p, "probe").items():
+    for probe, mask in label_groups(p, "probe").items():
         keep = mask & (p["t"] >= cutoff_s)
         rtt = p["rtt_ms"][keep]
         if rtt.size == 0:
@@ -483,11 +424,11 @@ def ping_metrics(run, cutoff_s=-math.inf):
 
 
 def _udp_sent(run, stream):
-    """Packets sent on ``stream``, if the record's traffic list says."""
-    for item in run.record.get("traffic") or []:
-        if isinstance(item, dict) and stream in (item.get("label"), item.get("name"),
-                                                 item.get("stream")):
-            sent = item.get("sent_pkts")
+    """Packets sent on ``stream``, if its summary in the record's ``traffic_results``
+    says (the sender's own count)."""
+    for item in run.traffic_results:
+        if item.get("stream") == stream:
+            sent = item.get("sent")
             if isinstance(sent, (int, float)) and not isinstance(sent, bool):
                 return int(sent)
     return None
@@ -497,13 +438,13 @@ def udp_metrics(run, cutoff_s=-math.inf):
     """Per stream of udp.csv (one row per received packet; packets sent at or after the
     cut): ``throughput_mbit`` (bytes after the first arrival x 8 / arrival span),
     ``jitter_ms`` (RFC 3550), ``loss_pct`` (1 - distinct seqs received / expected;
-    expected = the record's traffic ``sent_pkts`` without warm-up, else
+    expected = the stream's ``sent`` in ``traffic_results`` without warm-up, else
     max seq - min seq + 1), ``owd_{mean,p50,p95,p99,max}_ms`` (t_recv - t_sent)."""
     rows = _Rows()
     if not run.has("udp"):
         return rows
     u = run.series("udp")
-    for stream, mask in _groups(u, "stream").items():
+    for stream, mask in label_groups(u, "stream").items():
         keep = mask & (u["t_sent"] >= cutoff_s)
         if not keep.any():
             continue
@@ -545,6 +486,16 @@ def compute_metrics(run, warmup_s=0.0):
     return rows
 
 
+def metrics_of(run):
+    """The metric rows of ``run`` (a Run): the ones it stored (metrics.json), else, for a
+    run that stored none (one that did not end ok), computed from its series with the
+    record's warm-up, not written."""
+    rows = run.metrics()
+    if rows is not None:
+        return rows
+    return compute_metrics(run, warmup_s=run.warmup_s)
+
+
 def write_metrics(run, rows, warmup_s=None):
     """Write ``rows`` as metrics.csv and metrics.json into the run directory (each
     atomically); returns the two paths."""
@@ -555,12 +506,7 @@ def write_metrics(run, rows, warmup_s=None):
     for row in rows:
         writer.writerow({**row, "value": repr(float(row["value"]))})
     csv_path = os.path.join(run_dir, METRICS_CSV)
-    tmp = f"{csv_path}.tmp{os.getpid()}"
-    with open(tmp, "w", newline="") as f:
-        f.write(buf.getvalue())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, csv_path)
+    write_text_atomic(csv_path, buf.getvalue())
     json_path = os.path.join(run_dir, METRICS_JSON)
     write_json_atomic(json_path, {"schema_version": SCHEMA_VERSION, "warmup_s": warmup_s,
                                   "metrics": [dict(r) for r in rows]})

@@ -14,14 +14,14 @@ import fcntl
 import json
 import re
 import os
-import signal
 import subprocess
 import time
 
 from . import bottleneck as bn
 from .capabilities import auto_switch, needed_for_switch, probe
-from .cleanup import NetworkState, deferred_signals, recover, terminate_on_sigterm
+from .cleanup import NetworkState, recover
 from .errors import UsageError
+from .signals import deferred_signals, stop_process, terminate_on_sigterm
 
 OFFLOADS = ("tso", "gso", "gro")
 LOCK_PATH = "/run/bufferbloat-network.lock"
@@ -54,7 +54,6 @@ class Network:
         self.net = None
         self.procs = []
         self.plan = []
-        self.leaf_handle = bn.LEAF_HANDLES[0]
         self.timings = {}
         self._saved_sysctls = {}
         self.intfs = {}
@@ -383,27 +382,6 @@ class Network:
             raise CommandError(f"{dev}: no leaf qdisc under htb class {bn.CLASS}")
         return {"dev": dev, "root": root, "leaf": leaf, "qdiscs": qdiscs}
 
-    def set_bottleneck_qdisc(self, spec):
-        """Replace the bottleneck's AQM with ``spec`` (a QdiscSpec) while running.
-
-        The shaper and every flow stay up; the packets queued in the old leaf are dropped
-        by the kernel as it swaps. Returns the new leaf as read back.
-        """
-        ns, dev = self.bottleneck_dev
-        if not self.caps.has(spec.module):
-            self.caps.require([spec.module])
-        steps, handle = bn.swap_steps(ns, dev, spec, self.topo.bottleneck.rate_mbit,
-                                      self.leaf_handle)
-        for step in steps:
-            self.run(step.ns, list(step.argv))
-        self.plan += steps
-        self.leaf_handle = handle
-        self.topo.qdisc = spec
-        leaf = self.bottleneck_tree()["leaf"]
-        if leaf.get("kind") != spec.tc_kind:
-            raise CommandError(f"{dev}: leaf is {leaf.get('kind')} after swap to {spec.kind}")
-        return leaf
-
     def describe(self):
         """JSON-ready record: topology, switch, plan, installed trees, timings."""
         return {"topology": self.topo.describe(), "switch": self.switch_kind,
@@ -418,24 +396,6 @@ def tc_json_fixed(text):
     ``pi``) iproute2 6.1 prints ``"options":{[Unknown qdisc, optlen=56] }``."""
     return re.sub(r"\{\[Unknown qdisc, optlen=(\d+)\] \}", r'{"unparsed_by_tc_bytes": \1}',
                   text)
-
-
-def stop_process(proc, grace_s=3.0):
-    """End a process we started: SIGTERM to its process group, SIGKILL after grace_s."""
-    if proc.poll() is not None:
-        return proc.returncode
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        return proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        return proc.wait(timeout=grace_s)
 
 
 def _read_sysctl(path):

@@ -1,13 +1,17 @@
 """Typed, ranged parameters: the single place where user values are checked.
 
-Every tunable of a qdisc, link or topology is declared once as a :class:`Param` (name with
-its unit, type, range, default, documentation). Values arriving from Python code or from
-the command line (strings) are coerced and checked here, and a bad one raises
-:class:`~bufferbloat.errors.ParameterError` naming the parameter, the value and what is
-allowed. Unknown keys are rejected with the list of the valid ones, never swallowed.
+Every tunable of a qdisc, link, topology, scenario or traffic kind is declared once as a
+:class:`Param` (name with its unit, type, range, default, documentation). Values arriving
+from Python code or from the command line (strings) are coerced and checked here, and a
+bad one raises :class:`~bufferbloat.errors.ParameterError` naming the parameter, the
+value and what is allowed. Unknown keys are rejected with the list of the valid ones,
+never swallowed. The arguments of a tool object (:func:`check_number`,
+:func:`check_port`) and the environment's numbers (:func:`env_number`) are checked here
+too. Standard library only (the UDP tool's processes and the VM's host side use it).
 """
 
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -109,9 +113,76 @@ def check_params(owner, params, values):
     return out
 
 
-def check_name(what, value):
-    """Check a name that will be passed to a tool as an argument."""
-    if not isinstance(value, str) or not SAFE_NAME.match(value):
-        raise ParameterError(what, value, "letters, digits, '_', '-', '.', at most 15 "
-                             "characters, starting with a letter")
+def check_number(name, value, lo, hi, conv=float, lo_open=False):
+    """``conv(value)`` if within lo..hi (lo excluded when ``lo_open``), else
+    ParameterError: the arguments of a tool object (a flow, a probe, a stream)."""
+    try:
+        v = conv(value)
+    except (TypeError, ValueError):
+        raise ParameterError(name, value, f"a number in {lo}..{hi}") from None
+    if (isinstance(v, float) and math.isnan(v)) or v > hi or v < lo or (lo_open and v == lo):
+        raise ParameterError(name, value, f"{'>' if lo_open else '>='} {lo} and <= {hi}")
+    return v
+
+
+def check_port(port, name="port"):
+    """A TCP/UDP port 1..65535."""
+    return check_number(name, port, 1, 65535, int)
+
+
+def env_number(name, default, lo, hi, what, conv=float, environ=None, error=UsageError):
+    """Environment variable ``name`` as a number (``conv``: float, or int for digits
+    only) in lo..hi, or ``default`` when it is unset or empty; ``error`` (UsageError:
+    exit 2) naming it, its value and ``what`` is allowed otherwise."""
+    raw = (os.environ if environ is None else environ).get(name)
+    text = (raw or "").strip()
+    if not text:
+        return default
+    try:
+        if conv is int and not text.isdigit():
+            raise ValueError(text)
+        value = conv(text)
+    except ValueError:
+        value = None
+    if value is None or value != value or not lo <= value <= hi:
+        raise error(f"invalid value for {name}: {raw!r} (allowed: {what})")
     return value
+
+
+#: The limits of a run's own numbers, checked where they enter (the CLI, ``run_point``,
+#: a sweep): the traffic's duration (s), the repetitions, the sampler's period (s).
+DURATION_LIMITS_S = (1, 86400)
+REPEAT_LIMITS = (1, 1000)
+SAMPLE_PERIOD_LIMITS_S = (0.001, 10)
+
+
+def check_range(what, value, lo, hi, unit=""):
+    """``value`` if it is a number (not a bool, not NaN) within lo..hi, else UsageError
+    ``invalid value for WHAT: VALUE (allowed: LO to HI UNIT)``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not lo <= value <= hi:
+        shown = f"{value:g}" if isinstance(value, (int, float)) \
+            and not isinstance(value, bool) else repr(value)
+        raise UsageError(f"invalid value for {what}: {shown} (allowed: {lo:g} to {hi:g}"
+                         f"{unit})")
+    return value
+
+
+def check_out_dir(path, what="--out"):
+    """An output directory must be a plain path to a directory we can create or write,
+    outside the kernel's pseudo file systems. Raises ParameterError (exit 2)."""
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not text or not text.strip() or any(c in text for c in "\0\n\r"):
+        raise ParameterError(what, path, "a directory path")
+    full = os.path.realpath(text)
+    if any(full == p or full.startswith(p + "/") for p in ("/proc", "/sys", "/dev")):
+        raise ParameterError(what, path, "a directory outside /proc, /sys and /dev")
+    probe_dir = full
+    while not os.path.exists(probe_dir):
+        probe_dir = os.path.dirname(probe_dir)
+    if not os.path.isdir(probe_dir):
+        raise ParameterError(what, path, f"a directory path ({probe_dir} is not a directory)")
+    if not os.access(probe_dir, os.W_OK | os.X_OK):
+        raise ParameterError(what, path, f"a writable directory ({probe_dir} is not "
+                             "writable)")
+    return text

@@ -36,49 +36,26 @@ import json
 import math
 import os
 import re
-import tempfile
 import threading
 import time
 
 import numpy as np
 
+from .atomic import write_json_atomic
 from .errors import UsageError
+from .series import STRING_COLUMNS
 
 SCHEMA_VERSION = 2
 RESULT_FILE = "result.json"
 SERIES_DIR = "series"
 RAW_DIR = "raw"
+METRICS_CSV = "metrics.csv"
+METRICS_JSON = "metrics.json"
 STATUSES = ("running", "ok", "failed", "interrupted")
 FINAL_STATUSES = ("ok", "failed", "interrupted")
 
-#: The standard series and their columns (docs/RESULTS.md). Other series may be written;
-#: these are the ones the metrics know.
-SERIES_COLUMNS = {
-    "qdisc": ["t", "dev", "handle", "parent", "kind", "qlen_pkts", "backlog_bytes",
-              "sent_bytes", "sent_pkts", "drops", "overlimits", "requeues", "marks",
-              "early_drops", "prob", "delay_us", "maxq_pkts", "ctl_q_pkts",
-              "ctl_q_old_pkts", "ctl_prob_prev", "ctl_updates"],
-    "tcp": ["t", "flow", "host", "src", "sport", "dst", "dport", "cca", "state",
-            "cwnd_pkts", "ssthresh_pkts", "srtt_us", "rttvar_us", "mss_bytes",
-            "in_flight_pkts", "retrans_total", "bytes_acked", "delivery_rate_bps",
-            "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us", "ca_state",
-            "delivered_ce_pkts"],
-    "ping": ["probe", "t", "seq", "rtt_ms"],
-    "iperf": ["flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",
-              "snd_cwnd_bytes", "rtt_us"],
-    "web": ["fetch", "t", "total_s", "connect_s", "ttfb_s", "size_bytes", "http_code", "ok"],
-    "udp": ["stream", "seq", "t_sent", "t_recv", "size_bytes"],
-}
-
-#: Columns that are labels: always loaded as strings, even when they look like numbers.
-STRING_COLUMNS = {
-    "qdisc": {"dev", "handle", "parent", "kind"},
-    "tcp": {"flow", "host", "src", "dst", "cca", "state"},
-    "ping": {"probe"},
-    "iperf": {"flow"},
-    "web": {"fetch"},
-    "udp": {"stream"},
-}
+#: qdisc kinds whose parameters include a queueing-delay target (``target_ms``)
+TARGET_KINDS = ("pie", "codel", "fq_codel")
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
@@ -88,41 +65,6 @@ class ResultsError(UsageError):
 
 
 # ----------------------------------------------------------------------------- writing
-
-def write_json_atomic(path, data):
-    """Write ``data`` as JSON to ``path`` so that ``path`` is never half-written.
-
-    The document is serialized in memory first (a serialization error leaves the old file
-    untouched and no temporary behind), written to a temporary file in the same
-    directory, fsynced, then renamed over ``path`` (``os.replace`` is atomic on POSIX).
-    """
-    text = json.dumps(data, indent=1, default=str, allow_nan=False)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                               dir=directory)
-    try:
-        os.fchmod(fd, 0o644)   # results are for everyone to read (mkstemp makes 0600)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename itself durable
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
-
 
 def _json_safe(obj):
     """``obj`` with NaN/inf floats replaced by None (strict JSON has no NaN)."""
@@ -447,19 +389,13 @@ def read_series_csv(path, string_columns=()):
 
 class Run:
     """One run directory, loaded: ``record`` (result.json as a dict), ``dir``,
-    ``series(name)``, ``has(name)``, ``raw(filename)``.
-
-    Schema 1 runs (result.json with ``measurements``, no series/) are converted on load
-    as far as the old record allows (ping, the bottleneck leaf's qdisc stats, iperf3
-    intervals); see docs/RESULTS.md.
-    """
+    ``series(name)``, ``has(name)``, ``raw(filename)``, ``metrics()``."""
 
     def __init__(self, run_dir, record):
         self.dir = str(run_dir)
         self.record = record
-        self.schema_version = record.get("schema_version", 1)
+        self.schema_version = record.get("schema_version")
         self._cache = {}
-        self._v1 = _series_from_v1(record) if self.schema_version == 1 else {}
 
     def __repr__(self):
         return f"Run({self.dir!r}, status={self.record.get('status')!r})"
@@ -470,16 +406,122 @@ class Run:
 
     @property
     def params(self):
-        """The topology parameters as validated (schema 1: the scenario's params with
-        the run's overrides)."""
-        if isinstance(self.record.get("params"), dict):
-            return self.record["params"]
+        """The topology parameters as validated ({} when the record has none: a run
+        that failed before its network was built)."""
+        params = self.record.get("params")
+        return params if isinstance(params, dict) else {}
+
+    # -- what the record says: the one reading of result.json's layout for plots, reports,
+    #    metrics and the health verdict
+    @property
+    def scenario(self):
+        """The scenario as data, as the run recorded it ({} when the record has none)."""
         scn = self.record.get("scenario")
-        params = dict(scn.get("params", {})) if isinstance(scn, dict) else {}
-        for key, value in (self.record.get("overrides") or {}).items():
-            if not key.startswith("qdisc."):
-                params[key] = value
-        return params
+        return scn if isinstance(scn, dict) else {}
+
+    @property
+    def scenario_name(self):
+        """The scenario's name ('?' when the record has none)."""
+        scn = self.record.get("scenario")
+        return scn.get("name", "?") if isinstance(scn, dict) else str(scn or "?")
+
+    @property
+    def error(self):
+        """Why the run failed or was interrupted (None for a run that went well)."""
+        return self.record.get("error")
+
+    @property
+    def config_key(self):
+        """The key of the run's configuration (:mod:`bufferbloat.identity`), or None."""
+        return self.record.get("config_key")
+
+    @property
+    def overrides(self):
+        """The ``--set`` values the run was asked with."""
+        return dict(self.record.get("overrides") or {})
+
+    @property
+    def label(self):
+        """A short name of the run: scenario, then its overrides (``a1_fifo
+        buffer_pkts=20``); the directory's name when the record names no scenario."""
+        scn = self.record.get("scenario")
+        name = scn.get("name") if isinstance(scn, dict) else (scn or os.path.basename(self.dir))
+        extra = " ".join(f"{k}={v}" for k, v in sorted(self.overrides.items()))
+        return f"{name} {extra}".strip()
+
+    @property
+    def qdisc(self):
+        """(kind, params) of the bottleneck AQM as the record states it (``qdisc``, else
+        the params' ``qdisc`` with no parameters)."""
+        q = self.record.get("qdisc")
+        if isinstance(q, dict):
+            return str(q.get("kind") or ""), dict(q.get("params") or {})
+        return str(self.params.get("qdisc") or ""), {}
+
+    @property
+    def aqm_target_ms(self):
+        """The AQM's queueing-delay target, ms (an AQM with a ``target_ms``: PIE, CoDel,
+        FQ-CoDel), else None."""
+        kind, params = self.qdisc
+        value = params.get("target_ms")
+        if kind in TARGET_KINDS and isinstance(value, (int, float)):
+            return float(value)
+        return None
+
+    @property
+    def base_rtt_ms(self):
+        """The propagation RTT of the path, ms: the record's ``base_rtt_ms``, else 4 x
+        ``delay_ms`` (two links, both ways), else None."""
+        value = self.record.get("base_rtt_ms")
+        if isinstance(value, (int, float)):
+            return float(value)
+        delay = self.params.get("delay_ms")
+        return 4.0 * float(delay) if isinstance(delay, (int, float)) else None
+
+    @property
+    def ping_interval_s(self):
+        """The ping period of the run's (first) ping traffic, s, or None."""
+        for spec in self.record.get("traffic") or []:
+            if isinstance(spec, dict) and spec.get("kind") == "ping":
+                value = spec.get("interval_s")
+                if isinstance(value, (int, float)):
+                    return float(value)
+        return None
+
+    @property
+    def warmup_s(self):
+        """Seconds of traffic left out of the statistics (0 when the record says none)."""
+        value = self.record.get("warmup_s")
+        return float(value) if isinstance(value, (int, float)) else 0.0
+
+    @property
+    def bottleneck_dev(self):
+        """The bottleneck egress device the record names (``bottleneck_dev``: a name, or
+        an older record's (namespace, dev) pair), or None."""
+        dev = self.record.get("bottleneck_dev")
+        if isinstance(dev, (list, tuple)):
+            dev = dev[-1] if dev else None
+        return dev
+
+    @property
+    def health(self):
+        """The health verdict's record ({} when the run was not assessed)."""
+        return self.record.get("health") or {}
+
+    @property
+    def verdict(self):
+        """'healthy', 'degraded', or 'unknown' (not assessed)."""
+        return self.health.get("verdict", "unknown")
+
+    @property
+    def traffic_results(self):
+        """Every traffic tool's summary (result.json's ``traffic_results``)."""
+        return [e for e in self.record.get("traffic_results") or [] if isinstance(e, dict)]
+
+    @property
+    def machine(self):
+        """Where the run happened (host, kernel, in the project VM...)."""
+        return self.record.get("machine") or {}
 
     @property
     def bottleneck_mbit(self):
@@ -492,7 +534,7 @@ class Run:
 
     def series_names(self):
         """Names of the series this run holds."""
-        names = set(self._v1)
+        names = set()
         listed = self.record.get("series")
         if isinstance(listed, dict):
             names |= set(listed)
@@ -511,22 +553,33 @@ class Run:
 
     def has(self, name):
         """Whether the run holds series ``name``."""
-        return name in self._v1 or os.path.isfile(self._series_path(name))
+        return os.path.isfile(self._series_path(name))
 
     def series(self, name):
         """Series ``name`` as {column: numpy array} (floats with NaN for empty cells,
         label columns as str arrays). A KeyError names the series the run has."""
         _check_name(name, "series name")
         if name not in self._cache:
-            if name in self._v1:
-                self._cache[name] = self._v1[name]
-            elif os.path.isfile(self._series_path(name)):
+            if os.path.isfile(self._series_path(name)):
                 self._cache[name] = read_series_csv(self._series_path(name),
                                                     STRING_COLUMNS.get(name, ()))
             else:
                 raise KeyError(f"run {self.dir} has no series {name!r} "
                                f"(it has: {', '.join(self.series_names()) or 'none'})")
         return self._cache[name]
+
+    def metrics(self):
+        """The metric rows the run stored (metrics.json, written once when the run ended
+        ok, or by ``show --recompute``), or None when it has none or they cannot be
+        read."""
+        path = os.path.join(self.dir, METRICS_JSON)
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            return None
+        rows = data.get("metrics") if isinstance(data, dict) else data
+        return rows if isinstance(rows, list) else None
 
     def raw(self, filename, binary=False):
         """The raw output ``raw/FILENAME`` (str, or bytes with ``binary``)."""
@@ -541,7 +594,8 @@ class Run:
 
 def load_run(run_dir):
     """Load the run in ``run_dir``. Raises ResultsError (a UsageError) when there is no
-    result.json, it is not a JSON object, or its schema is newer than this code."""
+    result.json, it is not a JSON object, or its schema is not the one this code reads
+    (an older one: schema 1; a newer one)."""
     path = os.path.join(str(run_dir), RESULT_FILE)
     if not os.path.isfile(path):
         raise ResultsError(f"{run_dir}: not a run directory (no {RESULT_FILE})")
@@ -555,10 +609,28 @@ def load_run(run_dir):
     version = record.get("schema_version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ResultsError(f"{path}: invalid schema_version {version!r}")
+    if version < SCHEMA_VERSION:
+        raise ResultsError(f"{path}: schema_version {version} (a run of the first runner, "
+                           f"without series) is no longer read; schema {SCHEMA_VERSION} "
+                           f"runs are")
     if version > SCHEMA_VERSION:
         raise ResultsError(f"{path}: schema_version {version} is newer than this suite "
                            f"reads (up to {SCHEMA_VERSION}): update the checkout")
     return Run(run_dir, record)
+
+
+def is_run_dir(path):
+    """Whether ``path`` is a run directory (holds a result.json)."""
+    return os.path.isfile(os.path.join(str(path), RESULT_FILE))
+
+
+def label_groups(data, key):
+    """{label: boolean mask} of a loaded series ``data`` by its label column ``key``
+    (e.g. tcp's ``flow``), in order of first appearance; {} without that column."""
+    labels = data.get(key)
+    if labels is None or len(labels) == 0:
+        return {}
+    return {str(label): labels == label for label in dict.fromkeys(labels.tolist())}
 
 
 def find_runs(root):
@@ -572,108 +644,3 @@ def find_runs(root):
         else:
             dirnames.sort()
     return sorted(found)
-
-
-# ------------------------------------------------------------------ schema 1 conversion
-
-def _columns(name, rows):
-    """{column: array} of ``rows`` (dicts) for standard series ``name``."""
-    strings = STRING_COLUMNS.get(name, set())
-    out = {}
-    for col in SERIES_COLUMNS[name]:
-        values = [r.get(col) for r in rows]
-        if col in strings:
-            out[col] = np.array(["" if v is None else str(v) for v in values], dtype=str)
-        else:
-            out[col] = np.array([math.nan if v is None else float(v) for v in values],
-                                dtype=float)
-    return out
-
-
-def _num(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _v1_stat(qdisc, key):
-    """A number of tc's JSON for a qdisc: at its top level or among its options."""
-    opts = qdisc.get("options") if isinstance(qdisc.get("options"), dict) else {}
-    for src in (qdisc, opts):
-        if _num(src.get(key)) is not None:
-            return src[key]
-    return None
-
-
-def _started_realtime(record):
-    try:
-        return datetime.datetime.fromisoformat(record["started"]).timestamp()
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def _series_from_v1(record):
-    """Series reconstructed from a schema 1 record's ``measurements``. Schema 1 kept no
-    t0: times are seconds since ``started`` (ping, iperf3: their wall-clock stamps); the
-    qdisc samples (monotonic stamps) are aligned so the first one is at the iperf3
-    start (the poller started just before the client), else at the first ping."""
-    meas = record.get("measurements")
-    if not isinstance(meas, dict):
-        return {}
-    out = {}
-    t0_real = _started_realtime(record)
-    ping = meas.get("ping") or {}
-    probes = [p for p in ping.get("probes") or [] if len(p) >= 3]
-    if probes:
-        base = t0_real if t0_real is not None else probes[0][0]
-        seqs = np.array([p[1] for p in probes], dtype=float)
-        ts = np.array([p[0] - base for p in probes], dtype=float)
-        rows = [{"probe": "ping", "t": t, "seq": int(s), "rtt_ms": p[2]}
-                for t, s, p in zip(ts, seqs, probes)]
-        sent = int(ping.get("sent") or 0)
-        got = {int(s) for s in seqs}
-        for seq in range(1, sent + 1):  # lost probes: time interpolated from neighbours
-            if seq not in got:
-                rows.append({"probe": "ping", "t": float(np.interp(seq, seqs, ts)),
-                             "seq": seq, "rtt_ms": None})
-        rows.sort(key=lambda r: r["seq"])
-        out["ping"] = _columns("ping", rows)
-    iperf_start = None
-    iperf = meas.get("iperf3")
-    if isinstance(iperf, dict) and iperf.get("intervals"):
-        start = iperf.get("start") or {}
-        ts = (start.get("timestamp") or {}).get("timesecs")
-        offset = ts - t0_real if (ts is not None and t0_real is not None) else 0.0
-        iperf_start = offset
-        rows = []
-        for iv in iperf["intervals"]:
-            total = iv.get("sum") or {}
-            streams = iv.get("streams") or []
-            one = streams[0] if len(streams) == 1 else {}
-            if total.get("omitted"):
-                continue
-            rows.append({"flow": "iperf3", "t_start": offset + total.get("start", 0.0),
-                         "t_end": offset + total.get("end", 0.0), "bytes": total.get("bytes"),
-                         "bits_per_second": total.get("bits_per_second"),
-                         "retransmits": total.get("retransmits"),
-                         "snd_cwnd_bytes": one.get("snd_cwnd"), "rtt_us": one.get("rtt")})
-        out["iperf"] = _columns("iperf", rows)
-    leaf = [s for s in meas.get("bottleneck_leaf") or [] if len(s) == 2]
-    if leaf:
-        # the poller started just before the iperf3 client, after the pings
-        if iperf_start is not None:
-            origin = iperf_start
-        else:
-            origin = float(out["ping"]["t"][0]) if "ping" in out else 0.0
-        t_first = leaf[0][0] - origin
-        rows = []
-        for t, q in leaf:
-            stat = lambda key, q=q: _v1_stat(q, key)  # noqa: E731
-            rows.append({"t": t - t_first, "dev": "", "handle": q.get("handle", ""),
-                         "parent": q.get("parent", ""), "kind": q.get("kind", ""),
-                         "qlen_pkts": stat("qlen"), "backlog_bytes": stat("backlog"),
-                         "sent_bytes": stat("bytes"), "sent_pkts": stat("packets"),
-                         "drops": stat("drops"), "overlimits": stat("overlimits"),
-                         "requeues": stat("requeues"), "marks": stat("ecn_mark"),
-                         "early_drops": None, "prob": stat("prob"), "delay_us": None,
-                         "maxq_pkts": stat("maxq")})
-        out["qdisc"] = _columns("qdisc", rows)
-    return out

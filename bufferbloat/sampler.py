@@ -10,7 +10,7 @@ run down. The process (:func:`run`) samples on an absolute grid t0 + k * period,
 * ``series/qdisc.csv``: one row per qdisc of each given device per tick,
 * ``series/tcp.csv``: one row per TCP flow of interest per tick,
 
-with the columns of docs/SERIES.md (``t`` = CLOCK_MONOTONIC seconds since the run's t0),
+with the columns of :mod:`bufferbloat.series` (``t`` = CLOCK_MONOTONIC seconds since the run's t0),
 flushing every ``flush_s`` so that an interrupted run keeps what was sampled, and on exit
 ``series/sampler.json``: ticks, missed ticks, achieved period p50/p99/max, CPU seconds.
 
@@ -47,19 +47,11 @@ import sys
 import time
 
 from . import nlstats
+from .atomic import write_json_atomic
+from .series import SERIES_COLUMNS
+from .signals import stop_process, stop_requests
+from .stats import percentile
 
-QDISC_COLUMNS = ("t", "dev", "handle", "parent", "kind", "qlen_pkts", "backlog_bytes",
-                 "sent_bytes", "sent_pkts", "drops", "overlimits", "requeues", "marks",
-                 "early_drops", "prob", "delay_us", "maxq_pkts",
-                 # the controller's last update (sch_pi): q, q_old, p before it, count
-                 "ctl_q_pkts", "ctl_q_old_pkts", "ctl_prob_prev", "ctl_updates")
-TCP_COLUMNS = ("t", "flow", "host", "src", "sport", "dst", "dport", "cca", "state",
-               "cwnd_pkts", "ssthresh_pkts", "srtt_us", "rttvar_us", "mss_bytes",
-               "in_flight_pkts", "retrans_total", "bytes_acked", "delivery_rate_bps",
-               "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us",
-               # tcpi_ca_state (0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss) and
-               # tcpi_delivered_ce (segments delivered with ECE echoed: CE marks seen)
-               "ca_state", "delivered_ce_pkts")
 MIN_PERIOD_S = 0.001
 DEFAULTS = {"period_s": 0.01, "flush_s": 0.5, "min_bytes_acked": 64 * 1024, "hold_s": 2.0,
             "filter": "bytecode", "discover_s": 0.1, "duration_s": None, "rt_priority": 1,
@@ -80,8 +72,9 @@ class Sampler:
     ``time.monotonic()`` origin. qdisc_devs: [(ns, dev)] with ns a host name or None (root
     namespace: the switch ports; ``net.bottleneck_dev`` is such a pair); default the
     bottleneck. flows: [{"host": "h1", "dports": [5201], "sports": [...] (optional),
-    "labels": {sport: label} (optional)}]; rows are labelled ``host:sport`` unless
-    labelled. filter: 'bytecode' | 'python' (where the port filter of the socket dump
+    "label": label (optional), "labels": {sport: label} (optional)}]: a socket's rows are
+    labelled with its source port's entry of ``labels``, else the ``label`` of the spec
+    it matched, else ``host:sport``. filter: 'bytecode' | 'python' (where the port filter of the socket dump
     runs). discover_s: how often the sockets are found by dump (a new flow's first row
     comes at most this late; between dumps the known sockets are read by exact lookup,
     see :class:`~bufferbloat.nlstats.TcpReader`); 0: dump every tick. min_bytes_acked,
@@ -122,13 +115,15 @@ class Sampler:
         return None if ns is None else self.net.net[ns].pid
 
     def _flow(self, f):
-        unknown = set(f) - {"host", "dports", "sports", "labels"}
+        unknown = set(f) - {"host", "dports", "sports", "label", "labels"}
         if unknown or "host" not in f or not (f.get("dports") or f.get("sports")):
             raise ValueError(f"flow {f!r}: needs 'host' and 'dports' and/or 'sports' "
-                             f"(optional 'labels'); unknown keys {sorted(unknown)}")
+                             f"(optional 'label', 'labels'); unknown keys "
+                             f"{sorted(unknown)}")
         return {"host": f["host"], "pid": self._pid(f["host"]),
                 "dports": [int(p) for p in f.get("dports", ())],
                 "sports": [int(p) for p in f.get("sports", ())],
+                "label": f.get("label"),
                 "labels": {str(k): v for k, v in (f.get("labels") or {}).items()}}
 
     @property
@@ -172,16 +167,8 @@ class Sampler:
         return the stats (sampler.json) or None if it wrote none."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            try:
-                os.kill(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(timeout=timeout_s)
-            except Exception:  # subprocess.TimeoutExpired: the network's stop ends it
-                from .network import stop_process
-                stop_process(self.proc)
+        # the process alone: it stops its queue helper itself, and merges its stats
+        stop_process(self.proc, grace_s=timeout_s, group=False)
         self._log.close()
         return self.stats()
 
@@ -260,8 +247,13 @@ class _FlowGroup:
         self.dports = {p for f in specs for p in f["dports"]}
         self.sports = {p for f in specs for p in f["sports"]}
         self.labels = {}
+        # the label of a spec, by the port it matched sockets with
+        self.by_dport, self.by_sport = {}, {}
         for f in specs:
             self.labels.update(f["labels"])
+            if f.get("label"):
+                self.by_dport.update(dict.fromkeys(f["dports"], f["label"]))
+                self.by_sport.update(dict.fromkeys(f["sports"], f["label"]))
         self.reader = nlstats.TcpReader(specs[0]["pid"], self.dports, self.sports, filter,
                                         discover_s=discover_s)
         self.min_bytes, self.hold_s = min_bytes_acked, hold_s
@@ -274,8 +266,7 @@ class _FlowGroup:
             if s["info"] is None:
                 continue
             c = s["cookie"]
-            label = self.labels.get(str(s["sport"])) or f"{self.host}:{s['sport']}"
-            row = tcp_row(t, label, self.host, s)
+            row = tcp_row(t, self.label(s["sport"], s["dport"]), self.host, s)
             if c in self.data:
                 out.append(row)
             elif (s["info"]["bytes_acked"] is None  # kernel < 4.1 can't tell: keep it
@@ -293,16 +284,14 @@ class _FlowGroup:
             self.ignored.add(c)
             del self.pending[c]
 
+    def label(self, sport, dport):
+        """The label of a socket's rows (see :class:`Sampler`)."""
+        return (self.labels.get(str(sport)) or self.by_sport.get(sport)
+                or self.by_dport.get(dport) or f"{self.host}:{sport}")
+
     def horizon(self):
         """Rows at or after this time may still be joined by held rows."""
         return min((t1 for t1, _ in self.pending.values()), default=math.inf)
-
-
-def _percentile(sorted_vals, p):
-    if not sorted_vals:
-        return None
-    k = min(len(sorted_vals) - 1, max(0, math.ceil(p / 100 * len(sorted_vals)) - 1))
-    return sorted_vals[k]
 
 
 #: The sampler's (and its queue helper's) nice value when it is not real-time.
@@ -408,13 +397,7 @@ class _QdiscHelper:
 
     def stop(self, timeout_s=10.0):
         """SIGTERM by PID, wait; return its stats (None if it wrote none)."""
-        if self.proc.poll() is None:
-            try:
-                self.proc.send_signal(signal.SIGTERM)
-                self.proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, grace_s=timeout_s, group=False)
         self.proc.stdout.close()
         self._log.close()
         try:
@@ -484,9 +467,7 @@ def run(spec):
     tcp_every = max(1, int(spec["tcp_every"]))
     series = os.path.join(spec["out_dir"], "series")
     os.makedirs(series, exist_ok=True)
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append("SIGTERM"))
-    signal.signal(signal.SIGINT, lambda *_: stop.append("SIGINT"))
+    stop = stop_requests((signal.SIGTERM, signal.SIGINT))
 
     helper, qsampler = None, "none (no qdisc devices)"
     if spec["qdisc_devs"]:
@@ -500,9 +481,10 @@ def run(spec):
     groups = [_FlowGroup(fs, spec["filter"], spec["min_bytes_acked"], spec["hold_s"],
                          float(spec["discover_s"])) for fs in by_ns.values()]
     # the helper has written qdisc.csv's header already
-    qout = None if helper else _Rows(os.path.join(series, "qdisc.csv"), QDISC_COLUMNS)
+    qout = None if helper else _Rows(os.path.join(series, "qdisc.csv"),
+                                     SERIES_COLUMNS["qdisc"])
     # tcp.csv last: its existence tells the parent that every socket is open
-    tout = _Rows(os.path.join(series, "tcp.csv"), TCP_COLUMNS)
+    tout = _Rows(os.path.join(series, "tcp.csv"), SERIES_COLUMNS["tcp"])
 
     tcp_period_ms = period * tcp_every * 1e3
     tick = period
@@ -587,7 +569,8 @@ def run(spec):
     stats = {
         "period_ms": period * 1e3, "qdisc_sampler": qsampler,
         "samples": len(stamps), "missed_ticks": missed,
-        "period_p50_ms": ms(_percentile(gaps, 50)), "period_p99_ms": ms(_percentile(gaps, 99)),
+        "period_p50_ms": ms(percentile(gaps, 50, "nearest")),
+        "period_p99_ms": ms(percentile(gaps, 99, "nearest")),
         "period_max_ms": ms(gaps[-1] if gaps else None),
         "t_first": round(stamps[0] - t0, 6) if stamps else None,
         "t_last": round(stamps[-1] - t0, 6) if stamps else None,
@@ -603,10 +586,7 @@ def run(spec):
     }
     if helper:
         stats = _merge_helper_stats(stats, cst, t_stop, t0, period)
-    tmp = os.path.join(series, "sampler.json.tmp")
-    with open(tmp, "w") as f:
-        json.dump(stats, f, indent=1)
-    os.replace(tmp, os.path.join(series, "sampler.json"))
+    write_json_atomic(os.path.join(series, "sampler.json"), stats, allow_nan=True)
     return stats
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from .errors import UsageError
 from .params import Param, check_params
+from .scaling import scale_to_rate, scale_traffic_rates
 from .topology import TOPOLOGIES, make_topo
 from .traffic.base import HOST_FIELDS, part_class
 
@@ -148,7 +149,8 @@ class Scenario:
     def build(self, overrides=None, quick=False, hz=None, max_rate_mbit=None):
         """(topology, knob values, traffic specs resolved) — validated, nothing built.
         With ``max_rate_mbit`` below the bottleneck rate, rates and buffers are scaled
-        (:func:`scale_to_rate`); the scaling is then in ``topo.scaling``."""
+        (:func:`bufferbloat.scaling.scale_to_rate`); the scaling is then in
+        ``topo.scaling``."""
         params, qparams, knobs = self.split(overrides, quick)
         scaling = None
         if max_rate_mbit and float(params.get("bottleneck_mbit", 10.0)) > max_rate_mbit:
@@ -162,17 +164,14 @@ class Scenario:
                                        rate_factor=scaling["factor"] if scaling else 1.0)
         return topo, knobs, traffic
 
-    def build_topo(self, overrides=None, hz=None):
-        """The validated topology alone (kept for callers of the first runner)."""
-        return self.build(overrides, hz=hz)[0]
-
     def resolve_traffic(self, knobs, topo, rate_factor=1.0):
         """Traffic specs with knob references replaced, hosts checked and defaults set.
 
         ``"$knob"`` takes a knob's value; host ``"receiver"`` is the topology's receiver and
         ``src: "senders"`` makes one spec per sender; ``rate_mbit: "bottleneck"`` is the
         bottleneck rate; ``when: {knob: value}`` keeps a spec only if the knobs match;
-        ``rate_factor`` scales the other rates (see :func:`scale_to_rate`)."""
+        ``rate_factor`` scales the other rates
+        (:func:`bufferbloat.scaling.scale_traffic_rates`)."""
         hosts = set(topo.senders) | {topo.receiver}
         out = []
         for i, spec in enumerate(self.traffic):
@@ -183,9 +182,7 @@ class Scenario:
             s.setdefault("name", f"{s['kind']}{i}")
             s.setdefault("start", 0.0)
             s.setdefault("stop", 1.0)
-            for key in ("rate_mbit", "rate_kbit"):
-                if isinstance(s.get(key), (int, float)):
-                    s[key] = s[key] * rate_factor
+            scale_traffic_rates(s, rate_factor)
             if s.get("rate_mbit") == "bottleneck":
                 s["rate_mbit"] = topo.bottleneck.rate_mbit
             for role in ("dst", "server", "b"):
@@ -204,41 +201,3 @@ class Scenario:
                                          f"{t[role]!r} (hosts: {', '.join(sorted(hosts))})")
                 out.append(t)
         return out
-
-
-#: bytes-valued qdisc parameters that set an operating point (scaled with the rate)
-_SCALED_QDISC_BYTES = ("limit_bytes", "min_bytes", "max_bytes")
-
-
-def scale_to_rate(params, qparams, knobs, max_rate_mbit):
-    """Scale a study's rates and buffers by f = max_rate_mbit / bottleneck rate so that
-    every *delay* stays the study's: a buffer of B bytes at rate R drains in 8B/R, so B
-    scales with R (packet buffers too, at least 2 packets); RED's thresholds (bytes) too;
-    AQM delay targets, propagation delays and loss stay; UDP/iperf rates scale. Returns
-    (params, qparams, knobs, record of what changed)."""
-    from .qdisc import KINDS
-    rate = float(params.get("bottleneck_mbit", 10.0))
-    f = max_rate_mbit / rate
-    params, qparams, knobs = dict(params), dict(qparams), dict(knobs)
-    changed = {"bottleneck_mbit": (rate, max_rate_mbit)}
-    params["bottleneck_mbit"] = max_rate_mbit
-    kind = params.get("qdisc", "fifo")
-    if params.get("buffer_pkts") is not None and kind == "fifo":
-        new = max(2, round(params["buffer_pkts"] * f))
-        changed["buffer_pkts"] = (params["buffer_pkts"], new)
-        params["buffer_pkts"] = new
-    if params.get("buffer_bytes") is not None:
-        new = max(3028, round(params["buffer_bytes"] * f))
-        changed["buffer_bytes"] = (params["buffer_bytes"], new)
-        params["buffer_bytes"] = new
-    if kind == "red":
-        defaults = {p.name: p.default for p in KINDS["red"].params}
-        for key in _SCALED_QDISC_BYTES:
-            if key == "limit_bytes" and params.get("buffer_bytes") is not None:
-                continue
-            old = qparams.get(key, defaults.get(key))
-            if old is not None:
-                qparams[key] = max(1514, round(float(old) * f))
-                changed[f"qdisc.{key}"] = (old, qparams[key])
-    return params, qparams, knobs, {"factor": f, "max_rate_mbit": max_rate_mbit,
-                                    "changed": changed}

@@ -28,13 +28,15 @@ import os
 import re
 import shutil
 import signal
-import threading
 import time
 
 from . import identity
 from .errors import UsageError
+from .params import REPEAT_LIMITS, check_range, env_number
 from .health import verdict_of
-from .results import RESULT_FILE, write_json_atomic
+from .atomic import write_json_atomic
+from .results import RESULT_FILE
+from .signals import alarm
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
 #: Seconds a point may take beyond its traffic and the flows' grace period (network
@@ -70,8 +72,7 @@ def parse_vary(items):
 
 def points(vary, repeat=1):
     """[(overrides, rep)] for the cartesian product of ``vary`` x ``repeat``."""
-    if not 1 <= int(repeat) <= 1000:
-        raise UsageError(f"invalid value for repeat: {repeat!r} (allowed: 1 to 1000)")
+    check_range("repeat", repeat, *REPEAT_LIMITS)
     keys = list(vary)
     combos = itertools.product(*(vary[k] for k in keys)) if keys else [()]
     return [(dict(zip(keys, combo)), rep) for combo in combos
@@ -91,6 +92,26 @@ def point_dir(root, varied, rep, config=None):
     if config is not None:
         parts.append(config_dir_name(config))
     return os.path.join(*parts, f"rep-{rep}")
+
+
+#: A sweep's (and run-all's) index of its points, in its directory
+INDEX_FILE = "index.json"
+
+
+def read_index(path):
+    """The index (``path``/index.json) as a dict, or None when ``path`` holds none;
+    UsageError when it is not a JSON object."""
+    index_path = os.path.join(str(path), INDEX_FILE)
+    if not os.path.isfile(index_path):
+        return None
+    try:
+        with open(index_path) as f:
+            index = json.load(f)
+    except ValueError as exc:
+        raise UsageError(f"{index_path}: not valid JSON ({exc})") from None
+    if not isinstance(index, dict):
+        raise UsageError(f"{index_path}: not a JSON object")
+    return index
 
 
 def read_record(path):
@@ -151,16 +172,7 @@ def stall_limit_s(config, allowance_s=None, margin=STALL_MARGIN):
 
 def _env_seconds(name, default):
     """Env ``name`` as seconds (0 to 86400), or ``default`` when unset or empty."""
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 86400:
-        raise UsageError(f"invalid value for {name}: {raw!r} (seconds, 0 to 86400)")
-    return value
+    return env_number(name, default, 0, 86400, "seconds, 0 to 86400")
 
 
 @contextlib.contextmanager
@@ -168,23 +180,14 @@ def watchdog(limit_s, what="the point"):
     """Raise :class:`PointStalled` in the main thread once ``limit_s`` seconds have
     passed (SIGALRM), and every STALL_REFIRE_S after that until the block ends (a broad
     ``except`` in the run may swallow one). Builds and teardowns hold it like SIGINT
-    (:func:`bufferbloat.cleanup.deferred_signals`). Outside the main thread, or with no
+    (:func:`bufferbloat.signals.deferred_signals`). Outside the main thread, or with no
     limit, a no-op."""
-    if not limit_s or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
     def fire(_sig, _frame):
         signal.setitimer(signal.ITIMER_REAL, STALL_REFIRE_S)
         raise PointStalled(f"{what} still running after {limit_s:.4g} s (its stall "
                            "limit): ended")
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, limit_s)
-    try:
+    with alarm(limit_s, fire):
         yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def run_sweep(scn, vary, repeat, out_root, run_point, quick=False, duration_s=None,
@@ -196,7 +199,7 @@ def run_sweep(scn, vary, repeat, out_root, run_point, quick=False, duration_s=No
     repeat = scn.repeat if repeat is None else repeat
     todo = [(scn, dict(base or {}, **o), o, rep) for o, rep in points(vary, repeat)]
     root = os.path.join(out_root, scn.name, "sweep")
-    index_path = os.path.join(root, "index.json")
+    index_path = os.path.join(root, INDEX_FILE)
     meta = {"scenario": scn.name, "vary": vary, "repeat": repeat, "base": dict(base or {})}
     done, failed = run_points(todo, out_root, run_point, index_path, meta, quick=quick,
                               duration_s=duration_s, log=log, stall_limit=stall_limit)

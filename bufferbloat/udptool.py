@@ -22,16 +22,15 @@ and stops after ``--duration`` seconds or on SIGTERM (rows are flushed as they c
 
 import argparse
 
-import argparse
 import csv
-import math
-import signal
 import socket
 import struct
 import sys
 import time
 
 from .errors import ParameterError
+from .params import check_number, check_port
+from .signals import stop_requests
 
 HEADER = struct.Struct("!QQ")
 SNDBUF_BYTES = 16 << 20
@@ -39,23 +38,13 @@ MIN_SIZE = HEADER.size
 MAX_SIZE = 65507
 
 
-def _check(name, value, lo, hi, conv=float):
-    try:
-        v = conv(value)
-    except (TypeError, ValueError):
-        raise ParameterError(name, value, f"a number in {lo}..{hi}") from None
-    if not (lo <= v <= hi) or (isinstance(v, float) and math.isnan(v)):
-        raise ParameterError(name, value, f"{lo}..{hi}")
-    return v
-
-
 def check_stream_params(rate_kbit, size_bytes, duration_s, port=None):
     """Validate and return (rate_kbit, size_bytes, duration_s, port)."""
-    rate = _check("rate_kbit", rate_kbit, 1e-3, 10_000_000)
-    size = _check("size_bytes", size_bytes, MIN_SIZE, MAX_SIZE, int)
-    dur = _check("duration_s", duration_s, 1e-3, 86_400)
+    rate = check_number("rate_kbit", rate_kbit, 1e-3, 10_000_000)
+    size = check_number("size_bytes", size_bytes, MIN_SIZE, MAX_SIZE, int)
+    dur = check_number("duration_s", duration_s, 1e-3, 86_400)
     if port is not None:
-        port = _check("port", port, 1, 65535, int)
+        port = check_port(port)
     return rate, size, dur, port
 
 
@@ -107,13 +96,12 @@ def send(dst, port, rate_kbit, size, duration_s, clock=time.monotonic_ns,
 def recv(port, out, duration_s, ready=sys.stdout):
     """Receive on ``port`` for ``duration_s`` (or until SIGTERM), one CSV row per packet
     into the text file ``out``. Returns the number of packets received."""
-    port = _check("port", port, 1, 65535, int)
-    duration_s = _check("duration_s", duration_s, 1e-3, 86_400)
+    port = check_port(port)
+    duration_s = check_number("duration_s", duration_s, 1e-3, 86_400)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     sock.bind(("0.0.0.0", port))
-    stopping = []
-    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    stopping = stop_requests()
     if ready:
         print("READY", port, flush=True, file=ready)
     deadline = time.monotonic() + duration_s
@@ -164,8 +152,7 @@ def main(argv=None):
     try:
         if args.cmd == "send":
             check_stream_params(args.rate_kbit, args.size, args.duration, args.port)
-            stop = []
-            signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+            stop = stop_requests()
             if args.start_at_monotonic is not None:
                 time.sleep(max(0.0, args.start_at_monotonic - time.monotonic()))
             t_start = time.monotonic()

@@ -60,8 +60,7 @@ __all__ = ["FIGURES", "FORMATS", "draw_figures", "draw_run", "draw_sweep", "flag
 def scenario_figures(run):
     """The figure names the run's scenario asks for (its ``figures`` field), known ones
     only, in its order."""
-    scn = run.record.get("scenario")
-    wanted = scn.get("figures") if isinstance(scn, dict) else None
+    wanted = run.scenario.get("figures")
     return [name for name in (wanted or []) if name in FIGURES]
 
 

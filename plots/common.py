@@ -7,7 +7,6 @@ key parameters (:func:`caption`).
 """
 
 import functools
-import json
 import math
 import os
 
@@ -23,8 +22,6 @@ from bufferbloat import theory  # noqa: E402
 from bufferbloat.results import Run, load_run  # noqa: E402
 
 FORMATS = ("png", "svg", "pdf")
-#: qdisc kinds whose parameters include a queueing-delay target (``target_ms``).
-TARGET_KINDS = ("pie", "codel", "fq_codel")
 #: gid of reference (theory) lines, so tests and readers can tell them from data.
 THEORY_GID = "theory"
 TARGET_GID = "target"
@@ -46,15 +43,6 @@ def takes_run(fn):
     return wrapper
 
 
-def groups(data, key):
-    """{label: boolean mask} of a series by label column ``key``, in order of first
-    appearance."""
-    labels = data.get(key)
-    if labels is None or len(labels) == 0:
-        return {}
-    return {str(label): labels == label for label in dict.fromkeys(labels.tolist())}
-
-
 def series(run, name):
     """Series ``name`` of ``run`` or None when the run has none (or it has no rows)."""
     if not run.has(name):
@@ -63,15 +51,6 @@ def series(run, name):
     if not data or not any(len(v) for v in data.values()):
         return None
     return data
-
-
-def leaf_groups(run):
-    """{(dev, handle, kind): mask} of the AQM leaf qdiscs in qdisc.csv: kinds other than
-    htb/netem/tbf/ingress/clsact, only ``record['bottleneck_dev']``'s when set. The same
-    selection as the link metrics (:mod:`bufferbloat.metrics`)."""
-    if series(run, "qdisc") is None:
-        return {}
-    return _metrics._leaf_groups(run)  # one definition of "the AQM leaf" for both
 
 
 def counter_increments(t, counter):
@@ -90,79 +69,30 @@ def counter_increments(t, counter):
     return t[1:], dv
 
 
-def qdisc_info(run):
-    """(kind, params) of the bottleneck AQM as the record states it (``record['qdisc']``,
-    else the params' ``qdisc``)."""
-    q = run.record.get("qdisc")
-    if isinstance(q, dict):
-        return str(q.get("kind") or ""), dict(q.get("params") or {})
-    return str(run.params.get("qdisc") or ""), {}
-
-
-def target_ms(run):
-    """The AQM's queueing-delay target, ms (PIE/CoDel/FQ-CoDel), else None."""
-    kind, params = qdisc_info(run)
-    value = params.get("target_ms")
-    if kind in TARGET_KINDS and isinstance(value, (int, float)):
-        return float(value)
-    return None
-
-
-def base_rtt_ms(run):
-    """The propagation RTT of the path, ms: the record's ``base_rtt_ms``, else 4 x
-    ``delay_ms`` (two links, both ways)."""
-    value = run.record.get("base_rtt_ms")
-    if isinstance(value, (int, float)):
-        return float(value)
-    delay = run.params.get("delay_ms")
-    return 4.0 * float(delay) if isinstance(delay, (int, float)) else None
-
-
-def ping_interval_s(run):
-    """The ping period of the run's (first) ping traffic, s, or None."""
-    for spec in run.record.get("traffic") or []:
-        if isinstance(spec, dict) and spec.get("kind") == "ping":
-            value = spec.get("interval_s")
-            if isinstance(value, (int, float)):
-                return float(value)
-    return None
-
-
 def full_queue_rtt_ms(run):
     """FIFO theory: the RTT of a probe behind a full buffer, ms
     (:func:`bufferbloat.theory.full_queue_rtt_ms` with the run's ping interval for a
     packet-limited buffer; base RTT + bytes x 8 / rate for a byte-limited one), or None
     when the run's qdisc is not a FIFO or the record lacks a number."""
-    kind, params = qdisc_info(run)
+    kind, params = run.qdisc
     rate = run.bottleneck_mbit
-    base = base_rtt_ms(run)
+    base = run.base_rtt_ms
     if kind != "fifo" or not rate or base is None:
         return None
     pkts = params.get("limit_pkts", run.params.get("buffer_pkts"))
     nbytes = params.get("limit_bytes", run.params.get("buffer_bytes"))
     if isinstance(pkts, (int, float)):
-        return theory.full_queue_rtt_ms(base, pkts, rate, probe_interval_s=ping_interval_s(run))
+        return theory.full_queue_rtt_ms(base, pkts, rate, probe_interval_s=run.ping_interval_s)
     if isinstance(nbytes, (int, float)):
         return base + nbytes * 8 / (rate * 1e6) * 1e3
     return None
 
 
 def run_metrics(run):
-    """The run's metric rows: its metrics.json when present, else computed from its
-    series with the record's warm-up (``bufferbloat.metrics.compute_metrics``)."""
-    path = os.path.join(run.dir, _metrics.METRICS_JSON)
-    if os.path.isfile(path):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-            rows = data["metrics"] if isinstance(data, dict) else data
-            if isinstance(rows, list):
-                return rows
-        except (OSError, ValueError, KeyError):
-            pass
-    warmup = run.record.get("warmup_s") or 0.0
+    """The run's metric rows (:func:`bufferbloat.metrics.metrics_of`: stored, else
+    computed with the record's warm-up, else without one)."""
     try:
-        return _metrics.compute_metrics(run, warmup_s=float(warmup))
+        return _metrics.metrics_of(run)
     except Exception:  # noqa: BLE001 - an odd run must not stop a report
         return _metrics.compute_metrics(run, warmup_s=0.0)
 
@@ -185,15 +115,6 @@ def metric_values(rows, metric, scope=None):
             and row.get("value") is not None}
 
 
-def run_label(run):
-    """A short name of a run: scenario, then its overrides (``a1_fifo buffer_pkts=20``)."""
-    scn = run.record.get("scenario")
-    name = scn.get("name") if isinstance(scn, dict) else (scn or os.path.basename(run.dir))
-    over = run.record.get("overrides") or {}
-    extra = " ".join(f"{k}={v}" for k, v in sorted(over.items()))
-    return f"{name} {extra}".strip()
-
-
 # ----------------------------------------------------------------------- captions
 
 def _num(value):
@@ -203,7 +124,7 @@ def _num(value):
 def buffer_text(run):
     """The bottleneck buffer: ``100 pkts`` or ``50000 B``."""
     p = run.params
-    kind, qparams = qdisc_info(run)
+    kind, qparams = run.qdisc
     pkts = p.get("buffer_pkts", qparams.get("limit_pkts"))
     nbytes = p.get("buffer_bytes", qparams.get("limit_bytes"))
     if isinstance(pkts, (int, float)):
@@ -215,8 +136,8 @@ def buffer_text(run):
 
 def qdisc_text(run):
     """``pie (target 20 ms)`` / ``fifo``."""
-    kind, _ = qdisc_info(run)
-    target = target_ms(run)
+    kind, _ = run.qdisc
+    target = run.aqm_target_ms
     return f"{kind} (target {target:g} ms)" if target is not None else (kind or "?")
 
 
@@ -225,11 +146,11 @@ def caption(run):
     where it ran."""
     p = run.params
     rate = run.bottleneck_mbit
-    base = base_rtt_ms(run)
-    machine = run.record.get("machine") or {}
+    base = run.base_rtt_ms
+    machine = run.machine
     where = "VM" if machine.get("in_project_vm") else "host"
     kernel = machine.get("kernel")
-    parts = [run_label(run),
+    parts = [run.label,
              f"qdisc {qdisc_text(run)}",
              f"rate {_num(rate)} Mbit/s" if rate else "rate ?",
              f"base RTT {_num(base)} ms" if base is not None else "base RTT ?",

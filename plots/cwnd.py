@@ -1,6 +1,8 @@
 """Congestion window of every TCP flow vs time (tcp.csv: one line per flow label)."""
 
-from .common import caption, groups, legend, new_figure, series, takes_run
+from bufferbloat.results import label_groups
+
+from .common import caption, legend, new_figure, series, takes_run
 from .palette import flow_color
 
 
@@ -12,7 +14,7 @@ def draw(run):
     if tcp is None or "cwnd_pkts" not in tcp:
         return None
     fig, (ax,) = new_figure("Congestion window per flow", caption(run))
-    for i, (flow, mask) in enumerate(groups(tcp, "flow").items()):
+    for i, (flow, mask) in enumerate(label_groups(tcp, "flow").items()):
         cca = tcp["cca"][mask][0] if "cca" in tcp and mask.any() else ""
         ax.plot(tcp["t"][mask], tcp["cwnd_pkts"][mask], color=flow_color(i), linewidth=1,
                 label=f"{flow} ({cca})" if cca else flow, gid=f"flow:{flow}")

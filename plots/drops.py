@@ -3,8 +3,9 @@ cumulative counters, summed into bins; PIE's drop probability when reported."""
 
 import numpy as np
 
-from .common import (bin_edges, caption, counter_increments, leaf_groups, legend,
-                     new_figure, takes_run)
+from bufferbloat.metrics import leaf_groups
+
+from .common import bin_edges, caption, counter_increments, legend, new_figure, takes_run
 from .palette import qdisc_color
 
 BIN_S = 0.5

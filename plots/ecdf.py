@@ -2,7 +2,9 @@
 
 import numpy as np
 
-from .common import caption, groups, legend, new_figure, series, takes_run
+from bufferbloat.results import label_groups
+
+from .common import caption, legend, new_figure, series, takes_run
 from .palette import flow_color
 
 
@@ -24,21 +26,21 @@ def draw(run):
                                    width=10.0, sharex=False)
     n = 0
     if ping is not None:
-        for probe, mask in groups(ping, "probe").items():
+        for probe, mask in label_groups(ping, "probe").items():
             x, y = ecdf(ping["rtt_ms"][mask])
             ax_r.step(x, y, where="post", color=flow_color(n), label=f"{probe} ping",
                       gid=f"probe:{probe}")
             n += 1
-    flows = list(dict.fromkeys((list(groups(tcp, "flow")) if tcp is not None else [])
-                               + (list(groups(iperf, "flow")) if iperf is not None else [])))
+    flows = list(dict.fromkeys((list(label_groups(tcp, "flow")) if tcp is not None else [])
+                               + (list(label_groups(iperf, "flow")) if iperf is not None else [])))
     colors = {f: flow_color(n + i) for i, f in enumerate(flows)}
     if tcp is not None:
-        for flow, mask in groups(tcp, "flow").items():
+        for flow, mask in label_groups(tcp, "flow").items():
             x, y = ecdf(tcp["srtt_us"][mask] / 1e3)
             ax_r.step(x, y, where="post", linestyle="--", color=colors[flow],
                       label=f"{flow} srtt", gid=f"srtt:{flow}")
     if iperf is not None:
-        for flow, mask in groups(iperf, "flow").items():
+        for flow, mask in label_groups(iperf, "flow").items():
             x, y = ecdf(iperf["bits_per_second"][mask] / 1e6)
             ax_t.step(x, y, where="post", color=colors[flow], label=flow, gid=f"flow:{flow}")
     ax_r.set_xlabel("RTT (ms)")

@@ -11,8 +11,7 @@ eigenvalues).
 import numpy as np
 from matplotlib.patches import Ellipse
 
-from .common import (caption, legend, mean_per_bin, new_figure, qdisc_info, run_label,
-                     series, takes_run)
+from .common import caption, legend, mean_per_bin, new_figure, series, takes_run
 from .palette import flow_color, qdisc_color
 from .throughput import aggregate_rate
 from .totals import rrul_flows
@@ -87,6 +86,6 @@ def draw(run):
     thr, lat = samples(run)
     if thr.size == 0:
         return None
-    kind, _ = qdisc_info(run)
-    return draw_groups({run_label(run): [(thr, lat)]}, "Latency vs throughput (1 s samples)",
-                       caption(run), colors={run_label(run): qdisc_color(kind)})
+    kind, _ = run.qdisc
+    return draw_groups({run.label: [(thr, lat)]}, "Latency vs throughput (1 s samples)",
+                       caption(run), colors={run.label: qdisc_color(kind)})

@@ -28,8 +28,8 @@ wrong. The checks and their tolerances:
 
 from bufferbloat import theory
 
-from .common import (as_run, full_queue_rtt_ms, metric_value, metric_values, qdisc_info,
-                     run_metrics, series, target_ms)
+from .common import (as_run, full_queue_rtt_ms, metric_value, metric_values, run_metrics,
+                     series)
 from .totals import DOWN, UP
 
 FIFO_RTT_TOL = 0.30
@@ -56,8 +56,8 @@ def _per_direction(run, rows):
     own bottleneck. A flow's direction is ``down`` for RRUL's ``*-down-N`` labels or an
     iperf3 flow recorded with direction ``down``, else ``up``."""
     directions = {}
-    for entry in run.record.get("traffic_results") or []:
-        if isinstance(entry, dict) and entry.get("direction"):
+    for entry in run.traffic_results:
+        if entry.get("direction"):
             for label in [entry.get("flow")] + list(entry.get("streams") or []):
                 if label:
                     directions[label] = entry["direction"]
@@ -78,13 +78,13 @@ def flags(run, rows=None):
     out = []
     if run.status != "ok":
         out.append(f"run status {run.status!r}"
-                   + (f": {run.record.get('error')}" if run.record.get("error") else ""))
-    health = run.record.get("health") or {}
-    if health.get("verdict") == "degraded":
+                   + (f": {run.error}" if run.error else ""))
+    health = run.health
+    if run.verdict == "degraded":
         out.append("the emulator fell behind (health: degraded), so this run measured the "
                    "emulator, not the network: " + "; ".join(health.get("problems", [])))
         return out
-    kind, _ = qdisc_info(run)
+    kind, _ = run.qdisc
 
     bound = full_queue_rtt_ms(run)
     rtt_max = max(metric_values(rows, "rtt_max_ms", "ping").values(), default=None)
@@ -97,7 +97,7 @@ def flags(run, rows=None):
             out.append(f"FIFO RTT {dev * 100:.0f} % above the full-queue bound (max ping "
                        f"RTT {rtt_max:.0f} ms vs {bound:.0f} ms): another queue on the path?")
 
-    target = target_ms(run)
+    target = run.aqm_target_ms
     rate = run.bottleneck_mbit
     frame_ms = theory.queue_delay_ms(1, rate) if rate else None
     if target is not None:

@@ -2,7 +2,9 @@
 
 import numpy as np
 
-from .common import caption, groups, legend, new_figure, series, takes_run
+from bufferbloat.results import label_groups
+
+from .common import caption, legend, new_figure, series, takes_run
 from .palette import cca_color, flow_color
 from .throughput import link_lines
 
@@ -15,8 +17,8 @@ def points(run):
     if tcp is None or iperf is None:
         return []
     out = []
-    iflows = groups(iperf, "flow")
-    for flow, mask in groups(tcp, "flow").items():
+    iflows = label_groups(iperf, "flow")
+    for flow, mask in label_groups(tcp, "flow").items():
         if flow not in iflows:
             continue
         srtt = tcp["srtt_us"][mask] / 1e3

@@ -3,10 +3,10 @@ qdisc.csv), and the queueing delay with the AQM's target."""
 
 import numpy as np
 
-from bufferbloat.metrics import queue_delay_ms
+from bufferbloat.metrics import leaf_groups, queue_delay_ms
 
-from .common import (TARGET_GID, caption, hline, include_in_ylim, leaf_groups, legend,
-                     new_figure, qdisc_info, takes_run, target_ms)
+from .common import (TARGET_GID, caption, hline, include_in_ylim, legend, new_figure,
+                     takes_run)
 from .palette import TARGET_COLOR, THEORY_COLOR, qdisc_color
 
 
@@ -36,7 +36,7 @@ def draw(run):
                   label=name, gid=f"leaf:{name}")
     # the buffer limit, when it is near the data (PIE's 1000 packets would flatten a
     # queue held at a few packets: then the limit is only named in the caption)
-    _, params = qdisc_info(run)
+    _, params = run.qdisc
     peak = max(float(np.nanmax(q["qlen_pkts"][m], initial=0)) for q, m, _, _ in leaves)
     limit = params.get("limit_pkts") or run.params.get("buffer_pkts")
     if isinstance(limit, (int, float)) and limit <= 3 * peak + 10:
@@ -72,7 +72,7 @@ def draw_qdelay(run):
             ax.plot(q["t"][mask], q["delay_us"][mask] / 1e3, color=color, linestyle="--",
                     linewidth=1, alpha=0.8, label=f"{name}: AQM's own estimate",
                     gid=f"aqm_delay:{name}")
-    target = target_ms(run)
+    target = run.aqm_target_ms
     if target is not None:
         hline(ax, target, f"target {target:g} ms", TARGET_GID, TARGET_COLOR)
     ax.set_xlabel("time (s)")

@@ -21,13 +21,15 @@ import json
 import os
 
 from bufferbloat import identity
+from bufferbloat.atomic import write_text_atomic
 from bufferbloat.errors import UsageError
 from bufferbloat.metrics import format_value
-from bufferbloat.results import RESULT_FILE, load_run
+from bufferbloat.results import is_run_dir, load_run
+from bufferbloat.sweep import read_index
 
 from . import FIGURES, draw_figures, scenario_figures
 from . import sweep as _sweep
-from .common import caption, run_label, run_metrics
+from .common import caption, run_metrics
 from .flags import flags
 
 REPORT_FILE = "report.html"
@@ -97,18 +99,17 @@ def _identity_text(rec):
 def config_pairs(run):
     """(key, value) pairs describing a run's configuration."""
     rec = run.record
-    scn = rec.get("scenario") if isinstance(rec.get("scenario"), dict) else {}
-    machine = rec.get("machine") or {}
+    scn = run.scenario
+    machine = run.machine
     qdisc = rec.get("qdisc") or {}
     pairs = [("run directory", run.dir),
              ("scenario", f"{scn.get('name', '?')}: {scn.get('description', '')}"),
-             ("status", rec.get("status") + (f" ({rec.get('error')})" if rec.get("error")
-                                             else "")),
+             ("status", rec.get("status") + (f" ({run.error})" if run.error else "")),
              ("started", rec.get("started")),
              ("duration (s)", rec.get("duration_s")),
              ("configuration", _identity_text(rec)),
              ("warm-up (s)", rec.get("warmup_s")),
-             ("overrides", _json(rec.get("overrides") or {})),
+             ("overrides", _json(run.overrides)),
              ("qdisc", f"{qdisc.get('kind', '?')} {_json(qdisc.get('params') or {})}"),
              ("params", _json(run.params)),
              ("knobs", _json(rec.get("knobs") or {})),
@@ -116,7 +117,7 @@ def config_pairs(run):
              ("machine", f"{machine.get('hostname', '?')}, "
                          f"{'project VM' if machine.get('in_project_vm') else 'host'}"),
              ("kernel", machine.get("kernel")),
-             ("bottleneck device", rec.get("bottleneck_dev")),
+             ("bottleneck device", run.bottleneck_dev),
              ("tools", "; ".join(f"{k}: {v}" for k, v in (rec.get("tools") or {}).items())),
              ]
     for warning in qdisc.get("warnings") or []:
@@ -141,22 +142,18 @@ def _flags_html(items):
         "</ul></div>"
 
 
-def _verdict(run):
-    return (run.record.get("health") or {}).get("verdict", "unknown")
-
-
 def _health_html(runs, base):
     """The report's first word: did the emulator keep up in every run?"""
     counts = {}
     for run in runs:
-        counts[_verdict(run)] = counts.get(_verdict(run), 0) + 1
+        counts[run.verdict] = counts.get(run.verdict, 0) + 1
     text = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    bad = [r for r in runs if _verdict(r) == "degraded"]
+    bad = [r for r in runs if r.verdict == "degraded"]
     if not bad:
         return f"<p class=ok>Health: {_e(text)}.</p>"
     items = "".join(
-        f"<li>{_e(run_label(r))} <span class=muted>({_e(os.path.relpath(r.dir, base))})"
-        f"</span>: {_e('; '.join((r.record.get('health') or {}).get('problems', [])))}</li>"
+        f"<li>{_e(r.label)} <span class=muted>({_e(os.path.relpath(r.dir, base))})"
+        f"</span>: {_e('; '.join(r.health.get('problems', [])))}</li>"
         for r in bad)
     return (f"<div class=flags><p><b>Health: {_e(text)}.</b> In a degraded run the "
             "emulator fell behind: it measured the emulator, not the network. Such runs are "
@@ -169,12 +166,12 @@ def _run_section(run, idx, names):
     rows = run_metrics(run)
     warn = flags(run, rows)
     figs = draw_figures(run, names)
-    parts = [f'<section class="run" id="run-{idx}"><h2>Run: {_e(run_label(run))}'
-             f' [{_e(_verdict(run))}]</h2>',
+    parts = [f'<section class="run" id="run-{idx}"><h2>Run: {_e(run.label)}'
+             f' [{_e(run.verdict)}]</h2>',
              f"<p class=muted>{_e(caption(run))}</p>", _flags_html(warn),
              "<h3>Configuration</h3>", _kv_table(config_pairs(run)),
              "<h3>Figures</h3>"]
-    parts += [_img(fig, f"{name}: {run_label(run)}") for name, fig in figs.items()]
+    parts += [_img(fig, f"{name}: {run.label}") for name, fig in figs.items()]
     if not figs:
         parts.append("<p class=muted>No series to draw.</p>")
     parts += ["<h3>Metrics</h3>", metrics_table(run, rows), "</section>"]
@@ -192,16 +189,15 @@ def _sweep_table_html(rows):
 def _kind(path):
     """``run``, ``sweep`` (an index with ``vary``), ``results`` (another index) or
     ``runs`` (a directory holding runs)."""
-    if os.path.isfile(os.path.join(path, RESULT_FILE)):
+    if is_run_dir(path):
         return "run"
-    index = os.path.join(path, _sweep.INDEX_FILE)
-    if os.path.isfile(index):
-        try:
-            with open(index) as f:
-                return "sweep" if "vary" in json.load(f) else "results"
-        except ValueError:
-            return "results"
-    return "runs"
+    try:
+        index = read_index(path)
+    except UsageError:
+        return "results"
+    if index is None:
+        return "runs"
+    return "sweep" if "vary" in index else "results"
 
 
 def write_report(path, out=None):
@@ -247,10 +243,10 @@ def write_report(path, out=None):
             names = scenario_figures(run) or [n for n in DEFAULT_RUN_FIGURES if n in FIGURES]
         section, warn = _run_section(run, i, names)
         body.append(section)
-        all_flags += [f"{run_label(run)} ({os.path.relpath(run.dir, path) or '.'}): {w}"
+        all_flags += [f"{run.label} ({os.path.relpath(run.dir, path) or '.'}): {w}"
                       for w in warn]
 
-    toc = "".join(f'<li><a href="#run-{i}">{_e(run_label(r))}</a> [{_e(_verdict(r))}] '
+    toc = "".join(f'<li><a href="#run-{i}">{_e(r.label)}</a> [{_e(r.verdict)}] '
                   f'<span class=muted>{_e(os.path.relpath(r.dir, path))}</span></li>'
                   for i, r in enumerate(runs))
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
@@ -272,8 +268,5 @@ def write_report(path, out=None):
 </body></html>
 """
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    tmp = f"{out}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(page)
-    os.replace(tmp, out)
+    write_text_atomic(out, page)
     return out

@@ -2,9 +2,10 @@
 
 import numpy as np
 
-from .common import (LINK_GID, TARGET_GID, THEORY_GID, base_rtt_ms, caption,
-                     full_queue_rtt_ms, groups, hline, include_in_ylim, legend, new_figure,
-                     series, takes_run, target_ms)
+from bufferbloat.results import label_groups
+
+from .common import (LINK_GID, TARGET_GID, THEORY_GID, caption, full_queue_rtt_ms, hline,
+                     include_in_ylim, legend, new_figure, series, takes_run)
 from .palette import LINK_COLOR, TARGET_COLOR, THEORY_COLOR, flow_color
 
 
@@ -18,7 +19,7 @@ def draw(run):
     if ping is None:
         return None
     fig, (ax,) = new_figure("Ping RTT", caption(run))
-    for i, (probe, mask) in enumerate(groups(ping, "probe").items()):
+    for i, (probe, mask) in enumerate(label_groups(ping, "probe").items()):
         t, rtt = ping["t"][mask], ping["rtt_ms"][mask]
         ok = np.isfinite(rtt)
         ax.plot(t[ok], rtt[ok], color=flow_color(i), linewidth=1, marker=".",
@@ -27,13 +28,13 @@ def draw(run):
             ax.plot(t[~ok], np.zeros((~ok).sum()), linestyle="none", marker="x",
                     color=flow_color(i), label=f"{probe} lost ({(~ok).sum()})",
                     gid=f"lost:{probe}")
-    base = base_rtt_ms(run)
+    base = run.base_rtt_ms
     if base:
         hline(ax, base, f"base RTT {base:g} ms", LINK_GID, LINK_COLOR, ":")
     full = full_queue_rtt_ms(run)
     if full is not None:
         hline(ax, full, f"full-queue RTT {full:.0f} ms (theory)", THEORY_GID, THEORY_COLOR)
-    target = target_ms(run)
+    target = run.aqm_target_ms
     if target is not None:
         hline(ax, (base or 0) + target, f"base RTT + target ({(base or 0) + target:g} ms)",
               TARGET_GID, TARGET_COLOR)

@@ -12,7 +12,6 @@ figures show their mean with error bars of one standard deviation over the repet
 
 import csv
 import io
-import json
 import math
 import os
 import re
@@ -26,16 +25,16 @@ from bufferbloat.metrics import traffic_start_s
 
 #: Env: 1 puts degraded runs (the emulator fell behind) into means and figures too.
 INCLUDE_DEGRADED_ENV = "BUFFERBLOAT_INCLUDE_DEGRADED"
-from bufferbloat.results import RESULT_FILE, Run, find_runs, load_run
+from bufferbloat.results import Run, find_runs, is_run_dir, load_run
+from bufferbloat.sweep import read_index
 
 from . import ellipsis as _ellipsis
 from .common import (LINK_GID, TARGET_GID, THEORY_GID, caption, full_queue_rtt_ms, hline,
-                     legend, metric_values, new_figure, qdisc_info, run_metrics, series, target_ms)
+                     legend, metric_values, new_figure, run_metrics, series)
 from .palette import LINK_COLOR, QDISC_COLORS, TARGET_COLOR, THEORY_COLOR, flow_color, \
     qdisc_color, qdisc_kind
 from .throughput import aggregate_rate
 
-INDEX_FILE = "index.json"
 #: Mathis et al.'s constant for periodic loss with delayed ACKs off: sqrt(3/2).
 MATHIS_C = math.sqrt(1.5)
 
@@ -70,8 +69,7 @@ class Point:
 
     @property
     def scenario(self):
-        scn = self.run.record.get("scenario")
-        return scn.get("name") if isinstance(scn, dict) else str(scn or "?")
+        return self.run.scenario_name
 
     @property
     def setting(self):
@@ -87,7 +85,7 @@ class Point:
     @property
     def degraded(self):
         """The emulator fell behind in this run (bufferbloat/health.py)."""
-        return (self.run.record.get("health") or {}).get("verdict") == "degraded"
+        return self.run.verdict == "degraded"
 
     @property
     def averaged(self):
@@ -114,9 +112,9 @@ def _resolve(base, run_dir):
     parts = [p for p in str(run_dir).replace("\\", "/").split("/") if p]
     for i in range(len(parts)):
         candidate = os.path.join(base, *parts[i:])
-        if os.path.isfile(os.path.join(candidate, RESULT_FILE)):
+        if is_run_dir(candidate):
             return candidate
-    return run_dir if os.path.isfile(os.path.join(run_dir, RESULT_FILE)) else None
+    return run_dir if is_run_dir(run_dir) else None
 
 
 def _rep_of(path):
@@ -133,13 +131,8 @@ def load_points(path):
     if not os.path.isdir(path):
         raise UsageError(f"{path}: not a directory")
     points, vary = [], None
-    index_path = os.path.join(path, INDEX_FILE)
-    if os.path.isfile(index_path) and not os.path.isfile(os.path.join(path, RESULT_FILE)):
-        try:
-            with open(index_path) as f:
-                index = json.load(f)
-        except ValueError as exc:
-            raise UsageError(f"{index_path}: not valid JSON ({exc})") from None
+    index = None if is_run_dir(path) else read_index(path)
+    if index is not None:
         vary = list((index.get("vary") or {}).keys()) or None
         seen = set()
         for entry in index.get("done") or []:
@@ -152,12 +145,12 @@ def load_points(path):
         for found in find_runs(path):
             if found not in seen and os.path.abspath(found) not in map(os.path.abspath, seen):
                 run = load_run(found)
-                points.append(Point(run, dict(run.record.get("overrides") or {}),
+                points.append(Point(run, run.overrides,
                                     _rep_of(found)))
     else:
         for found in find_runs(path):
             run = load_run(found)
-            points.append(Point(run, dict(run.record.get("overrides") or {}), _rep_of(found)))
+            points.append(Point(run, run.overrides, _rep_of(found)))
     if not points:
         raise UsageError(f"{path}: no run directory (result.json) and no sweep or "
                          f"results index here")
@@ -183,10 +176,10 @@ def _fill_varied(points, vary=None):
             p.varied = {k: p.overrides.get(k) for k in keys}
         configs = {}
         for p in group:
-            configs.setdefault(p.key, set()).add(p.run.record.get("config_key"))
+            configs.setdefault(p.key, set()).add(p.run.config_key)
         if any(len(c) > 1 for c in configs.values()):
             for p in group:
-                p.varied["config"] = identity.short(p.run.record.get("config_key")) or "?"
+                p.varied["config"] = identity.short(p.run.config_key) or "?"
 
 
 def setting_slug(setting):
@@ -279,7 +272,7 @@ def _series_of(points, param):
 def _qdisc_colors(points):
     """{point key: its qdisc's colour} when the set's points use several qdiscs, else
     None (then lines and ellipses take the flow palette in order)."""
-    kinds = {k: qdisc_info(reps[0].run)[0] for k, reps in by_key(points).items()}
+    kinds = {k: reps[0].run.qdisc[0] for k, reps in by_key(points).items()}
     if len({qdisc_kind(v) for v in kinds.values()}) < 2:
         return None
     return {k: qdisc_color(v) for k, v in kinds.items()}
@@ -288,7 +281,7 @@ def _qdisc_colors(points):
 def _line_color(points, line_points, i):
     """A line's colour: its qdisc's when the set compares qdiscs and the line has one,
     else the i-th of the flow palette."""
-    kinds = {qdisc_kind(qdisc_info(p.run)[0]) for p in line_points}
+    kinds = {qdisc_kind(p.run.qdisc[0]) for p in line_points}
     if _qdisc_colors(points) and len(kinds) == 1:
         return qdisc_color(kinds.pop())
     return flow_color(i)
@@ -336,8 +329,8 @@ def draw_metric(points, param, key):
             run = reps[0].run
             if key.startswith("rtt") and full_queue_rtt_ms(run) is not None:
                 theory_pts.append((x, full_queue_rtt_ms(run)))
-            if ("delay" in key) and target_ms(run) is not None:
-                target_pts.append((x, target_ms(run)))
+            if ("delay" in key) and run.aqm_target_ms is not None:
+                target_pts.append((x, run.aqm_target_ms))
             if key == "throughput_mbit" and param == "loss_pct":
                 srtt, _, _ = stats([p.value("srtt_mean_ms") for p in reps])
                 loss = _as_number(reps[0].varied.get(param))
@@ -373,7 +366,7 @@ def draw_metric(points, param, key):
 def samples(run):
     """(ping RTTs ms, aggregate throughput Mbit/s per 1 s bin) after the record's
     warm-up."""
-    cut = traffic_start_s(run) + float(run.record.get("warmup_s") or 0.0)
+    cut = traffic_start_s(run) + run.warmup_s
     rtt = np.array([])
     ping = series(run, "ping")
     if ping is not None:
@@ -402,7 +395,7 @@ def draw_box(points, param=None):
     fig, (ax_r, ax_t) = new_figure(_title(points, "Latency and throughput per sweep point"),
                                    _caption(points), nrows=2, height=3.2)
     labels = list(groups)
-    colors = [qdisc_color(qdisc_info(reps[0].run)[0]) for reps in groups.values()]
+    colors = [qdisc_color(reps[0].run.qdisc[0]) for reps in groups.values()]
     for ax, vals, ylabel in ((ax_r, rtts, "ping RTT (ms)"),
                              (ax_t, thrs, "aggregate throughput (Mbit/s)")):
         pos = [i for i, v in enumerate(vals) if v.size]
@@ -434,7 +427,7 @@ def draw_comparison(points, keys=COMPARE_KEYS):
     its runs with 1-std error bars. None unless the runs use two or more qdiscs."""
     by_kind = {}
     for p in points:
-        by_kind.setdefault(qdisc_kind(qdisc_info(p.run)[0]), []).append(p)
+        by_kind.setdefault(qdisc_kind(p.run.qdisc[0]), []).append(p)
     if len(by_kind) < 2:
         return None
     order = [k for k in QDISC_COLORS if k in by_kind] + sorted(set(by_kind) - set(QDISC_COLORS))
@@ -524,7 +517,7 @@ def table_rows(points):
             row = {"scenario": scn, "setting": setting_label(reps), "point": key,
                    "reps": len(reps),
                    "degraded": sum(p.degraded for p in reps),
-                   "qdisc": qdisc_info(reps[0].run)[0],
+                   "qdisc": reps[0].run.qdisc[0],
                    "latency_min_ms": float(rtt.min()) if rtt.size else None,
                    "latency_max_ms": float(rtt.max()) if rtt.size else None,
                    "latency_mean_ms": lat[0], "latency_mean_std_ms": lat[1],

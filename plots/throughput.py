@@ -4,10 +4,12 @@ per-flow shares with Jain's index (the ``fairness`` figure)."""
 import numpy as np
 
 from bufferbloat import theory
-from bufferbloat.metrics import jain_index
+from bufferbloat.stats import jain_index
 
-from .common import (takes_run, LINK_GID, THEORY_GID, caption, groups, hline,
-                     include_in_ylim, legend, new_figure, series, spread_over_bins)
+from bufferbloat.results import label_groups
+
+from .common import (takes_run, LINK_GID, THEORY_GID, caption, hline, include_in_ylim,
+                     legend, new_figure, series, spread_over_bins)
 from .palette import LINK_COLOR, THEORY_COLOR, flow_color
 
 AGGREGATE_GID = "aggregate"
@@ -20,7 +22,7 @@ def flow_rates(run):
     if iperf is None:
         return {}
     out = {}
-    for flow, mask in groups(iperf, "flow").items():
+    for flow, mask in label_groups(iperf, "flow").items():
         a, b = iperf["t_start"][mask], iperf["t_end"][mask]
         out[flow] = ((a + b) / 2, iperf["bits_per_second"][mask] / 1e6)
     return out
@@ -92,7 +94,7 @@ def draw_fairness(run):
     if iperf is None:
         return None
     names, shares = [], []
-    for flow, mask in groups(iperf, "flow").items():
+    for flow, mask in label_groups(iperf, "flow").items():
         span = float(np.nansum(iperf["t_end"][mask] - iperf["t_start"][mask]))
         if span > 0:
             names.append(flow)

@@ -8,8 +8,10 @@ import re
 
 import numpy as np
 
-from .common import (LINK_GID, TARGET_GID, base_rtt_ms, caption, groups, hline, legend,
-                     new_figure, series, takes_run, target_ms)
+from bufferbloat.results import label_groups
+
+from .common import (LINK_GID, TARGET_GID, caption, hline, legend, new_figure, series,
+                     takes_run)
 from .palette import LINK_COLOR, TARGET_COLOR, flow_color
 from .throughput import aggregate_rate, link_lines
 
@@ -21,9 +23,9 @@ DOWN = re.compile(r"-down-\d+$")
 def rrul_flows(run):
     """(download flow labels, upload flow labels, ping probe labels) of the run."""
     iperf = series(run, "iperf")
-    flows = list(groups(iperf, "flow")) if iperf is not None else []
+    flows = list(label_groups(iperf, "flow")) if iperf is not None else []
     ping = series(run, "ping")
-    probes = [p for p in groups(ping, "probe") if p.endswith("-ping")] if ping is not None \
+    probes = [p for p in label_groups(ping, "probe") if p.endswith("-ping")] if ping is not None \
         else []
     return ([f for f in flows if DOWN.search(f)], [f for f in flows if UP.search(f)], probes)
 
@@ -54,10 +56,10 @@ def draw(run):
         ok = mask & np.isfinite(ping["rtt_ms"])
         ax_l.plot(ping["t"][ok], ping["rtt_ms"][ok], color=flow_color(2 + i), linewidth=1,
                   label=f"{probe} RTT", gid=f"probe:{probe}")
-    base = base_rtt_ms(run)
+    base = run.base_rtt_ms
     if base:
         hline(ax_l, base, f"base RTT {base:g} ms", LINK_GID, LINK_COLOR, ":")
-    target = target_ms(run)
+    target = run.aqm_target_ms
     if target is not None:
         hline(ax_l, (base or 0) + target, f"base RTT + target ({(base or 0) + target:g} ms)",
               TARGET_GID, TARGET_COLOR)

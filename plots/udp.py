@@ -2,7 +2,9 @@
 
 import numpy as np
 
-from .common import bin_edges, caption, groups, legend, new_figure, series, takes_run
+from bufferbloat.results import label_groups
+
+from .common import bin_edges, caption, legend, new_figure, series, takes_run
 from .palette import flow_color
 
 BIN_S = 1.0
@@ -18,7 +20,7 @@ def draw(run, bin_s=BIN_S):
         return None
     fig, (ax_r, ax_d, ax_l) = new_figure("UDP streams: throughput, one-way delay, loss",
                                          caption(run), nrows=3, height=2.6)
-    for i, (stream, mask) in enumerate(groups(udp, "stream").items()):
+    for i, (stream, mask) in enumerate(label_groups(udp, "stream").items()):
         ts, tr = udp["t_sent"][mask], udp["t_recv"][mask]
         seq, size = udp["seq"][mask], udp["size_bytes"][mask]
         edges = bin_edges(np.nanmin(ts), np.nanmax(ts), bin_s)

@@ -4,7 +4,9 @@ import numpy as np
 
 from bufferbloat.metrics import _truthy  # the same reading of "ok" as the metrics
 
-from .common import caption, groups, legend, new_figure, series, takes_run
+from bufferbloat.results import label_groups
+
+from .common import caption, legend, new_figure, series, takes_run
 from .palette import flow_color
 
 
@@ -19,7 +21,7 @@ def draw(run):
     ok = _truthy(web["ok"]) if "ok" in web else np.ones(len(web["t"]), bool)
     fig, (ax,) = new_figure(f"Web fetch times ({int(ok.sum())} ok, "
                             f"{int((~ok).sum())} failed)", caption(run))
-    for i, (fetch, mask) in enumerate(groups(web, "fetch").items()):
+    for i, (fetch, mask) in enumerate(label_groups(web, "fetch").items()):
         good = mask & ok
         ax.plot(web["t"][good], web["total_s"][good], linestyle="-", marker="o",
                 markersize=4, color=flow_color(i), label=f"{fetch} (ok)", gid=f"fetch:{fetch}")

@@ -7,7 +7,7 @@
  * rule of sampler.run()), it sends one RTM_GETQDISC dump per device (and, when the
  * device has an fq_codel, one RTM_GETTCLASS dump for its per-flow CoDel delay) and
  * appends one row per qdisc of that device to a CSV with the columns of
- * sampler.QDISC_COLUMNS, formatted as Python's csv writer formats sampler.qdisc_row()
+ * series.SERIES_COLUMNS["qdisc"], formatted as Python's csv writer formats sampler.qdisc_row()
  * (floats as repr(), None as an empty cell). Decoding follows bufferbloat/nlstats.py
  * (parse_qdisc_dump, decode_xstats, finish_qdisc, merge_fq_codel_flows).
  *
@@ -681,7 +681,7 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* sampler._percentile() */
+/* bufferbloat.stats.percentile(..., "nearest") */
 static double percentile(const double *v, size_t n, double p)
 {
 	long k = (long)ceil(p / 100 * n) - 1;

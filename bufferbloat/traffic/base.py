@@ -11,9 +11,10 @@ The engine drives parts through this interface only:
 * ``problem()`` while the traffic runs (why the run cannot go on, or None);
 * ``wait(timeout_s)`` once the run's time is over (tools that end by themselves), then
   ``stop()``, then ``reported_error()`` (an error a tool reported at its end);
-* ``rows()``, ``raw_outputs()``, ``summary()``, ``spec_results()``: what it leaves, for
-  the series, raw/ and result.json;
-* ``sampled_flows()`` and ``flow_labels()``: its TCP flows, for the socket sampler.
+* ``rows()``, ``raw_outputs()``, ``summary()``: what it leaves, for the series, raw/
+  and result.json;
+* ``sampled_flows()``: its TCP flows for the socket sampler, with the labels their rows
+  get (known before the part starts: the sampler writes them as it samples).
 
 A part is made of *tools*: objects with ``start()``, ``stop()`` and usually ``wait()``,
 ``rows()``, ``raw_outputs()``, ``summary()`` (an iperf3 flow, a ping probe...), usable on
@@ -25,12 +26,12 @@ This module never imports a kind: the package's ``__init__`` imports them, so th
 register.
 """
 
-import math
 import threading
 import time
 from dataclasses import dataclass, field
 
 from ..errors import ParameterError, UsageError
+from ..params import check_number
 
 #: Spec fields every kind accepts (see :meth:`Scenario.resolve_traffic`).
 COMMON_FIELDS = ("kind", "name", "start", "stop", "when")
@@ -42,22 +43,6 @@ HOST_FIELDS = ("src", "dst", "client", "server", "a", "b")
 def realtime_minus_monotonic():
     """``time.time() - time.monotonic()`` now: adds to a monotonic time to give wall time."""
     return time.time() - time.monotonic()
-
-
-def check_number(name, value, lo, hi, conv=float, lo_open=False):
-    """``conv(value)`` if within lo..hi (lo excluded when ``lo_open``), else ParameterError."""
-    try:
-        v = conv(value)
-    except (TypeError, ValueError):
-        raise ParameterError(name, value, f"a number in {lo}..{hi}") from None
-    if (isinstance(v, float) and math.isnan(v)) or v > hi or v < lo or (lo_open and v == lo):
-        raise ParameterError(name, value, f"{'>' if lo_open else '>='} {lo} and <= {hi}")
-    return v
-
-
-def check_port(port, name="port"):
-    """A TCP/UDP port 1..65535."""
-    return check_number(name, port, 1, 65535, int)
 
 
 class Timed:
@@ -168,6 +153,13 @@ class Schedule:
 
 
 # ------------------------------------------------------------------ the run's side
+#: The port pools of a run's parts: their first and last ports. Client source ports lie
+#: below the kernel's ephemeral range (32768..60999), so that no connection the kernel
+#: numbers can hold one, and above the servers' pool.
+PORT_POOLS = {"tcp": 5201, "udp": 5600, "tcp_client": 20000}
+PORT_POOL_LAST = {"tcp": 19999, "udp": 65535, "tcp_client": 32767}
+
+
 @dataclass
 class PartContext:
     """What the run gives a part to build itself: the running network, the run's
@@ -181,7 +173,7 @@ class PartContext:
     realtime_minus_monotonic: float
     raw_dir: str | None = None
     #: first port of each pool; parts take ports in the order they are built
-    port_base: dict = field(default_factory=lambda: {"tcp": 5201, "udp": 5600})
+    port_base: dict = field(default_factory=lambda: dict(PORT_POOLS))
     _next: dict = field(default_factory=dict)
 
     @property
@@ -191,8 +183,11 @@ class PartContext:
 
     def ports(self, pool, n=1):
         """The first of ``n`` consecutive free ports of ``pool`` ('tcp': iperf3 servers,
-        'udp': UDP receivers)."""
+        'udp': UDP receivers, 'tcp_client': TCP source ports a client binds)."""
         first = self._next.get(pool, self.port_base[pool])
+        if first + n - 1 > PORT_POOL_LAST[pool]:
+            raise UsageError(f"the traffic needs more {pool} ports than "
+                             f"{self.port_base[pool]}..{PORT_POOL_LAST[pool]} holds")
         self._next[pool] = first + n
         return first
 
@@ -339,19 +334,11 @@ class TrafficPart:
             out.append(entry)
         return out
 
-    def spec_results(self):
-        """Fields added to the part's entry of result.json's ``traffic`` once it ran
-        (default: none)."""
-        return {}
-
     def sampled_flows(self):
-        """The sampler's flow specs of the part's TCP flows
-        ({host, dports|sports, labels}, see :class:`~bufferbloat.sampler.Sampler`)."""
+        """The sampler's flow specs of the part's TCP flows ({host, dports|sports,
+        label, labels}, see :class:`~bufferbloat.sampler.Sampler`): their labels are
+        known before the part starts, so that tcp.csv is written labelled."""
         return []
-
-    def flow_labels(self):
-        """{(host, TCP source port): label} of the part's flows, known once they ran."""
-        return {}
 
 
 #: kind -> TrafficPart subclass

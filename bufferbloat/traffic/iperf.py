@@ -14,14 +14,9 @@ import threading
 import time
 
 from ..errors import ParameterError
-from ..network import stop_process
-from ..params import Param
-from .base import Timed, TrafficPart, check_number, check_port, exit_problem, register, \
-    wait_listening
-
-#: Columns of iperf.csv (docs/SERIES.md).
-COLUMNS = ("flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",
-           "snd_cwnd_bytes", "rtt_us")
+from ..params import Param, check_number, check_port
+from ..signals import stop_process
+from .base import Timed, TrafficPart, exit_problem, register, wait_listening
 
 
 class Iperf3Flow(Timed):
@@ -39,12 +34,16 @@ class Iperf3Flow(Timed):
     the server and client then), ``t0``, ``realtime_minus_monotonic``, ``mss_bytes``
     (``-M``), ``rate_mbit`` (``-b``, default unlimited; iperf3's default for UDP: 1 Mbit/s),
     ``udp`` (``-u``: an iperf3 UDP flow; its rows have no retransmits/cwnd/RTT, and it has
-    no TCP socket for the sampler, though :meth:`flow_labels` still lists its ports).
+    no TCP socket for the sampler, though :meth:`flow_labels` still lists its ports),
+    ``cport`` (``--cport``: the client's first TCP source port; stream i binds
+    ``cport + i - 1``, so the streams' ports are known before the flow starts, see
+    :meth:`stream_labels`).
 
     Labels: with one stream the flow's label is ``name``; with ``-P N`` the streams are
     ``name-1..name-N`` (in the order iperf3 connected them) and rows labelled ``name`` are
     their per-interval sum. :meth:`flow_labels` maps the client's TCP source ports to these
-    labels.
+    labels as iperf3 reported them; :meth:`stream_labels` says the same before the run
+    when ``cport`` is given.
 
     Timing: iperf3 3.12's JSON stamps the test start in whole seconds only
     (``start.timestamp.timesecs``); the flow's time zero is refined with our own clock
@@ -53,7 +52,8 @@ class Iperf3Flow(Timed):
 
     def __init__(self, net, src, dst, duration_s, cca=None, port=5201, parallel=1, omit_s=0,
                  *, name=None, direction="up", start_s=0.0, t0=None,
-                 realtime_minus_monotonic=None, mss_bytes=None, rate_mbit=None, udp=False):
+                 realtime_minus_monotonic=None, mss_bytes=None, rate_mbit=None, udp=False,
+                 cport=None):
         self.net, self.src, self.dst = net, src, dst
         self.duration_s = check_number("duration_s", duration_s, 0, 86_400, lo_open=True)
         self.cca = cca
@@ -71,6 +71,11 @@ class Iperf3Flow(Timed):
         self.udp = bool(udp)
         if self.udp and self.mss_bytes:
             raise ParameterError("mss_bytes", mss_bytes, "only with TCP (udp=False)")
+        self.cport = None if cport is None else check_port(cport, "cport")
+        if self.cport is not None:
+            check_port(self.cport + self.parallel - 1, "cport + parallel - 1")
+            if self.udp:
+                raise ParameterError("cport", cport, "only with TCP (udp=False)")
         self.name = name or f"{src}-{self.port}"
         self._init_clock(t0, realtime_minus_monotonic)
         self.server = self.client = None
@@ -104,6 +109,8 @@ class Iperf3Flow(Timed):
             args += ["-M", self.mss_bytes]
         if self.rate_mbit:
             args += ["-b", f"{self.rate_mbit:g}M"]
+        if self.cport is not None:
+            args += ["--cport", self.cport]
         return args
 
     def start(self):
@@ -261,6 +268,17 @@ class Iperf3Flow(Timed):
         return {(self.src, port): label
                 for port, label in iperf3_stream_labels(self.result, self.name).items()}
 
+    def stream_labels(self):
+        """{client TCP source port: label} known before the flow runs: with ``cport``,
+        iperf3 binds stream i to ``cport + i - 1`` and connects them in that order, which
+        is the order :func:`iperf3_stream_labels` reads from its JSON afterwards; without
+        ``cport``, {} (the ports are the kernel's choice)."""
+        if self.cport is None:
+            return {}
+        if self.parallel == 1:
+            return {self.cport: self.name}
+        return {self.cport + i: f"{self.name}-{i + 1}" for i in range(self.parallel)}
+
     def sender_doc(self):
         """The JSON of the sending side: the client's ('up') or the server's ('down'),
         whose intervals carry cwnd, RTT and retransmits; None if unavailable."""
@@ -412,13 +430,19 @@ def prepare_servers(flows, timeout_s=30.0):
 
 
 def sampled_flow(flow):
-    """The sampler's spec of ``flow``'s TCP socket(s): from the sending host's namespace,
-    by the server's port (up: the destination port; down: the source port, labelled)."""
+    """The sampler's spec of ``flow``'s TCP socket(s), labelled as its iperf.csv rows are:
+    from the sending host's namespace, by the server's port (up: the destination port;
+    down: the source port). Every socket is labelled with the flow's name, except the
+    streams of an upload with ``cport``, labelled by their source ports
+    (:meth:`Iperf3Flow.stream_labels`)."""
     if flow.udp:
         return None
     if flow.direction == "up":
-        return {"host": flow.src, "dports": [flow.port]}
-    return {"host": flow.dst, "sports": [flow.port], "labels": {flow.port: flow.name}}
+        spec = {"host": flow.src, "dports": [flow.port], "label": flow.name}
+        if flow.stream_labels():
+            spec["labels"] = flow.stream_labels()
+        return spec
+    return {"host": flow.dst, "sports": [flow.port], "label": flow.name}
 
 
 def flow_problem(flow):
@@ -501,14 +525,21 @@ class IperfPart(TrafficPart):
             for at, dur, suffix in bursts:
                 if offset + at >= length:
                     break
+                parallel = int(spec.get("parallel", 1))
+                udp = spec.get("protocol") == "udp"
+                # an upload's streams bind known source ports, so that the sampler
+                # labels their sockets as iperf3 will (one stream: its name suffices)
+                cport = (self.ctx.ports("tcp_client", parallel)
+                         if parallel > 1 and not udp and spec.get("direction", "up") == "up"
+                         else None)
                 flow = Iperf3Flow(net, spec["src"], spec["dst"],
                                   max(1.0, min(dur, length - offset - at)),
                                   cca=spec.get("cca") or net.topo.ccas.get(spec["src"]),
                                   port=self.ctx.ports("tcp"),
-                                  parallel=int(spec.get("parallel", 1)),
+                                  parallel=parallel,
                                   name=base + suffix, direction=spec.get("direction", "up"),
                                   mss_bytes=spec.get("mss_bytes"), rate_mbit=rate,
-                                  udp=spec.get("protocol") == "udp", **self.ctx.clock)
+                                  udp=udp, cport=cport, **self.ctx.clock)
                 out.append((flow, self.start_s + offset + at, None))
         return out
 
@@ -533,9 +564,3 @@ class IperfPart(TrafficPart):
 
     def sampled_flows(self):
         return [s for s in map(sampled_flow, self.flows) if s]
-
-    def flow_labels(self):
-        out = {}
-        for f in self.flows:
-            out.update(f.flow_labels())
-        return out

@@ -6,13 +6,10 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-from ..network import stop_process
-from ..params import Param
+from ..params import Param, check_number
+from ..signals import stop_process
 from ..stats import percentile
-from .base import Timed, TrafficPart, check_number, register
-
-#: Columns of ping.csv (docs/SERIES.md).
-COLUMNS = ("probe", "t", "seq", "rtt_ms")
+from .base import Timed, TrafficPart, register
 
 PING_LINE = re.compile(r"^\[(?P<ts>[0-9.]+)\].*icmp_seq=(?P<seq>\d+).*time=(?P<rtt>[0-9.]+) ms")
 PING_NO_ANSWER = re.compile(r"^\[(?P<ts>[0-9.]+)\] no answer yet for icmp_seq=(?P<seq>\d+)")
@@ -194,7 +191,7 @@ def idle_rtt(net, src, dst, count=IDLE_PINGS, interval_s=IDLE_PING_INTERVAL_S):
     try:
         out, _ = proc.communicate(timeout=count * interval_s + 10)
     except Exception:  # noqa: BLE001 - the probe is informative; the run goes on
-        proc.kill()
+        stop_process(proc)
         out, _ = proc.communicate()
     rtts = sorted(r for _, _, r in parse_ping(out or "").probes)
     res = {"src": src, "dst": dst, "samples": len(rtts), "lost": count - len(rtts)}

@@ -3,8 +3,8 @@
 
 import time
 
-from ..params import Param
-from .base import TrafficPart, check_number, check_port, register
+from ..params import Param, check_number, check_port
+from .base import TrafficPart, register
 from .base import realtime_minus_monotonic as base_rmm
 from .iperf import (Iperf3Flow, flow_problem, flow_rows, prepare_servers,
                     reported_flow_error, sampled_flow)
@@ -135,6 +135,3 @@ class RrulPart(TrafficPart):
 
     def sampled_flows(self):
         return [s for s in map(sampled_flow, self.load.flows) if s]
-
-    def flow_labels(self):
-        return self.load.flow_labels()

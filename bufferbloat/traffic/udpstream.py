@@ -10,14 +10,12 @@ import sys
 import tempfile
 import time
 
-from ..network import stop_process
-from ..params import Param
+from ..params import Param, check_number
+from ..signals import stop_process
 from ..stats import percentile
 from ..udptool import MAX_SIZE, MIN_SIZE, check_stream_params
-from .base import TrafficPart, check_number, exit_problem, register
+from .base import TrafficPart, exit_problem, register
 
-#: Columns of udp.csv (docs/SERIES.md).
-COLUMNS = ("stream", "seq", "t_sent", "t_recv", "size_bytes")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -235,8 +233,3 @@ class UdpPart(TrafficPart):
 
     def rows(self):
         return {"udp": self.stream.rows()}
-
-    def spec_results(self):
-        """``sent_pkts``: the loss metric's denominator."""
-        sent = self.stream.sent
-        return {} if sent is None else {"sent_pkts": sent}

@@ -3,7 +3,7 @@
 
 :class:`WebServer` serves an index.html of exactly ``size_bytes`` on one host;
 :class:`WebFetcher` fetches it with curl from another host every ``every_s`` seconds and
-records every fetch (web.csv rows, docs/SERIES.md). The loop is a thread of the calling
+records every fetch (web.csv rows, bufferbloat/series.py). The loop is a thread of the calling
 process; each curl runs in the client's namespace as an argument list.
 """
 
@@ -14,12 +14,12 @@ import threading
 import time
 
 from ..errors import ParameterError
-from ..network import stop_process
-from ..params import Param
+from ..params import Param, check_number, check_port
+from ..series import SERIES_COLUMNS
+from ..signals import stop_process
 from ..stats import percentile
-from .base import Timed, TrafficPart, check_number, check_port, exit_problem, register
+from .base import Timed, TrafficPart, exit_problem, register
 
-COLUMNS = ("fetch", "t", "total_s", "connect_s", "ttfb_s", "size_bytes", "http_code", "ok")
 CURL_FORMAT = "%{time_connect} %{time_starttransfer} %{time_total} %{http_code} " \
               "%{size_download}\n"
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -207,7 +207,7 @@ class WebFetcher(Timed):
 
     def rows(self):
         """web.csv rows, one per fetch."""
-        return [{k: r[k] for k in COLUMNS} for r in self.fetches]
+        return [{k: r[k] for k in SERIES_COLUMNS["web"]} for r in self.fetches]
 
     def raw_outputs(self):
         """{NAME.curl.txt: every fetch's curl output, each after a '# fetch' line}."""

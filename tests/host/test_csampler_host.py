@@ -23,7 +23,7 @@ import time
 import pytest
 
 from bufferbloat import sampler as sampler_mod
-from bufferbloat.sampler import QDISC_COLUMNS
+from bufferbloat.series import SERIES_COLUMNS
 from tests.conftest import ROOT
 
 SENDER = r"""
@@ -110,7 +110,7 @@ def test_c_sampler_rows_at_100_per_second(shaped_ns, tmp_path):
     st = json.loads(stats_path.read_text())
     head, rows = _rows(out)
     print("stats:", st)
-    assert tuple(head) == QDISC_COLUMNS
+    assert tuple(head) == SERIES_COLUMNS["qdisc"]
     assert st["stopped_by"] == "SIGTERM" and st["errors"] == {}
     span = st["t_last"] - st["t_first"]
     assert 2.8 <= span <= 3.5
@@ -165,7 +165,7 @@ def test_sampler_process_uses_the_helper(shaped_ns, tmp_path):
     assert st_c["samples"] == st_c["qdisc_sampler_stats"]["samples"] >= 180
     assert st_c["missed_ticks"] == st_c["qdisc_sampler_stats"]["missed_ticks"]
     assert st_c["missed_ticks"] <= 10
-    assert head_c == head_py == list(QDISC_COLUMNS)
+    assert head_c == head_py == list(SERIES_COLUMNS["qdisc"])
     for rows, st in ((rows_c, st_c), (rows_py, st_py)):
         assert len(rows) == 2 * st["samples"]  # htb + pfifo per tick
         assert {r["kind"] for r in rows} == {"htb", "pfifo"}

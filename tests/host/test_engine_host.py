@@ -90,6 +90,12 @@ def test_parallel_flows_are_labelled_and_sampled(tmp_path, net_guard):
     assert set(tcp["flow"]) == {f"long-{i}" for i in range(1, 5)}
     iperf = run.series("iperf")
     assert set(iperf["flow"]) == {f"long-{i}" for i in range(1, 5)}
+    # tcp.csv was written labelled as sampled: each stream's label is the one iperf3
+    # gives the stream on that source port (its JSON, read after the run)
+    client = json.loads(run.raw("long.client.json"))
+    ports = [c["local_port"] for c in client["start"]["connected"]]
+    for i, port in enumerate(ports, 1):
+        assert set(tcp["sport"][tcp["flow"] == f"long-{i}"]) == {port}
     rows = compute_metrics(run, warmup_s=2)
     assert _metric(rows, "network", "flows") == 4
     assert 0.25 <= _metric(rows, "network", "jain_fairness") <= 1.0

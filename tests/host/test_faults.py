@@ -22,8 +22,9 @@ import time
 
 import pytest
 
-from bufferbloat.cleanup import STATE_PATH, proc_start_time, same_process
+from bufferbloat.cleanup import STATE_PATH
 from bufferbloat.network import LOCK_PATH
+from bufferbloat.signals import proc_start_time, same_process
 from conftest import ROOT, _links
 
 PY = "/usr/bin/python3"

@@ -21,7 +21,7 @@ HTB); that is left as a property of the symmetric link, not hidden here.
 """
 import pytest
 
-from bufferbloat.experiment import long_flow
+from bufferbloat.recipes import long_flow
 from bufferbloat.network import Network
 from bufferbloat.theory import full_queue_rtt_ms
 from bufferbloat.topology import DumbbellTopo

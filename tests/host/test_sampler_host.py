@@ -20,7 +20,8 @@ import statistics
 import time
 
 from bufferbloat.network import Network
-from bufferbloat.sampler import QDISC_COLUMNS, TCP_COLUMNS, Sampler
+from bufferbloat.sampler import Sampler
+from bufferbloat.series import SERIES_COLUMNS
 from bufferbloat.topology import DumbbellTopo
 from bufferbloat.traffic.iperf import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe
@@ -55,7 +56,7 @@ def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
     series = tmp_path / "series"
     qhead, qrows = _read(series / "qdisc.csv")
     thead, trows = _read(series / "tcp.csv")
-    assert tuple(qhead) == QDISC_COLUMNS and tuple(thead) == TCP_COLUMNS
+    assert tuple(qhead) == SERIES_COLUMNS["qdisc"] and tuple(thead) == SERIES_COLUMNS["tcp"]
     print("sampler stats:", stats)
 
     # 1. the FIFO leaf's backlog reaches the limit

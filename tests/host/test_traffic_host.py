@@ -100,7 +100,7 @@ def test_iperf3_flows_rows_streams_directions_ccas(net_guard):
         t0 = time.monotonic()
         up = Iperf3Flow(net, "h1", "h2", 3, cca="reno", port=5201, name="up", t0=t0)
         par = Iperf3Flow(net, "h1", "h2", 3, cca="cubic", port=5202, parallel=3, name="par",
-                         t0=t0)
+                         t0=t0, cport=20000)
         # a download started 1 s later by its own thread: h1 (server) sends to h2
         down = Iperf3Flow(net, "h2", "h1", 3, cca="reno", port=5203, direction="down",
                           start_s=1.0, name="down", t0=t0)
@@ -125,6 +125,8 @@ def test_iperf3_flows_rows_streams_directions_ccas(net_guard):
     labels = par.flow_labels()
     assert sorted(labels.values()) == ["par-1", "par-2", "par-3"]
     assert {h for h, _ in labels} == {"h1"}
+    # --cport: the labels told to the sampler before the run are iperf3's own
+    assert {port: label for (_, port), label in labels.items()} == par.stream_labels()
     assert {r["flow"] for r in par.rows()} == {"par", "par-1", "par-2", "par-3"}
     assert sum(r["bytes"] for r in par.rows() if r["flow"] != "par") == \
         par.result["end"]["sum_sent"]["bytes"]

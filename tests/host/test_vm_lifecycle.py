@@ -9,7 +9,7 @@
   no qemu is left behind.
 
 Each test boots the VM (one VM per machine: they wait for another one to end) and
-reads what ``vm.run`` recorded of its boots (BUFFERBLOAT_VM_BOOT_LOG).
+reads what ``session.run`` recorded of its boots (BUFFERBLOAT_VM_BOOT_LOG).
 """
 import json
 import os
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bufferbloat import vm
+from bufferbloat.vm import boot, common, control, image, session
 from conftest import ROOT
 
 VM_RUN = os.path.join(ROOT, "vm", "run")
@@ -30,8 +30,8 @@ VM_RUN = os.path.join(ROOT, "vm", "run")
 
 def _need_vm():
     assert os.geteuid() == 0, "VM tests need root: run them through ./run_tests.sh"
-    vm.check_tools()
-    vm.build_image(progress=None)
+    common.check_tools()
+    image.build_image(progress=None)
 
 
 class _VMRun:
@@ -100,17 +100,17 @@ def _qemu_alive(run_id):
 def test_hung_boot_is_ended_retried_and_fails_clearly(tmp_path):
     _need_vm()
     bound_s, attempts = 15, 2
-    env = dict(os.environ, **{vm.APPEND_ENV: "bb.delay=600",
-                              vm.BOOT_TIMEOUT_ENV: str(bound_s),
-                              vm.BOOT_ATTEMPTS_ENV: str(attempts),
-                              vm.BOOT_LOG_ENV: str(tmp_path / "boots.jsonl")})
+    env = dict(os.environ, **{boot.APPEND_ENV: "bb.delay=600",
+                              boot.BOOT_TIMEOUT_ENV: str(bound_s),
+                              boot.BOOT_ATTEMPTS_ENV: str(attempts),
+                              session.BOOT_LOG_ENV: str(tmp_path / "boots.jsonl")})
     run = _VMRun(["--", "echo", "the command must never start"], env,
                  stdout=subprocess.PIPE)
     rc = run.wait(3600)                 # includes waiting for another VM to end
     out = run.proc.stdout.read()
     text = run.text()
     print(text)
-    assert rc == vm.RC_BOOT_FAILED == 4, text
+    assert rc == session.RC_BOOT_FAILED == 4, text
     assert "the command must never start" not in out
     t_boot = run.first("boot 1/2")
     assert t_boot is not None, text
@@ -123,11 +123,11 @@ def test_hung_boot_is_ended_retried_and_fails_clearly(tmp_path):
     rec = _boots(tmp_path / "boots.jsonl")
     assert rec["rc"] == 4 and rec["end"] == "boot" and rec["boot_bound_s"] == bound_s
     assert [b["outcome"] for b in rec["boots"]] == ["hung", "hung"]
-    assert all(b["stage"] in vm.STAGE_NAMES and b["stage"] != "command"
+    assert all(b["stage"] in boot.STAGE_NAMES and b["stage"] != "command"
                for b in rec["boots"])
     assert len({b["qemu_pid"] for b in rec["boots"]}) == 2      # two distinct qemus
     assert _qemu_alive(rec["run_id"]) == []
-    assert not (Path(ROOT) / vm.CONTROL_DIR / rec["run_id"]).exists()
+    assert not (Path(ROOT) / control.CONTROL_DIR / rec["run_id"]).exists()
 
 
 def test_ctrl_c_interrupts_a_vm_run_and_its_record_says_so(tmp_path):
@@ -135,7 +135,7 @@ def test_ctrl_c_interrupts_a_vm_run_and_its_record_says_so(tmp_path):
     out_rel = f".scratch/test-vm-interrupt-{os.getpid()}"
     out_dir = Path(ROOT) / out_rel
     shutil.rmtree(out_dir, ignore_errors=True)
-    env = dict(os.environ, **{vm.BOOT_LOG_ENV: str(tmp_path / "boots.jsonl")})
+    env = dict(os.environ, **{session.BOOT_LOG_ENV: str(tmp_path / "boots.jsonl")})
     try:
         run = _VMRun(["--", "python3", "-m", "bufferbloat", "run", "a1_fifo", "--time", "60",
                       "--out", out_rel], env, stdout=open(tmp_path / "out.log", "w"))
@@ -158,7 +158,7 @@ def test_ctrl_c_interrupts_a_vm_run_and_its_record_says_so(tmp_path):
         print(text)
         print((tmp_path / "out.log").read_text()[-3000:])
         assert rc == 130, text
-        assert time.monotonic() - t_int < vm.STOP_GRACE_S + 30, text
+        assert time.monotonic() - t_int < session.STOP_GRACE_S + 30, text
         assert "asking the guest command to stop" in text
         rec_path = qdisc.parent.parent / "result.json"
         rec = json.loads(rec_path.read_text())

@@ -14,8 +14,8 @@ import sys
 import tempfile
 import time
 
-from bufferbloat.network import stop_process
 from bufferbloat.params import Param
+from bufferbloat.signals import stop_process
 from bufferbloat.traffic.base import (Timed, TrafficPart, exit_problem, register,
                                       wait_listening)
 
@@ -132,8 +132,4 @@ class PyFlowPart(TrafficPart):
                             "bytes_received": s["bytes_received"]}]}
 
     def sampled_flows(self):
-        return [{"host": self.flow.src, "dports": [self.flow.port]}]
-
-    def flow_labels(self):
-        sport = self.flow.summary()["sport"]
-        return {} if sport is None else {(self.flow.src, sport): self.name}
+        return [{"host": self.flow.src, "dports": [self.flow.port], "label": self.name}]

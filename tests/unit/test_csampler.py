@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from bufferbloat import nlstats, sampler
+from bufferbloat.series import SERIES_COLUMNS
 from tests.conftest import FIXTURES
 
 NL = os.path.join(FIXTURES, "netlink")
@@ -63,7 +64,7 @@ def test_c_parse_matches_nlstats(binary, dump):
     assert got.count("\n") == len(TIMES) * len(qs) > 0
     if case.startswith("vm_"):  # the AQM's own columns are filled in
         leaf = next(r for r in csv.reader(io.StringIO(got)) if r[3] == "1:1")
-        cols = dict(zip(sampler.QDISC_COLUMNS, leaf))
+        cols = dict(zip(SERIES_COLUMNS["qdisc"], leaf))
         assert cols["marks"] != "" and cols["early_drops"] != ""
         assert (cols["delay_us"] != "") == (case != "vm_red")
 

@@ -7,7 +7,8 @@ import pytest
 
 from bufferbloat import health as hl
 from bufferbloat import metrics as m
-from bufferbloat.results import SERIES_COLUMNS, RunWriter, find_runs, load_run
+from bufferbloat.results import RunWriter, find_runs, load_run
+from bufferbloat.series import SERIES_COLUMNS
 
 RATE = 10.0  # Mbit/s
 FIXTURES = "tests/fixtures/runs"

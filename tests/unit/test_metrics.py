@@ -1,49 +1,16 @@
 """Metrics on synthetic series with answers computed by hand."""
 import csv
 import json
-import math
 
 import numpy as np
 import pytest
 
 from bufferbloat import metrics as m
-from bufferbloat.results import SERIES_COLUMNS, RunWriter, load_run
+from bufferbloat.results import RunWriter, load_run
+from bufferbloat.series import SERIES_COLUMNS
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def test_jain_index():
-    assert m.jain_index([3.0, 3.0, 3.0, 3.0]) == pytest.approx(1.0)
-    for n in (2, 5, 10):
-        assert m.jain_index([7.0] + [0.0] * (n - 1)) == pytest.approx(1 / n)
-    assert m.jain_index([1, 3]) == pytest.approx(16 / (2 * 10))
-    with pytest.raises(ValueError):
-        m.jain_index([])
-    with pytest.raises(ValueError):
-        m.jain_index([1, -1])
-    assert math.isnan(m.jain_index([0, 0]))
-
-
-def test_cov():
-    assert m.cov([4.2] * 10) == 0.0
-    assert m.cov([1.0, 3.0]) == pytest.approx(0.5)  # population std 1, mean 2
-    assert m.cov([1.0, float("nan"), 3.0]) == pytest.approx(0.5)
-    with pytest.raises(ValueError):
-        m.cov([])
-    assert math.isnan(m.cov([0, 0]))
-
-
-def test_percentile_is_numpy_linear():
-    xs = list(range(1, 101))  # 1..100: rank (n-1) q/100
-    assert m.percentile(xs, 50) == pytest.approx(50.5)
-    assert m.percentile(xs, 95) == pytest.approx(95.05)
-    assert m.percentile(xs, 99) == pytest.approx(99.01)
-    assert m.percentile([5.0, float("nan")], 99) == 5.0
-    with pytest.raises(ValueError):
-        m.percentile([], 50)
-    with pytest.raises(ValueError):
-        m.percentile([1], 101)
-
 
 def test_rfc3550_jitter():
     sent = np.arange(100) * 0.25  # exact binary fractions: exactly 0
@@ -81,11 +48,12 @@ def test_counter_delta_and_warmup_baseline():
 RATE_MBIT = 1.5
 
 
-def _write_run(path, warm_srtt_ms=10.0, srtt_ms=100.0, traffic=None):
+def _write_run(path, warm_srtt_ms=10.0, srtt_ms=100.0, traffic=None, traffic_results=None):
     """A 10 s synthetic run: two TCP flows (one at 1 Mbit/s, one at 0.5), a FIFO leaf
     with a constant backlog, pings, web fetches and a UDP stream."""
     w = RunWriter(path)
-    w.record.update(params={"bottleneck_mbit": RATE_MBIT}, traffic=traffic or [])
+    w.record.update(params={"bottleneck_mbit": RATE_MBIT}, traffic=traffic or [],
+                    traffic_results=traffic_results or [])
     t = np.arange(0, 10.01, 0.1)
     tcp_rows = []
     for flow, mbit in (("h1-1", 1.0), ("h2-1", 0.5)):
@@ -184,9 +152,9 @@ def test_udp_loss_jitter_latency(tmp_path):
     assert got[("udp", "u1", "owd_p99_ms")] == pytest.approx(30.0)
     # 89 packets after the first arrival (t_recv 0.03 .. 1.02 s) of 1000 B
     assert got[("udp", "u1", "throughput_mbit")] == pytest.approx(89 * 8000 / 0.99 / 1e6)
-    # the sender's count from the record: 90 received of 120 sent
-    run2 = _write_run(tmp_path / "r2", traffic=[{"kind": "udp", "label": "u1",
-                                                 "sent_pkts": 120}])
+    # the sender's count from the stream's summary: 90 received of 120 sent
+    run2 = _write_run(tmp_path / "r2", traffic_results=[
+        {"name": "u1", "kind": "UdpStream", "stream": "u1", "sent": 120, "received": 90}])
     assert _by_key(m.udp_metrics(run2))[("udp", "u1", "loss_pct")] == pytest.approx(25.0)
 
 

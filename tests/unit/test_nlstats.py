@@ -245,6 +245,7 @@ def test_control_connection_rule():
     from bufferbloat.sampler import _FlowGroup
     g = _FlowGroup.__new__(_FlowGroup)
     g.host, g.labels, g.min_bytes, g.hold_s = "h1", {"40001": "h1-1"}, 65536, 2.0
+    g.by_dport, g.by_sport = {}, {}
     g.data, g.ignored, g.pending = set(), set(), {}
     # control (40000) stays at 300 B; data (40001) passes 64 KiB at its third sample
     script = [[_sock(40000, 300, 1), _sock(40001, acked, 2)]
@@ -262,3 +263,19 @@ def test_control_connection_rule():
     assert [r[0] for r in out] == sorted(r[0] for r in out)
     first = out[0]
     assert first[10] is None and first[18] is None  # infinite ssthresh, unlimited pacing
+
+
+def test_flow_labels_are_given_before_sampling():
+    """A socket's rows get its source port's label, else the label of the spec whose port
+    it matched, else host:sport: tcp.csv is written labelled, never relabelled."""
+    from bufferbloat.sampler import _FlowGroup
+    specs = [{"host": "h1", "pid": None, "dports": [5201], "sports": [], "label": "up",
+              "labels": {"40002": "up-2"}},
+             {"host": "h1", "pid": None, "dports": [], "sports": [5301], "label": "down",
+              "labels": {}},
+             {"host": "h1", "pid": None, "dports": [5401], "sports": [], "labels": {}}]
+    g = _FlowGroup(specs, "python", 0, 2.0, 0.1)
+    assert g.label(40001, 5201) == "up"          # the spec's label, by its dport
+    assert g.label(40002, 5201) == "up-2"        # a stream's own label, by its sport
+    assert g.label(5301, 40003) == "down"        # the spec's label, by its sport
+    assert g.label(40004, 5401) == "h1:40004"    # nobody labelled it

@@ -19,7 +19,8 @@ import pytest
 import plots
 from bufferbloat import theory
 from bufferbloat.errors import UsageError
-from bufferbloat.results import SERIES_COLUMNS, RunWriter, load_run
+from bufferbloat.results import RunWriter, load_run
+from bufferbloat.series import SERIES_COLUMNS
 from plots import common, palette, sweep
 from plots.flags import flags
 
@@ -506,7 +507,7 @@ def test_plot_of_a_sweep_directory_draws_across_runs(tmp_path, capsys):
 def test_qdisc_sweep_comparison_targets_and_table():
     """sweep_qdiscs: a1_fifo in the VM with qdisc=fifo,pie,codel,fq_codel."""
     pts = sweep.load_points(os.path.join(FIX, "sweep_qdiscs"))
-    kinds = [common.qdisc_info(p.run)[0] for p in pts]
+    kinds = [p.run.qdisc[0] for p in pts]
     assert kinds == ["fifo", "pie", "codel", "fq_codel"]
     fig = sweep.draw_comparison(pts)
     assert len(fig.axes) == len(sweep.COMPARE_KEYS)
@@ -548,36 +549,7 @@ def test_flag_explains_a_target_below_one_frame_time():
 
 # ------------------------------------------------------------------ odd runs
 
-def _v1_run(tmp_path):
-    """A schema-1 record (pre-series): ping, the bottleneck leaf, iperf3 sums."""
-    t0 = 1767225600.0
-    rec = {"schema_version": 1, "started": "2026-01-01T00:00:00+00:00", "status": "ok",
-           "scenario": {"name": "a1_fifo", "params": {"bottleneck_mbit": 1.5,
-                                                      "qdisc": "fifo", "buffer_pkts": 10}},
-           "measurements": {
-               "ping": {"probes": [[t0 + 2.0 + 0.1 * i, i + 1, 20.0 + i] for i in range(9)],
-                        "sent": 9},
-               "bottleneck_leaf": [[1000.0 + 0.1 * i, {
-                   "kind": "pfifo", "handle": "10:", "parent": "1:1", "bytes": 15140 * i,
-                   "packets": 10 * i, "drops": i, "overlimits": 0, "requeues": 0,
-                   "backlog": 1514 * i, "qlen": i}] for i in range(9)],
-               "iperf3": {"start": {"timestamp": {"timesecs": t0 + 2}},
-                          "intervals": [{"streams": [{"snd_cwnd": 14480, "rtt": 30000}],
-                                         "sum": {"start": float(i), "end": i + 1.0,
-                                                 "bytes": 187500, "bits_per_second": 1.5e6,
-                                                 "retransmits": 0}} for i in range(3)]}}}
-    d = tmp_path / "v1"
-    d.mkdir()
-    (d / "result.json").write_text(json.dumps(rec))
-    return str(d)
-
-
-def test_schema_1_and_failed_runs_draw_what_they_have(tmp_path):
-    figs = plots.draw_figures(_v1_run(tmp_path))
-    assert {"rtt", "queue", "throughput", "drops"} <= set(figs)
-    assert "cwnd" not in figs                            # schema 1 has no tcp.csv
-    ax = figs["queue"].axes[0]
-    assert lines(ax, "leaf:")[0].get_ydata().tolist() == list(range(9))
+def test_failed_runs_draw_what_they_have(tmp_path):
     failed = tmp_path / "failed"
     failed.mkdir()
     (failed / "result.json").write_text(json.dumps({"schema_version": 2,

@@ -1,4 +1,4 @@
-"""Run directories: RunWriter -> load_run round trips, interruption, atomic saves, schema 1."""
+"""Run directories: RunWriter -> load_run round trips, interruption, atomic saves, schema 1 refused."""
 import json
 import math
 import os
@@ -9,8 +9,10 @@ import pytest
 
 from bufferbloat import results
 from bufferbloat.errors import UsageError
+from bufferbloat.atomic import write_json_atomic
+from bufferbloat.series import SERIES_COLUMNS
 from bufferbloat.results import (SCHEMA_VERSION, RunWriter, ResultsError, find_runs,
-                                 load_run, read_series_csv, write_json_atomic)
+                                 is_run_dir, label_groups, load_run, read_series_csv)
 
 
 def test_round_trip_of_series_raw_and_record(tmp_path):
@@ -21,11 +23,11 @@ def test_round_trip_of_series_raw_and_record(tmp_path):
                     t0_realtime=1.7e9, realtime_minus_monotonic=1.6e9)
     w.save()
     assert json.loads((run_dir / "result.json").read_text())["status"] == "running"
-    ping = w.series("ping", results.SERIES_COLUMNS["ping"])
+    ping = w.series("ping", SERIES_COLUMNS["ping"])
     ping.append({"probe": "h1", "t": 0.1, "seq": 1, "rtt_ms": 20.123456789012345})
     ping.append(["h1", 0.2, 2, None])          # a sequence; None = lost
     ping({"probe": "h1", "t": 0.3, "seq": 3})  # missing key = empty cell
-    assert w.series("ping", results.SERIES_COLUMNS["ping"]) is ping
+    assert w.series("ping", SERIES_COLUMNS["ping"]) is ping
     w.add_rows("web", ["fetch", "t", "total_s", "ok"],
                [("f1", 1.0, 0.25, True), {"fetch": "2", "t": 2.0, "total_s": 0.5, "ok": False}])
     w.raw("ping-h1.txt", "PING 10.0.0.2\n")
@@ -220,51 +222,13 @@ def test_find_runs(tmp_path):
     assert find_runs(tmp_path / "a" / "1") == [str(tmp_path / "a" / "1")]
 
 
-def _v1_record():
-    started = "2026-01-01T00:00:00+00:00"
-    t0 = 1767225600.0  # the same instant as a unix time
-    probes = [[t0 + 2.0 + 0.1 * i, i + 1, 20.0 + i] for i in range(5) if i != 2]
-    leaf = [[1000.0 + 0.1 * i, {"kind": "pfifo", "handle": "10:", "parent": "1:1",
-                                "bytes": 1514 * 10 * i, "packets": 10 * i, "drops": i,
-                                "overlimits": 0, "requeues": 0, "backlog": 1514 * i,
-                                "qlen": i}] for i in range(4)]
-    iperf = {"start": {"timestamp": {"timesecs": t0 + 2}},
-             "intervals": [{"streams": [{"snd_cwnd": 14480 * (i + 1), "rtt": 30000}],
-                            "sum": {"start": float(i), "end": i + 1.0, "bytes": 187500,
-                                    "bits_per_second": 1.5e6, "retransmits": i}}
-                           for i in range(3)]}
-    return {"schema_version": 1, "started": started, "status": "ok",
-            "scenario": {"name": "a1_fifo", "params": {"bottleneck_mbit": 1.5, "qdisc": "fifo"}},
-            "overrides": {"bottleneck_mbit": "10", "qdisc.limit_pkts": "5"},
-            "measurements": {"goodput_mbit": 1.4, "ping": {"probes": probes, "sent": 5},
-                             "bottleneck_leaf": leaf, "iperf3": iperf}}
-
-
-def test_schema_1_runs_load_as_series(tmp_path):
-    (tmp_path / "result.json").write_text(json.dumps(_v1_record()))
-    run = load_run(tmp_path)
-    assert run.schema_version == 1
-    assert run.bottleneck_mbit == 10.0  # the override wins
-    assert run.series_names() == ["iperf", "ping", "qdisc"]
-    p = run.series("ping")
-    assert p["seq"].tolist() == [1, 2, 3, 4, 5]
-    assert np.isnan(p["rtt_ms"][2]) and p["rtt_ms"][3] == 23.0
-    assert p["t"] == pytest.approx([2.0, 2.1, 2.2, 2.3, 2.4])  # lost probe interpolated
-    q = run.series("qdisc")
-    assert q["t"] == pytest.approx([2.0, 2.1, 2.2, 2.3])  # aligned to the iperf3 start
-    assert q["backlog_bytes"].tolist() == [0, 1514, 3028, 4542]
-    assert q["kind"].tolist() == ["pfifo"] * 4
-    ip = run.series("iperf")
-    assert ip["t_start"] == pytest.approx([2.0, 3.0, 4.0])
-    assert ip["snd_cwnd_bytes"].tolist() == [14480, 28960, 43440]
-    assert ip["flow"].tolist() == ["iperf3"] * 3
-
-
-def test_a_v1_record_without_measurements_loads(tmp_path):
-    (tmp_path / "result.json").write_text(json.dumps({"schema_version": 1,
-                                                      "status": "failed"}))
-    run = load_run(tmp_path)
-    assert run.series_names() == [] and not run.has("ping") and run.bottleneck_mbit is None
+def test_schema_1_runs_are_refused_with_a_reason(tmp_path):
+    """The first runner's records (schema 1: measurements, no series) are not read."""
+    for record in ({"schema_version": 1, "status": "ok", "measurements": {}},
+                   {"status": "failed"}):
+        (tmp_path / "result.json").write_text(json.dumps(record))
+        with pytest.raises(ResultsError, match="schema_version 1 .* no longer read"):
+            load_run(tmp_path)
 
 
 CHILD = r"""
@@ -304,3 +268,30 @@ def test_a_process_killed_mid_run_leaves_its_rows(tmp_path):
     assert run.record["status"] == "running"
     seqs = run.series("ping")["seq"].tolist()
     assert len(seqs) >= 31 and seqs == list(range(len(seqs)))
+
+
+def test_run_accessors_read_the_record_once_for_everyone(tmp_path):
+    w = RunWriter(tmp_path / "r")
+    w.record.update(scenario={"name": "a2_pie", "figures": ["queue"]},
+                    overrides={"flows": "2", "bottleneck_mbit": "5"},
+                    params={"bottleneck_mbit": 5.0, "delay_ms": 5},
+                    qdisc={"kind": "pie", "params": {"target_ms": 20}},
+                    traffic=[{"kind": "iperf"}, {"kind": "ping", "interval_s": 0.1}],
+                    warmup_s=2, bottleneck_dev=["s0", "s0-eth2"],
+                    health={"verdict": "degraded", "problems": ["x"]},
+                    traffic_results=[{"name": "f"}, "junk"])
+    w.close("ok")
+    run = load_run(tmp_path / "r")
+    assert run.scenario_name == "a2_pie" and run.scenario["figures"] == ["queue"]
+    assert run.label == "a2_pie bottleneck_mbit=5 flows=2"
+    assert run.qdisc == ("pie", {"target_ms": 20}) and run.aqm_target_ms == 20.0
+    assert run.base_rtt_ms == 20.0                      # 4 x delay_ms when not recorded
+    assert run.ping_interval_s == 0.1 and run.warmup_s == 2.0
+    assert run.bottleneck_dev == "s0-eth2"               # an older record's (ns, dev) pair
+    assert run.verdict == "degraded" and run.traffic_results == [{"name": "f"}]
+    assert run.error is None and run.bottleneck_mbit == 5.0
+    assert is_run_dir(tmp_path / "r") and not is_run_dir(tmp_path)
+    data = {"flow": np.array(["a", "b", "a"])}
+    assert {k: v.tolist() for k, v in label_groups(data, "flow").items()} == \
+        {"a": [True, False, True], "b": [False, True, False]}
+    assert label_groups(data, "probe") == {}

@@ -4,7 +4,8 @@ thresholds, and the instantaneous-queue overlay at the largest load."""
 import numpy as np
 import pytest
 
-from bufferbloat.results import SERIES_COLUMNS, RunWriter, load_run
+from bufferbloat.results import RunWriter, load_run
+from bufferbloat.series import SERIES_COLUMNS
 from plots import study_c
 from plots.sweep import Point
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from bufferbloat import cli, identity, sweep
-from bufferbloat.cleanup import deferred_signals
+from bufferbloat.signals import deferred_signals
 from bufferbloat.errors import UsageError
 from bufferbloat.results import RunWriter
 from scenarios import catalogue

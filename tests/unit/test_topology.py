@@ -146,16 +146,6 @@ def test_features_follow_what_the_topology_uses():
     assert {"sch_netem", "ifb", "act_mirred", "sch_ingress", "cls_u32"} <= set(lossy)
 
 
-def test_live_swap_alternates_handles():
-    t = DumbbellTopo(qdisc="fifo")
-    from bufferbloat.qdisc import make_qdisc
-    steps, handle = bn.swap_steps(None, "s0-eth2", make_qdisc("pie"), 1.5, "10:")
-    assert handle == "20:" and steps[0].argv[5:9] == ("parent", "1:1", "handle", "20:")
-    _, back = bn.swap_steps(None, "s0-eth2", make_qdisc("fifo"), 1.5, handle)
-    assert back == "10:"
-    assert t.qdisc.kind == "fifo"
-
-
 def test_aqm_both_ways_puts_the_aqm_on_the_reverse_bottleneck_too():
     t = DumbbellTopo(bottleneck_mbit=10, qdisc="pie", aqm_both_ways=True)
     rev = steps_on(plan_for(t), "h2-eth0")

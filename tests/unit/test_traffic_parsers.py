@@ -8,13 +8,14 @@ import os
 import pytest
 
 from bufferbloat.errors import ParameterError
+from bufferbloat.series import SERIES_COLUMNS
 from bufferbloat.stats import percentile
 from bufferbloat.traffic.base import Schedule
-from bufferbloat.traffic.iperf import Iperf3Flow, iperf3_rows, iperf3_stream_labels
+from bufferbloat.traffic.iperf import (Iperf3Flow, iperf3_rows, iperf3_stream_labels,
+                                       sampled_flow)
 from bufferbloat.traffic.ping import PingProbe, parse_ping, parse_ping_probes
 from bufferbloat.traffic.udpstream import (parse_failed, parse_recv_csv, parse_sent,
                                            stream_stats)
-from bufferbloat.traffic.web import COLUMNS as WEB_COLUMNS
 from bufferbloat.traffic.web import WebFetcher, parse_curl_w
 from bufferbloat.udptool import check_stream_params
 from conftest import FIXTURES
@@ -143,6 +144,24 @@ def test_iperf3_udp_flow_rows_and_loss():
     assert f.flow_labels() == {("h1", 35377): "u"}
 
 
+def test_iperf3_upload_streams_are_labelled_before_they_run():
+    """With --cport, stream i binds cport + i - 1: the sampler is told each stream's
+    label by its source port before the flow starts (tcp.csv is written labelled)."""
+    f = Iperf3Flow(_FakeNet(), "h1", "h2", 3, port=5201, parallel=3, name="p", cport=20000)
+    args = f.client_args()
+    assert args[args.index("--cport") + 1] == 20000
+    assert f.stream_labels() == {20000: "p-1", 20001: "p-2", 20002: "p-3"}
+    assert sampled_flow(f) == {"host": "h1", "dports": [5201], "label": "p",
+                               "labels": {20000: "p-1", 20001: "p-2", 20002: "p-3"}}
+    one = Iperf3Flow(_FakeNet(), "h1", "h2", 3, port=5202, name="one")
+    assert "--cport" not in one.client_args() and one.stream_labels() == {}
+    assert sampled_flow(one) == {"host": "h1", "dports": [5202], "label": "one"}
+    down = Iperf3Flow(_FakeNet(), "h2", "h1", 3, port=5203, name="dl", direction="down")
+    assert sampled_flow(down) == {"host": "h1", "sports": [5203], "label": "dl"}
+    with pytest.raises(ParameterError):
+        Iperf3Flow(_FakeNet(), "h1", "h2", 3, parallel=4, cport=65533)
+
+
 @pytest.mark.parametrize("kwargs", [dict(duration_s=0), dict(port=0), dict(port=70000),
                                     dict(parallel=0), dict(direction="sideways"),
                                     dict(duration_s=float("nan"))])
@@ -237,7 +256,7 @@ def test_web_fetcher_records_and_validates():
     w._record(1, 2.0, 2.5, -15, "", "", incomplete=True)
     w._record(2, 3.0, 3.1, 0, "0.001 0.002 0.003 200 99\n", "")
     rows = w.rows()
-    assert [list(r) for r in rows] == [list(WEB_COLUMNS)] * 3
+    assert [list(r) for r in rows] == [list(SERIES_COLUMNS["web"])] * 3
     assert rows[0]["ok"] is True and rows[0]["t"] == 1.0 and rows[0]["total_s"] == 0.074405
     assert rows[1]["ok"] is False and rows[1]["http_code"] == "" and rows[1]["total_s"] == 0.5
     assert rows[2]["ok"] is False  # short page
@@ -310,3 +329,18 @@ def test_webserver_page_is_exactly_the_size():
         with pytest.raises(SystemExit) as exc:
             main(bad)
         assert exc.value.code == 2
+
+
+def test_port_pools_are_disjoint_and_bounded():
+    """Servers, UDP receivers and the client source ports an upload binds come from
+    pools of their own; client ports lie below the kernel's ephemeral range (32768), so
+    that no connection the kernel numbers can hold one; a pool that runs out says so."""
+    from bufferbloat.errors import UsageError
+    from bufferbloat.traffic.base import PORT_POOL_LAST, PartContext
+    ctx = PartContext(None, 10.0, 0.0, 0.0)
+    assert [ctx.ports("tcp"), ctx.ports("tcp", 8), ctx.ports("tcp")] == [5201, 5202, 5210]
+    assert ctx.ports("tcp_client", 4) == 20000 and ctx.ports("tcp_client") == 20004
+    assert ctx.ports("udp") == 5600
+    assert PORT_POOL_LAST["tcp"] < 20000 and PORT_POOL_LAST["tcp_client"] < 32768
+    with pytest.raises(UsageError, match="tcp_client ports"):
+        ctx.ports("tcp_client", 32768 - 20005 + 1)

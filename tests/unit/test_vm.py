@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bufferbloat import vm  # noqa: E402
+from bufferbloat.vm import boot, cli, common, control, image, session  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- cache key
@@ -22,69 +22,69 @@ def vm_dir(tmp_path):
     d = tmp_path / "vm"
     (d / "guest").mkdir(parents=True)
     for name in ("packages.txt", "provision.sh"):
-        shutil.copy2(vm.VM_DIR / name, d / name)
-    shutil.copytree(vm.VM_DIR / "guest", d / "guest", dirs_exist_ok=True)
+        shutil.copy2(common.VM_DIR / name, d / name)
+    shutil.copytree(common.VM_DIR / "guest", d / "guest", dirs_exist_ok=True)
     return d
 
 
 def test_cache_key_is_stable_and_ignores_timestamps_and_other_files(vm_dir):
-    k1 = vm.compute_cache_key(vm_dir)
+    k1 = image.compute_cache_key(vm_dir)
     assert len(k1) == 64 and int(k1, 16) >= 0
     (vm_dir / "provision.sh").touch()                       # mtime only
     (vm_dir / "build").write_text("#!/bin/bash\necho other\n")  # not an input
     (vm_dir / "README").write_text("notes\n")
-    assert vm.compute_cache_key(vm_dir) == k1
+    assert image.compute_cache_key(vm_dir) == k1
 
 
 def test_cache_key_changes_with_provision_script(vm_dir):
-    k1 = vm.compute_cache_key(vm_dir)
+    k1 = image.compute_cache_key(vm_dir)
     with open(vm_dir / "provision.sh", "a") as f:
         f.write("# a change\n")
-    assert vm.compute_cache_key(vm_dir) != k1
+    assert image.compute_cache_key(vm_dir) != k1
 
 
 def test_cache_key_changes_with_a_same_length_edit(vm_dir):
-    k1 = vm.compute_cache_key(vm_dir)
+    k1 = image.compute_cache_key(vm_dir)
     unit = vm_dir / "guest" / "bb-run.service"
     text = unit.read_text()
     unit.write_text(text.replace("Type=oneshot", "Type=oneshoT", 1))
     assert len(unit.read_text()) == len(text)
-    assert vm.compute_cache_key(vm_dir) != k1
+    assert image.compute_cache_key(vm_dir) != k1
 
 
 def test_cache_key_changes_with_packages_guest_files_and_recipe(vm_dir):
-    k1 = vm.compute_cache_key(vm_dir)
-    assert vm.compute_cache_key(vm_dir, recipe=vm.RECIPE_VERSION + "x") != k1
+    k1 = image.compute_cache_key(vm_dir)
+    assert image.compute_cache_key(vm_dir, recipe=image.RECIPE_VERSION + "x") != k1
     with open(vm_dir / "packages.txt", "a") as f:
         f.write("tcpdump\n")
-    k2 = vm.compute_cache_key(vm_dir)
+    k2 = image.compute_cache_key(vm_dir)
     assert k2 != k1
     (vm_dir / "guest" / "extra.conf").write_text("x\n")
-    k3 = vm.compute_cache_key(vm_dir)
+    k3 = image.compute_cache_key(vm_dir)
     assert k3 not in (k1, k2)
     # renaming a guest file changes the key even with identical content
     (vm_dir / "guest" / "extra.conf").rename(vm_dir / "guest" / "other.conf")
-    assert vm.compute_cache_key(vm_dir) != k3
+    assert image.compute_cache_key(vm_dir) != k3
 
 
 def test_cache_key_of_the_real_recipe_matches_a_copy(vm_dir):
-    assert vm.compute_cache_key(vm_dir) == vm.compute_cache_key()
+    assert image.compute_cache_key(vm_dir) == image.compute_cache_key()
 
 
 def test_cache_key_requires_the_recipe_files(vm_dir):
     (vm_dir / "packages.txt").unlink()
-    with pytest.raises(vm.VMError, match="packages.txt"):
-        vm.compute_cache_key(vm_dir)
+    with pytest.raises(common.VMError, match="packages.txt"):
+        image.compute_cache_key(vm_dir)
 
 
 def test_cache_dir_env_override_and_refuses_the_checkout(monkeypatch, tmp_path):
-    monkeypatch.delenv(vm.CACHE_ENV, raising=False)
-    assert vm.cache_dir() == Path(vm.DEFAULT_CACHE_DIR)
-    monkeypatch.setenv(vm.CACHE_ENV, str(tmp_path / "c"))
-    assert vm.cache_dir() == tmp_path / "c"
-    monkeypatch.setenv(vm.CACHE_ENV, str(vm.REPO_ROOT / "cache"))
-    with pytest.raises(vm.VMError, match="inside the checkout"):
-        vm.cache_dir()
+    monkeypatch.delenv(common.CACHE_ENV, raising=False)
+    assert common.cache_dir() == Path(common.DEFAULT_CACHE_DIR)
+    monkeypatch.setenv(common.CACHE_ENV, str(tmp_path / "c"))
+    assert common.cache_dir() == tmp_path / "c"
+    monkeypatch.setenv(common.CACHE_ENV, str(common.REPO_ROOT / "cache"))
+    with pytest.raises(common.VMError, match="inside the checkout"):
+        common.cache_dir()
 
 
 def test_cached_image_needs_matching_key_and_files(tmp_path):
@@ -93,17 +93,17 @@ def test_cached_image_needs_matching_key_and_files(tmp_path):
         (tmp_path / name).write_bytes(b"x")
     (tmp_path / "image.json").write_text(json.dumps(
         {"key": "abc", "image": "image-k.ext4", "kernel": "vmlinuz-k", "initrd": "initrd-k"}))
-    paths = vm.cached_image(tmp_path, "abc")
+    paths = image.cached_image(tmp_path, "abc")
     assert paths and paths.image == tmp_path / "image-k.ext4"
-    assert vm.cached_image(tmp_path, "other") is None
+    assert image.cached_image(tmp_path, "other") is None
     (tmp_path / "initrd-k").unlink()
-    assert vm.cached_image(tmp_path, "abc") is None
+    assert image.cached_image(tmp_path, "abc") is None
 
 
 # ---------------------------------------------------------------------------- qemu args
 
 def _paths(tmp_path):
-    return vm.ImagePaths(key="k" * 64, image=tmp_path / "image.ext4",
+    return image.ImagePaths(key="k" * 64, image=tmp_path / "image.ext4",
                          kernel=tmp_path / "vmlinuz", initrd=tmp_path / "initrd")
 
 
@@ -113,7 +113,7 @@ def _opt(args, flag):
 
 def test_qemu_args_tcg(tmp_path):
     share = tmp_path / "share"
-    args = vm.qemu_args(_paths(tmp_path), "run-1", share, tmp_path / "con.log",
+    args = boot.qemu_args(_paths(tmp_path), "run-1", share, tmp_path / "con.log",
                         tmp_path / "out.log", accel="tcg", memory_mb=2048, cpus=3)
     assert _opt(args, "-accel") == ["tcg,thread=multi"]
     assert _opt(args, "-cpu") == ["max"]
@@ -139,32 +139,32 @@ def test_qemu_args_tcg(tmp_path):
 
 
 def test_qemu_args_kvm_and_bad_accel(tmp_path):
-    args = vm.qemu_args(_paths(tmp_path), "r", tmp_path, "c", "o", accel="kvm")
+    args = boot.qemu_args(_paths(tmp_path), "r", tmp_path, "c", "o", accel="kvm")
     assert _opt(args, "-accel") == ["kvm"] and _opt(args, "-cpu") == ["host"]
     assert "tcg,thread=multi" not in args
-    with pytest.raises(vm.VMError):
-        vm.qemu_args(_paths(tmp_path), "r", tmp_path, "c", "o", accel="xen")
+    with pytest.raises(common.VMError):
+        boot.qemu_args(_paths(tmp_path), "r", tmp_path, "c", "o", accel="xen")
 
 
 def test_qemu_args_escape_commas_in_paths(tmp_path):
     share = tmp_path / "a,b"
-    args = vm.qemu_args(_paths(tmp_path), "r", share, "c", "o")
+    args = boot.qemu_args(_paths(tmp_path), "r", share, "c", "o")
     (virtfs,) = _opt(args, "-virtfs")
     assert f"path={tmp_path}/a,,b," in virtfs
 
 
 @pytest.mark.parametrize("bad", ["", "../x", "a b", "a;b", "x" * 80, "-x"])
 def test_run_id_is_validated(bad):
-    with pytest.raises(vm.VMError):
-        vm.kernel_cmdline(bad)
+    with pytest.raises(common.VMError):
+        boot.kernel_cmdline(bad)
 
 
 def test_new_run_ids_are_valid_and_unique():
-    ids = {vm.new_run_id() for _ in range(50)}
+    ids = {control.new_run_id() for _ in range(50)}
     assert len(ids) == 50
     for i in ids:
-        assert vm._RUN_ID.match(i)
-        vm.kernel_cmdline(i)
+        assert control.RUN_ID.match(i)
+        boot.kernel_cmdline(i)
 
 
 # ---------------------------------------------------------------------------- command script
@@ -182,7 +182,7 @@ def _run_script(tmp_path, script):
 
 def test_command_list_is_quoted_safely(tmp_path):
     argv = [sys.executable, "-c", "import sys, json; print(json.dumps(sys.argv[1:]))", *NASTY]
-    script = vm.make_command_script(argv)
+    script = control.make_command_script(argv)
     assert script.startswith("#!/bin/bash\n")
     assert "\nexec " in script
     out = _run_script(tmp_path, script)
@@ -192,28 +192,28 @@ def test_command_list_is_quoted_safely(tmp_path):
 
 
 def test_command_exit_code_passes_through(tmp_path):
-    assert _run_script(tmp_path, vm.make_command_script(["sh", "-c", "exit 7"])).returncode == 7
-    assert _run_script(tmp_path, vm.make_command_script("false\nexit 9")).returncode == 9
+    assert _run_script(tmp_path, control.make_command_script(["sh", "-c", "exit 7"])).returncode == 7
+    assert _run_script(tmp_path, control.make_command_script("false\nexit 9")).returncode == 9
 
 
 def test_env_values_are_quoted_and_names_checked(tmp_path):
     env = {"FOO": "a b $HOME `id` it's \"q\"", "EMPTY": "", "N": 5}
-    script = vm.make_command_script([sys.executable, "-c",
+    script = control.make_command_script([sys.executable, "-c",
                                      "import os, json; print(json.dumps([os.environ['FOO'],"
                                      " os.environ['EMPTY'], os.environ['N']]))"], env)
     out = _run_script(tmp_path, script)
     import json
     assert json.loads(out.stdout) == [env["FOO"], "", "5"]
     for bad in ("1X", "A-B", "A B", "X;rm"):
-        with pytest.raises(vm.VMError):
-            vm.make_command_script(["true"], {bad: "v"})
+        with pytest.raises(common.VMError):
+            control.make_command_script(["true"], {bad: "v"})
 
 
 def test_empty_commands_are_refused():
-    with pytest.raises(vm.VMError):
-        vm.make_command_script([])
-    with pytest.raises(vm.VMError):
-        vm.make_command_script("  \n")
+    with pytest.raises(common.VMError):
+        control.make_command_script([])
+    with pytest.raises(common.VMError):
+        control.make_command_script("  \n")
 
 
 # ---------------------------------------------------------------------------- apt sources
@@ -235,10 +235,10 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 
 
 def test_mirror_from_deb822():
-    entries = vm.parse_apt_sources(DEB822)
+    entries = image.parse_apt_sources(DEB822)
     assert [e["uris"] for e in entries] == [["http://mirror.example.org/debian"],
                                            ["http://security.example.org/debian-security"]]
-    assert vm.pick_mirrors(entries) == ("http://mirror.example.org/debian",
+    assert image.pick_mirrors(entries) == ("http://mirror.example.org/debian",
                                         "http://security.example.org/debian-security")
 
 
@@ -264,7 +264,7 @@ URIs: https://one.example.org/debian https://two.example.org/debian
 Suites: bookworm
 Components: main
 """
-    assert vm.pick_mirrors(vm.parse_apt_sources(text)) == (
+    assert image.pick_mirrors(image.parse_apt_sources(text)) == (
         "https://one.example.org/debian", "http://security.example.org/debian-security")
 
 
@@ -272,32 +272,32 @@ def test_mirror_from_one_line_format():
     text = ("# comment\n"
             "deb [arch=amd64 signed-by=/k.gpg] http://mirror.example.org/debian bookworm main\n"
             "deb http://security.example.org/debian-security bookworm-security main\n")
-    assert vm.pick_mirrors(vm.parse_apt_sources(text)) == (
+    assert image.pick_mirrors(image.parse_apt_sources(text)) == (
         "http://mirror.example.org/debian", "http://security.example.org/debian-security")
 
 
 def test_mirror_listing_our_suite_is_preferred():
     text = ("deb http://sid.example.org/debian sid main\n"
             "deb http://bookworm.example.org/debian bookworm main\n")
-    assert vm.pick_mirrors(vm.parse_apt_sources(text))[0] == "http://bookworm.example.org/debian"
+    assert image.pick_mirrors(image.parse_apt_sources(text))[0] == "http://bookworm.example.org/debian"
 
 
 def test_mirror_of_another_release_is_still_used():
     text = "Types: deb\nURIs: http://m.example.org/debian\nSuites: trixie trixie-updates\n"
-    assert vm.pick_mirrors(vm.parse_apt_sources(text)) == ("http://m.example.org/debian", None)
+    assert image.pick_mirrors(image.parse_apt_sources(text)) == ("http://m.example.org/debian", None)
 
 
 def test_no_mirror_is_an_error():
-    with pytest.raises(vm.VMError):
-        vm.pick_mirrors(vm.parse_apt_sources("# nothing\n"))
+    with pytest.raises(common.VMError):
+        image.pick_mirrors(image.parse_apt_sources("# nothing\n"))
 
 
 def test_guest_sources_and_redaction():
-    text = vm.guest_sources_list("http://m.example.org/debian", "http://s.example.org/sec")
+    text = image.guest_sources_list("http://m.example.org/debian", "http://s.example.org/sec")
     assert text.splitlines() == ["deb http://m.example.org/debian bookworm main",
                                  "deb http://m.example.org/debian bookworm-updates main",
                                  "deb http://s.example.org/sec bookworm-security main"]
-    redact = vm.redactor(["http://m.example.org/debian", "http://s.example.org/sec", None])
+    redact = image.redactor(["http://m.example.org/debian", "http://s.example.org/sec", None])
     line = "Get:1 http://m.example.org/debian bookworm InRelease; s.example.org too"
     out = redact(line)
     assert "example.org" not in out and out.count("<mirror>") == 2
@@ -306,24 +306,24 @@ def test_guest_sources_and_redaction():
 # ---------------------------------------------------------------------------- misc
 
 def test_missing_tool_names_the_package(monkeypatch):
-    with pytest.raises(vm.MissingTool, match="apt-get install no-such-package") as e:
-        vm.check_tools({"bb-no-such-tool-xyz": "no-such-package"})
+    with pytest.raises(common.MissingTool, match="apt-get install no-such-package") as e:
+        common.check_tools({"bb-no-such-tool-xyz": "no-such-package"})
     assert e.value.exit_code == 2
 
 
 def test_accel_env_override(monkeypatch):
-    monkeypatch.setenv(vm.ACCEL_ENV, "tcg")
-    assert vm.probe_kvm(progress=None) is False
-    monkeypatch.setenv(vm.ACCEL_ENV, "kvm")
-    assert vm.probe_kvm(progress=None) is True
-    monkeypatch.setenv(vm.ACCEL_ENV, "bogus")
-    with pytest.raises(vm.VMError):
-        vm.probe_kvm(progress=None)
+    monkeypatch.setenv(session.ACCEL_ENV, "tcg")
+    assert session.probe_kvm(progress=None) is False
+    monkeypatch.setenv(session.ACCEL_ENV, "kvm")
+    assert session.probe_kvm(progress=None) is True
+    monkeypatch.setenv(session.ACCEL_ENV, "bogus")
+    with pytest.raises(common.VMError):
+        session.probe_kvm(progress=None)
 
 
 def test_cli_rejects_empty_run_and_bad_env(capsys):
     with pytest.raises(SystemExit) as e:
-        vm.main(["run", "--"])
+        cli.main(["run", "--"])
     assert e.value.code == 2
-    assert vm.main(["run", "--env", "1BAD=x", "--", "true"]) == 1
+    assert cli.main(["run", "--env", "1BAD=x", "--", "true"]) == 1
     assert "NAME=VALUE" in capsys.readouterr().err

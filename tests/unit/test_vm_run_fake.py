@@ -1,4 +1,4 @@
-"""vm.run's host side against a fake qemu (no VM is booted): the boot watchdog's retries,
+"""session.run's host side against a fake qemu (no VM is booted): the boot watchdog's retries,
 SIGINT/SIGTERM asking the guest command to stop, run records closed by the host.
 
 The fake ``qemu-system-x86_64`` (first on PATH) reads the run id, the share and the two
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bufferbloat import vm  # noqa: E402
+from bufferbloat.vm import boot, common, image, session  # noqa: E402
 
 FAKE_QEMU = r'''#!/usr/bin/python3
 import os, re, signal, subprocess, sys, time
@@ -95,16 +95,16 @@ def fake(tmp_path, monkeypatch):
     for name in ("image-f.ext4", "vmlinuz-f", "initrd-f"):
         (cache / name).write_bytes(b"fake")
     (cache / "image.json").write_text(json.dumps(
-        {"key": vm.compute_cache_key(), "image": "image-f.ext4", "kernel": "vmlinuz-f",
+        {"key": image.compute_cache_key(), "image": "image-f.ext4", "kernel": "vmlinuz-f",
          "initrd": "initrd-f"}))
     share = tmp_path / "share"
     share.mkdir()
     (share / "cmd.py").write_text(COMMAND)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv(vm.CACHE_ENV, str(cache))
-    monkeypatch.setenv(vm.BOOT_LOG_ENV, str(tmp_path / "boots.jsonl"))
+    monkeypatch.setenv(common.CACHE_ENV, str(cache))
+    monkeypatch.setenv(session.BOOT_LOG_ENV, str(tmp_path / "boots.jsonl"))
     monkeypatch.setenv("FAKE_QEMU_PIDS", str(tmp_path / "pids"))
-    for name in (vm.BOOT_TIMEOUT_ENV, vm.BOOT_ATTEMPTS_ENV, vm.APPEND_ENV, vm.STOP_GRACE_ENV):
+    for name in (boot.BOOT_TIMEOUT_ENV, boot.BOOT_ATTEMPTS_ENV, boot.APPEND_ENV, session.STOP_GRACE_ENV):
         monkeypatch.delenv(name, raising=False)
 
     class Fake:
@@ -116,7 +116,7 @@ def fake(tmp_path, monkeypatch):
     def run(command=("python3", "cmd.py", "cooperative"), **kw):
         out = (tmp_path / "out.log").open("wb")
         try:
-            return vm.run(list(command), share=share, accel="tcg", progress=f.msgs.append,
+            return session.run(list(command), share=share, accel="tcg", progress=f.msgs.append,
                           output=out, **kw)
         finally:
             out.close()
@@ -160,16 +160,16 @@ def test_ok_run_returns_the_command_rc_and_records_one_boot(fake):
     rec = fake.boots()
     assert rec["rc"] == 5 and rec["end"] == "exit" and 0 < rec["wall_s"] < 30
     assert [b["outcome"] for b in rec["boots"]] == ["started"]
-    assert list(rec["boots"][0]["stages"]) == list(vm.STAGE_NAMES)
+    assert list(rec["boots"][0]["stages"]) == list(boot.STAGE_NAMES)
     assert "command started" in fake.text() and "0 retries" in fake.text()
 
 
 def test_hung_boots_are_retried_then_rc_boot_failed(fake, monkeypatch):
     monkeypatch.setenv("FAKE_QEMU_MODE", "hang")
-    monkeypatch.setenv(vm.BOOT_TIMEOUT_ENV, "2")
-    monkeypatch.setenv(vm.BOOT_ATTEMPTS_ENV, "3")
+    monkeypatch.setenv(boot.BOOT_TIMEOUT_ENV, "2")
+    monkeypatch.setenv(boot.BOOT_ATTEMPTS_ENV, "3")
     t0 = time.monotonic()
-    assert fake.run(["true"]) == vm.RC_BOOT_FAILED
+    assert fake.run(["true"]) == session.RC_BOOT_FAILED
     assert time.monotonic() - t0 < 3 * 2 + 10
     text = fake.text()
     for i in (1, 2, 3):
@@ -185,11 +185,11 @@ def test_hung_boots_are_retried_then_rc_boot_failed(fake, monkeypatch):
 
 def test_silent_console_is_caught_by_the_first_output_bound(fake, monkeypatch):
     monkeypatch.setenv("FAKE_QEMU_MODE", "silent")
-    monkeypatch.setattr(vm, "FIRST_OUTPUT_S", {"tcg": 1.0})
-    monkeypatch.setenv(vm.BOOT_TIMEOUT_ENV, "60")
-    monkeypatch.setenv(vm.BOOT_ATTEMPTS_ENV, "1")
+    monkeypatch.setattr(boot, "FIRST_OUTPUT_S", {"tcg": 1.0})
+    monkeypatch.setenv(boot.BOOT_TIMEOUT_ENV, "60")
+    monkeypatch.setenv(boot.BOOT_ATTEMPTS_ENV, "1")
     t0 = time.monotonic()
-    assert fake.run(["true"]) == vm.RC_BOOT_FAILED
+    assert fake.run(["true"]) == session.RC_BOOT_FAILED
     assert time.monotonic() - t0 < 15
     assert "no console output after 1s" in fake.text()
     assert fake.boots()["boots"][0]["stage"] == "qemu"
@@ -199,7 +199,7 @@ def test_sigterm_asks_the_command_to_stop_and_exits_143(fake):
     _signal_when_started(fake, signal.SIGTERM)
     with pytest.raises(SystemExit) as e:
         fake.run()
-    assert e.value.code == vm.RC_TERMINATED == 143
+    assert e.value.code == session.RC_TERMINATED == 143
     assert "asking the guest command to stop" in fake.text()
     rec = fake.status()
     assert rec["status"] == "interrupted"
@@ -211,7 +211,7 @@ def test_sigterm_asks_the_command_to_stop_and_exits_143(fake):
 
 
 def test_sigint_with_a_stubborn_command_the_host_closes_the_record(fake, monkeypatch):
-    monkeypatch.setenv(vm.STOP_GRACE_ENV, "1.5")
+    monkeypatch.setenv(session.STOP_GRACE_ENV, "1.5")
     handler = signal.getsignal(signal.SIGINT)
     _signal_when_started(fake, signal.SIGINT)
     t0 = time.monotonic()
@@ -228,7 +228,7 @@ def test_sigint_with_a_stubborn_command_the_host_closes_the_record(fake, monkeyp
 
 def test_a_guest_that_dies_mid_run_leaves_a_failed_record_and_rc_3(fake, monkeypatch):
     monkeypatch.setenv("FAKE_QEMU_MODE", "die")
-    assert fake.run() == vm.RC_NO_RESULT
+    assert fake.run() == session.RC_NO_RESULT
     rec = fake.status()
     assert rec["status"] == "failed" and "guest crash" in rec["error"]
     assert fake.boots()["end"] == "crash"

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bufferbloat import vm  # noqa: E402
+from bufferbloat.vm import boot, common, control  # noqa: E402
 
 # console lines as the project VM prints them without `quiet` (abridged, real wording)
 KERNEL = "[    0.000000] Linux version 6.1.0-56-amd64 (debian-kernel@lists.debian.org)\n"
@@ -31,22 +31,22 @@ COMMAND = "bb-run: stage command (uptime 18.70)\n"
 
 def test_boot_stage_follows_the_console():
     text = ""
-    assert vm.boot_stage(text) == "qemu"
+    assert boot.boot_stage(text) == "qemu"
     expected = ["kernel", "initramfs", "systemd", "bb-run", "share", "command"]
     for chunk, stage in zip([KERNEL, INITRAMFS, SYSTEMD, BBRUN, SHARE, COMMAND], expected):
         text += chunk
-        assert vm.boot_stage(text) == stage
-    assert vm.STAGE_NAMES == ("qemu", *expected)
+        assert boot.boot_stage(text) == stage
+    assert boot.STAGE_NAMES == ("qemu", *expected)
 
 
 def test_boot_stage_started_file_wins_and_markers_need_their_words():
-    assert vm.boot_stage("", started=True) == "command"
-    assert vm.boot_stage(KERNEL + "bb-run: cannot mount the 9p share\n") == "kernel"
-    assert vm.boot_stage("garbage \x00\xff Linux") == "qemu"
+    assert boot.boot_stage("", started=True) == "command"
+    assert boot.boot_stage(KERNEL + "bb-run: cannot mount the 9p share\n") == "kernel"
+    assert boot.boot_stage("garbage \x00\xff Linux") == "qemu"
 
 
 def test_the_guest_prints_the_markers_the_host_looks_for():
-    script = (vm.VM_DIR / "guest" / "bb-run").read_text()
+    script = (common.VM_DIR / "guest" / "bb-run").read_text()
     assert re.search(r'stage "bb-run ', script)
     assert re.search(r'stage "share ', script)
     assert re.search(r'stage "command ', script)
@@ -56,31 +56,31 @@ def test_the_guest_prints_the_markers_the_host_looks_for():
 # ---------------------------------------------------------------------------- bounds
 
 def test_boot_bounds_defaults_are_the_measured_constants():
-    bound, first, attempts = vm.boot_bounds("tcg", {})
-    assert bound == vm.BOOT_BOUND_S["tcg"] and first == vm.FIRST_OUTPUT_S["tcg"]
-    assert attempts == vm.BOOT_ATTEMPTS == 3
+    bound, first, attempts = boot.boot_bounds("tcg", {})
+    assert bound == boot.BOOT_BOUND_S["tcg"] and first == boot.FIRST_OUTPUT_S["tcg"]
+    assert attempts == boot.BOOT_ATTEMPTS == 3
     # 19-27 s measured under TCG: the bound leaves room for the slowest, stays far below
     # the 6 minutes a user waited
-    assert 4 * 27 <= bound <= 180 and bound >= 4 * vm.TCG_BOOT_MEDIAN_S
-    kbound, kfirst, _ = vm.boot_bounds("kvm", {})
+    assert 4 * 27 <= bound <= 180 and bound >= 4 * boot.TCG_BOOT_MEDIAN_S
+    kbound, kfirst, _ = boot.boot_bounds("kvm", {})
     assert kbound < bound and kfirst <= kbound
 
 
 def test_boot_bounds_env_overrides_and_refusals():
-    env = {vm.BOOT_TIMEOUT_ENV: "15", vm.BOOT_ATTEMPTS_ENV: "2"}
-    bound, first, attempts = vm.boot_bounds("tcg", env)
+    env = {boot.BOOT_TIMEOUT_ENV: "15", boot.BOOT_ATTEMPTS_ENV: "2"}
+    bound, first, attempts = boot.boot_bounds("tcg", env)
     assert (bound, attempts) == (15.0, 2)
     assert first == 15.0                    # the first-output bound never exceeds it
     for bad in ("0", "-3", "abc", "1e9"):
-        with pytest.raises(vm.VMError, match=vm.BOOT_TIMEOUT_ENV):
-            vm.boot_bounds("tcg", {vm.BOOT_TIMEOUT_ENV: bad})
+        with pytest.raises(common.VMError, match=boot.BOOT_TIMEOUT_ENV):
+            boot.boot_bounds("tcg", {boot.BOOT_TIMEOUT_ENV: bad})
     for bad in ("0", "x", "21", "1.5"):
-        with pytest.raises(vm.VMError, match=vm.BOOT_ATTEMPTS_ENV):
-            vm.boot_bounds("tcg", {vm.BOOT_ATTEMPTS_ENV: bad})
+        with pytest.raises(common.VMError, match=boot.BOOT_ATTEMPTS_ENV):
+            boot.boot_bounds("tcg", {boot.BOOT_ATTEMPTS_ENV: bad})
 
 
 def test_boot_watch_records_stage_times_and_accepts_a_started_boot():
-    w = vm.BootWatch(bound_s=100, first_output_s=30)
+    w = boot.BootWatch(bound_s=100, first_output_s=30)
     assert w.update(1.0, "") is None
     assert w.update(2.0, KERNEL) is None and w.stage == "kernel"
     assert w.update(9.5, KERNEL + INITRAMFS + SYSTEMD) is None
@@ -92,14 +92,14 @@ def test_boot_watch_records_stage_times_and_accepts_a_started_boot():
 
 
 def test_boot_watch_silent_console_is_hung_early():
-    w = vm.BootWatch(bound_s=120, first_output_s=30)
+    w = boot.BootWatch(bound_s=120, first_output_s=30)
     assert w.update(29.0, "") is None
     why = w.update(31.0, "")
     assert why and "no console output" in why and w.stage == "qemu"
 
 
 def test_boot_watch_command_not_started_in_time_is_hung_at_its_stage():
-    w = vm.BootWatch(bound_s=60, first_output_s=30)
+    w = boot.BootWatch(bound_s=60, first_output_s=30)
     text = KERNEL + INITRAMFS + SYSTEMD + BBRUN + SHARE
     assert w.update(59.0, text) is None
     why = w.update(61.0, text)
@@ -110,20 +110,20 @@ def test_boot_watch_command_not_started_in_time_is_hung_at_its_stage():
 # ---------------------------------------------------------------------------- kernel cmdline
 
 def test_append_words_are_added_and_checked():
-    line = vm.kernel_cmdline("r1", ["bb.delay=60", "systemd.unit=rescue.target"])
+    line = boot.kernel_cmdline("r1", ["bb.delay=60", "systemd.unit=rescue.target"])
     assert line.split()[-2:] == ["bb.delay=60", "systemd.unit=rescue.target"]
-    assert vm.parse_append("  bb.delay=5   loglevel=7 ") == ["bb.delay=5", "loglevel=7"]
-    assert vm.parse_append(None) == []
+    assert boot.parse_append("  bb.delay=5   loglevel=7 ") == ["bb.delay=5", "loglevel=7"]
+    assert boot.parse_append(None) == []
     for bad in ("bb.run=other", "a;b", "$(id)", "x`y`"):
-        with pytest.raises(vm.VMError, match=vm.APPEND_ENV):
-            vm.parse_append(bad)
+        with pytest.raises(common.VMError, match=boot.APPEND_ENV):
+            boot.parse_append(bad)
 
 
 # ---------------------------------------------------------------------------- run records
 
 def _record(path, status="running", in_vm=True, machine=True):
     path.parent.mkdir(parents=True, exist_ok=True)
-    rec = {"schema_version": 1, "status": status, "error": None, "scenario": {"name": "x"}}
+    rec = {"schema_version": 2, "status": status, "error": None, "scenario": {"name": "x"}}
     if machine:
         rec["machine"] = {"hostname": "bb-vm", "in_project_vm": in_vm}
     path.write_text(json.dumps(rec))
@@ -132,10 +132,10 @@ def _record(path, status="running", in_vm=True, machine=True):
 
 def test_result_roots_from_out_options(tmp_path):
     share = tmp_path
-    roots = vm.result_roots(share, ["python3", "-m", "bufferbloat", "run", "a1_fifo",
+    roots = control.result_roots(share, ["python3", "-m", "bufferbloat", "run", "a1_fifo",
                                     "--out", "tmp/x", "--out=/bb/y", "--out", "/etc/z"])
     assert roots == [share / "results", share / "tmp/x", share / "y"]
-    roots = vm.result_roots(share, "python3 -m bufferbloat sweep s --out ../escape")
+    roots = control.result_roots(share, "python3 -m bufferbloat sweep s --out ../escape")
     assert roots == [share / "results"]          # outside the share: not ours to touch
 
 
@@ -148,7 +148,7 @@ def test_running_results_are_only_recent_vm_runs(tmp_path):
     old = _record(tmp_path / "results/a1_fifo/s5/result.json")
     os.utime(old, (since - 100, since - 100))
     deep = _record(tmp_path / "results/a/b/c/d/e/f/g/result.json")
-    found = vm.running_results([tmp_path / "results", tmp_path / "missing"], since)
+    found = control.running_results([tmp_path / "results", tmp_path / "missing"], since)
     assert sorted(found) == sorted([mine, fresh_no_machine])
     assert done not in found and host_run not in found and old not in found
     assert deep not in found                      # bounded scan
@@ -158,13 +158,13 @@ def test_mark_unfinished_keeps_everything_else(tmp_path):
     path = _record(tmp_path / "r/result.json")
     (path.parent / "series").mkdir()
     (path.parent / "series/qdisc.csv").write_text("t,backlog\n0.01,3\n")
-    assert vm.mark_unfinished(path, "interrupted", "the host interrupted the VM")
+    assert control.mark_unfinished(path, "interrupted", "the host interrupted the VM")
     rec = json.loads(path.read_text())
     assert rec["status"] == "interrupted" and rec["error"] == "the host interrupted the VM"
     assert rec["scenario"] == {"name": "x"} and rec["machine"]["in_project_vm"] is True
     assert rec["closed_by_host"]["by"] == "bufferbloat.vm"
     assert (path.parent / "series/qdisc.csv").read_text().count("\n") == 2
-    assert not vm.mark_unfinished(path, "failed", "again")      # no longer running
+    assert not control.mark_unfinished(path, "failed", "again")      # no longer running
     assert json.loads(path.read_text())["status"] == "interrupted"
     assert not list(path.parent.glob("*.tmp"))
 
@@ -177,7 +177,7 @@ def test_close_unfinished_status_by_how_the_vm_ended(tmp_path, end, status):
     path = _record(tmp_path / "results/s/r/result.json")
     ok = _record(tmp_path / "results/s/q/result.json", status="ok")
     msgs = []
-    done = vm.close_unfinished([tmp_path / "results"], time.time() - 5, end, msgs.append)
+    done = control.close_unfinished([tmp_path / "results"], time.time() - 5, end, msgs.append)
     assert done == [path]
     assert json.loads(path.read_text())["status"] == status
     assert json.loads(ok.read_text())["status"] == "ok"
@@ -186,14 +186,14 @@ def test_close_unfinished_status_by_how_the_vm_ended(tmp_path, end, status):
 
 def test_the_host_status_is_one_the_results_loader_accepts():
     from bufferbloat.results import STATUSES
-    assert {s for s, _ in vm._END_STATUS.values()} <= set(STATUSES)
+    assert {s for s, _ in control.END_STATUS.values()} <= set(STATUSES)
 
 
 # ---------------------------------------------------------------------------- guest stop
 
 def _guest_loop(tmp_path):
     """The command loop of vm/guest/bb-run (from `tick=` to `rc=$?`), with ctl in tmp."""
-    script = (vm.VM_DIR / "guest" / "bb-run").read_text()
+    script = (common.VM_DIR / "guest" / "bb-run").read_text()
     tick = script[script.index("tick=/run/bb-run.tick"):script.index("read -r uptime _",
                                                                     script.index("tick="))]
     loop = script[script.index("\nenv ") + 1:script.index("rc=$?")]

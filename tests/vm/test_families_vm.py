@@ -1,6 +1,6 @@
 """Every experiment family end to end in the project VM (quick profile, short runs), each
 showing its study's known qualitative outcome. Rates above what the TCG VM sustains are
-scaled (bufferbloat.engine.TCG_MAX_MBIT) with buffers scaled alike, so delays stay the
+scaled (bufferbloat.scaling.TCG_MAX_MBIT) with buffers scaled alike, so delays stay the
 study's. Each assertion states its margin; they are qualitative by design (the studies'
 own claims), with margins wide enough for one short run and narrow enough that the
 opposite outcome fails. Every run must first prove that the emulator kept up (its health

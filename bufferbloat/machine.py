@@ -1,7 +1,5 @@
-"""Where and with what a run happened: the machine and tool versions of a run record.
-
-(The run itself is :mod:`bufferbloat.engine`; sweeps are :mod:`bufferbloat.sweep`.)
-"""
+"""Where and with what a run happened: the machine and the tool versions of a run's
+record (``machine``, ``tools`` in result.json)."""
 
 import json
 import os

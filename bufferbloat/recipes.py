@@ -4,12 +4,12 @@ They are what the fidelity tests and the benchmark share: one long TCP flow with
 probes and the bottleneck's qdisc statistics, and idle pings.
 """
 
-import statistics
 import threading
 import time
 from dataclasses import dataclass, field
 
 from .bottleneck import CLASS
+from .stats import percentile
 from .traffic.iperf import Iperf3Flow
 from .traffic.ping import PingProbe
 
@@ -87,7 +87,7 @@ class LongFlowResult:
     def median_rtt_ms(self, warmup_s=0.0):
         """Median ping RTT after ``warmup_s``, ms."""
         t0 = self.ping.probes[0][0] if self.ping.probes else 0
-        return statistics.median(r for t, _, r in self.ping.probes if t - t0 >= warmup_s)
+        return percentile([r for t, _, r in self.ping.probes if t - t0 >= warmup_s], 50)
 
 
 def long_flow(net, duration_s, src=None, dst=None, ping_interval_s=0.1, poll_period_s=0.1,

@@ -1,0 +1,55 @@
+"""The series schema: every standard series of a run directory (``series/NAME.csv``), its
+columns in order, which of them are labels, and when its rows happened (docs/RESULTS.md,
+"Series"). The one place column names are defined: the sampler writes qdisc.csv and
+tcp.csv with them (its compiled queue helper writes the same header, checked by the
+tests), the engine writes the traffic parts' rows with them, :mod:`.results` loads them
+and :mod:`.metrics` reads them. Standard library only (the sampler process imports it).
+
+Other series may be written (a kind of traffic defined elsewhere writes its own, its
+columns those of its rows); these are the ones the metrics know.
+"""
+
+#: {series: its columns, in file order}
+SERIES_COLUMNS = {
+    "qdisc": ("t", "dev", "handle", "parent", "kind", "qlen_pkts", "backlog_bytes",
+              "sent_bytes", "sent_pkts", "drops", "overlimits", "requeues", "marks",
+              "early_drops", "prob", "delay_us", "maxq_pkts",
+              # the controller's last update (sch_pi, docs/PI.md): q, q_old, p before it,
+              # and the update count
+              "ctl_q_pkts", "ctl_q_old_pkts", "ctl_prob_prev", "ctl_updates"),
+    "tcp": ("t", "flow", "host", "src", "sport", "dst", "dport", "cca", "state",
+            "cwnd_pkts", "ssthresh_pkts", "srtt_us", "rttvar_us", "mss_bytes",
+            "in_flight_pkts", "retrans_total", "bytes_acked", "delivery_rate_bps",
+            "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us",
+            # tcpi_ca_state (0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss) and
+            # tcpi_delivered_ce (segments delivered with ECE echoed: CE marks seen)
+            "ca_state", "delivered_ce_pkts"),
+    "ping": ("probe", "t", "seq", "rtt_ms"),
+    "iperf": ("flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",
+              "snd_cwnd_bytes", "rtt_us"),
+    "web": ("fetch", "t", "total_s", "connect_s", "ttfb_s", "size_bytes", "http_code",
+            "ok"),
+    "udp": ("stream", "seq", "t_sent", "t_recv", "size_bytes"),
+}
+
+#: Columns that are labels: always loaded as strings, even when they look like numbers.
+STRING_COLUMNS = {
+    "qdisc": {"dev", "handle", "parent", "kind"},
+    "tcp": {"flow", "host", "src", "dst", "cca", "state"},
+    "ping": {"probe"},
+    "iperf": {"flow"},
+    "web": {"fetch"},
+    "udp": {"stream"},
+}
+
+#: The series the traffic leaves, each with the column that says when a row happened
+#: (s since the run's t0): the earliest of them is when traffic started.
+TRAFFIC_TIME_COLUMNS = (("tcp", "t"), ("iperf", "t_start"), ("udp", "t_sent"),
+                        ("web", "t"), ("ping", "t"))
+
+
+def columns_of(name, rows):
+    """The columns to write series ``name`` with: its schema's when it is a standard
+    series (a row with another column is then an error when written), else the keys of
+    its first row."""
+    return SERIES_COLUMNS.get(name) or tuple(rows[0])

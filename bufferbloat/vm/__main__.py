@@ -1,0 +1,7 @@
+"""``python3 -m bufferbloat.vm``: see :mod:`bufferbloat.vm.cli`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
