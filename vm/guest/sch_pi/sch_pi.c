@@ -4,8 +4,9 @@
  * ("On designing improved controllers for AQM routers supporting TCP flows", INFOCOM
  * 2001), as a Linux qdisc. Written for the bufferbloat project's VM (kernel 6.1).
  *
- * Every 1/freq_hz seconds, on a soft hrtimer (not a jiffies timer: at HZ=250 a 6.25 ms
- * period would become 8 ms):
+ * Every 1/freq_hz seconds, on an hrtimer in hard-irq context (not a jiffies timer: at
+ * HZ=250 a 6.25 ms period would become 8 ms; not a softirq hrtimer: in a CPU-starved
+ * guest softirqs run late and the controller slowed to 67-151 of 160 Hz):
  *
  *     p <- p + a (q - q_ref) - b (q_old - q_ref),   clamped to [0, 1]
  *
@@ -78,7 +79,8 @@ struct pi_sched_data {
 	u32 ecn;
 	u32 mean_pktsize;
 	u64 period_ns;
-	/* controller state, under stat_lock (timer: writer, dump: reader) */
+	/* controller state and gains, under stat_lock (irq-safe: the timer is a hard-irq
+	 * one); enqueue reads prob alone with READ_ONCE */
 	spinlock_t stat_lock;
 	s64 prob;
 	s64 prob_prev;
@@ -105,11 +107,12 @@ static s64 pi_fixed(u32 nano)
 	return (s64)div_u64((u64)nano << 32, NSEC_PER_SEC);
 }
 
+/* the queue now, read without the qdisc lock (one aligned word: a snapshot) */
 static u32 pi_queue(const struct Qdisc *sch, const struct pi_sched_data *q)
 {
 	if (q->mean_pktsize)
-		return sch->qstats.backlog / q->mean_pktsize;
-	return sch->q.qlen;
+		return READ_ONCE(sch->qstats.backlog) / q->mean_pktsize;
+	return READ_ONCE(sch->q.qlen);
 }
 
 static bool pi_should_drop(struct pi_sched_data *q)
@@ -144,13 +147,14 @@ static int pi_qdisc_enqueue(struct sk_buff *skb, struct Qdisc *sch,
 	return qdisc_enqueue_tail(skb, sch);
 }
 
-/* One step of the law; the caller holds the qdisc root lock. */
+/* One step of the law (hard-irq context: interrupts are off). */
 static void pi_update(struct Qdisc *sch, struct pi_sched_data *q)
 {
-	u32 now = pi_queue(sch, q);
+	u32 now;
 	s64 p;
 
 	spin_lock(&q->stat_lock);
+	now = pi_queue(sch, q);
 	p = q->prob + q->a_fp * ((s64)now - q->q_ref) - q->b_fp * ((s64)q->q - q->q_ref);
 	if (p < 0)
 		p = 0;
@@ -167,15 +171,8 @@ static void pi_update(struct Qdisc *sch, struct pi_sched_data *q)
 static enum hrtimer_restart pi_timer(struct hrtimer *timer)
 {
 	struct pi_sched_data *q = container_of(timer, struct pi_sched_data, timer);
-	struct Qdisc *sch = q->sch;
-	spinlock_t *root_lock;
 
-	rcu_read_lock();
-	root_lock = qdisc_lock(qdisc_root_sleeping(sch));
-	spin_lock(root_lock);
-	pi_update(sch, q);
-	spin_unlock(root_lock);
-	rcu_read_unlock();
+	pi_update(q->sch, q);
 	hrtimer_forward_now(timer, ns_to_ktime(READ_ONCE(q->period_ns)));
 	return HRTIMER_RESTART;
 }
@@ -186,6 +183,7 @@ static int pi_change(struct Qdisc *sch, struct nlattr *opt,
 	struct pi_sched_data *q = qdisc_priv(sch);
 	struct nlattr *tb[TCA_PI_MAX + 1];
 	unsigned int qlen, dropped = 0;
+	unsigned long flags;
 	int err;
 
 	if (!opt)
@@ -209,6 +207,7 @@ static int pi_change(struct Qdisc *sch, struct nlattr *opt,
 	sch_tree_lock(sch);
 	if (tb[TCA_PI_LIMIT])
 		sch->limit = nla_get_u32(tb[TCA_PI_LIMIT]);
+	spin_lock_irqsave(&q->stat_lock, flags);
 	if (tb[TCA_PI_QREF])
 		q->q_ref = nla_get_u32(tb[TCA_PI_QREF]);
 	if (tb[TCA_PI_A]) {
@@ -227,6 +226,7 @@ static int pi_change(struct Qdisc *sch, struct nlattr *opt,
 		q->ecn = !!nla_get_u32(tb[TCA_PI_ECN]);
 	if (tb[TCA_PI_MEAN_PKTSIZE])
 		q->mean_pktsize = nla_get_u32(tb[TCA_PI_MEAN_PKTSIZE]);
+	spin_unlock_irqrestore(&q->stat_lock, flags);
 
 	/* a lower limit drops what is above it now */
 	qlen = sch->q.qlen;
@@ -258,14 +258,14 @@ static int pi_init(struct Qdisc *sch, struct nlattr *opt,
 	q->b_fp = pi_fixed(q->b_nano);
 	q->freq_hz = 160;
 	q->period_ns = div_u64(NSEC_PER_SEC, q->freq_hz);
-	hrtimer_init(&q->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_SOFT);
+	hrtimer_init(&q->timer, CLOCK_MONOTONIC, HRTIMER_MODE_REL_HARD);
 	q->timer.function = pi_timer;
 	if (opt) {
 		err = pi_change(sch, opt, extack);
 		if (err)
 			return err;
 	}
-	hrtimer_start(&q->timer, ns_to_ktime(q->period_ns), HRTIMER_MODE_REL_SOFT);
+	hrtimer_start(&q->timer, ns_to_ktime(q->period_ns), HRTIMER_MODE_REL_HARD);
 	return 0;
 }
 
@@ -295,14 +295,15 @@ static int pi_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 {
 	struct pi_sched_data *q = qdisc_priv(sch);
 	struct tc_pi_xstats st = { 0 };
+	unsigned long flags;
 
-	spin_lock_bh(&q->stat_lock);
+	spin_lock_irqsave(&q->stat_lock, flags);
 	st.prob = q->prob;
 	st.prob_prev = q->prob_prev;
 	st.q = q->q;
 	st.q_old = q->q_old;
 	st.updates = q->updates;
-	spin_unlock_bh(&q->stat_lock);
+	spin_unlock_irqrestore(&q->stat_lock, flags);
 	st.packets_in = q->packets_in;
 	st.dropped = q->dropped;
 	st.overlimit = q->overlimit;
@@ -314,14 +315,15 @@ static int pi_dump_stats(struct Qdisc *sch, struct gnet_dump *d)
 static void pi_reset(struct Qdisc *sch)
 {
 	struct pi_sched_data *q = qdisc_priv(sch);
+	unsigned long flags;
 
 	qdisc_reset_queue(sch);
-	spin_lock(&q->stat_lock);
+	spin_lock_irqsave(&q->stat_lock, flags);
 	q->prob = 0;
 	q->prob_prev = 0;
 	q->q = 0;
 	q->q_old = 0;
-	spin_unlock(&q->stat_lock);
+	spin_unlock_irqrestore(&q->stat_lock, flags);
 }
 
 static void pi_destroy(struct Qdisc *sch)
