@@ -313,6 +313,12 @@ def main(argv=None):
     except UsageError as err:
         print(f"bufferbloat: error: {err}", file=sys.stderr)
         rc = EXIT_USAGE
+    except ModuleNotFoundError as err:
+        # a library this command needs that this Python lacks (numpy, matplotlib, mininet)
+        from .capabilities import python_hint
+        print(f"bufferbloat: error: {args.cmd} needs the Python module {err.name}, "
+              f"{python_hint(err.name)}", file=sys.stderr)
+        rc = EXIT_USAGE
     except KeyboardInterrupt as exc:
         print("bufferbloat: interrupted", file=sys.stderr)
         rc = _interrupt_rc(exc)
