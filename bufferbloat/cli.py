@@ -1,4 +1,4 @@
-"""The ``bufferbloat`` command: check, list, run, sweep, show, plot, report, run-all.
+"""The ``bufferbloat`` command: check, list, describe, run, sweep, show, plot, report, run-all.
 
 Usage errors (bad parameter, unknown scenario, missing kernel feature or tool) print one
 message and exit with code 2 before any network state is created.
@@ -72,6 +72,14 @@ def cmd_list(_args):
     """List scenarios with one-line descriptions."""
     for name, scn in _scenarios().items():
         print(f"{name:<16} {scn.description}")
+    return 0
+
+
+def cmd_describe(args):
+    """Print everything about a scenario: study, topology, traffic, keys, sweep, figures,
+    expected result, headline metrics."""
+    from .describe import describe
+    print("\n".join(describe(_scenario(args.scenario))))
     return 0
 
 
@@ -262,6 +270,10 @@ def parser():
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(func=cmd_check)
     sub.add_parser("list", help="scenarios").set_defaults(func=cmd_list)
+    d = sub.add_parser("describe", help="a scenario's study, keys, variants, sweep, "
+                       "figures and expected result")
+    d.add_argument("scenario")
+    d.set_defaults(func=cmd_describe)
     r = sub.add_parser("run", help="run one scenario")
     r.add_argument("scenario")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",

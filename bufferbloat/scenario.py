@@ -15,7 +15,12 @@ needs is in that object:
 * ``sweep``: {key: values} that ``run_all.sh`` and ``bufferbloat sweep`` vary (cartesian);
   ``quick_sweep`` the smaller one of the quick profile (default: the same);
 * ``variants``: named sets of overrides ("fifo", "pie", "pie10"...) chosen with the key
-  ``variant``, so that a sweep can vary several parameters together.
+  ``variant``, so that a sweep can vary several parameters together;
+* ``study`` (the study and part it reproduces), ``expect`` (the study's expected result
+  shape, in words), ``headline`` (the metrics a grader reads first, with their theory
+  and expected shape: :mod:`bufferbloat.headline`) and ``reproduce`` (the study's
+  figures: ``{"figure": what, "command": the bufferbloat command, "files": our
+  figures}``): what ``bufferbloat describe`` prints and the run's summary shows.
 
 Overrides (``--set``) are validated here, before any network exists: unknown keys are
 rejected with the list of valid ones.
@@ -23,6 +28,7 @@ rejected with the list of valid ones.
 
 from dataclasses import dataclass, field
 
+from . import headline
 from .errors import UsageError
 from .params import Param, check_params
 from .topology import TOPOLOGIES, make_topo
@@ -78,6 +84,10 @@ class Scenario:
     #: how often the TCP sockets are sampled, ms (None: with the queue, every tick); the
     #: queue is always sampled at the run's sample period
     tcp_sample_ms: float | None = None
+    study: str = ""
+    expect: str = ""
+    headline: tuple = ()
+    reproduce: tuple = ()
 
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:
@@ -91,6 +101,11 @@ class Scenario:
                                                         resolved=False)
             except UsageError as exc:
                 raise ValueError(str(exc)) from None
+        headline.check(self.headline, self.name)
+        for item in self.reproduce:
+            if not (isinstance(item, dict) and {"figure", "command"} <= set(item)):
+                raise ValueError(f"{self.name}: reproduce entries are dicts with figure "
+                                 f"and command, got {item!r}")
 
     def sweep_for(self, quick):
         """The sweep of a profile."""

@@ -18,13 +18,16 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bufferbloat import metrics as _metrics  # noqa: E402
-from bufferbloat import theory  # noqa: E402
+from bufferbloat.metrics import (metric_value, metric_values,  # noqa: E402,F401
+                                 run_rows as run_metrics)
+from bufferbloat.metrics import _leaf_groups  # noqa: E402
 from bufferbloat.results import Run, load_run  # noqa: E402
+# the theory of a recorded run, as the figures draw it (bufferbloat/theory.py)
+from bufferbloat.theory import (TARGET_KINDS, base_rtt_ms,  # noqa: E402,F401
+                                ping_interval_s, qdisc_info, run_full_queue_rtt_ms as
+                                full_queue_rtt_ms, target_ms)
 
 FORMATS = ("png", "svg", "pdf")
-#: qdisc kinds whose parameters include a queueing-delay target (``target_ms``).
-TARGET_KINDS = ("pie", "codel", "fq_codel")
 #: gid of reference (theory) lines, so tests and readers can tell them from data.
 THEORY_GID = "theory"
 TARGET_GID = "target"
@@ -71,7 +74,7 @@ def leaf_groups(run):
     selection as the link metrics (:mod:`bufferbloat.metrics`)."""
     if series(run, "qdisc") is None:
         return {}
-    return _metrics._leaf_groups(run)  # one definition of "the AQM leaf" for both
+    return _leaf_groups(run)  # one definition of "the AQM leaf" for both
 
 
 def counter_increments(t, counter):
@@ -88,101 +91,6 @@ def counter_increments(t, counter):
     dv = np.diff(v)
     dv = np.where(dv < 0, v[1:], dv)
     return t[1:], dv
-
-
-def qdisc_info(run):
-    """(kind, params) of the bottleneck AQM as the record states it (``record['qdisc']``,
-    else the params' ``qdisc``)."""
-    q = run.record.get("qdisc")
-    if isinstance(q, dict):
-        return str(q.get("kind") or ""), dict(q.get("params") or {})
-    return str(run.params.get("qdisc") or ""), {}
-
-
-def target_ms(run):
-    """The AQM's queueing-delay target, ms (PIE/CoDel/FQ-CoDel), else None."""
-    kind, params = qdisc_info(run)
-    value = params.get("target_ms")
-    if kind in TARGET_KINDS and isinstance(value, (int, float)):
-        return float(value)
-    return None
-
-
-def base_rtt_ms(run):
-    """The propagation RTT of the path, ms: the record's ``base_rtt_ms``, else 4 x
-    ``delay_ms`` (two links, both ways)."""
-    value = run.record.get("base_rtt_ms")
-    if isinstance(value, (int, float)):
-        return float(value)
-    delay = run.params.get("delay_ms")
-    return 4.0 * float(delay) if isinstance(delay, (int, float)) else None
-
-
-def ping_interval_s(run):
-    """The ping period of the run's (first) ping traffic, s, or None."""
-    for spec in run.record.get("traffic") or []:
-        if isinstance(spec, dict) and spec.get("kind") == "ping":
-            value = spec.get("interval_s")
-            if isinstance(value, (int, float)):
-                return float(value)
-    return None
-
-
-def full_queue_rtt_ms(run):
-    """FIFO theory: the RTT of a probe behind a full buffer, ms
-    (:func:`bufferbloat.theory.full_queue_rtt_ms` with the run's ping interval for a
-    packet-limited buffer; base RTT + bytes x 8 / rate for a byte-limited one), or None
-    when the run's qdisc is not a FIFO or the record lacks a number."""
-    kind, params = qdisc_info(run)
-    rate = run.bottleneck_mbit
-    base = base_rtt_ms(run)
-    if kind != "fifo" or not rate or base is None:
-        return None
-    pkts = params.get("limit_pkts", run.params.get("buffer_pkts"))
-    nbytes = params.get("limit_bytes", run.params.get("buffer_bytes"))
-    if isinstance(pkts, (int, float)):
-        return theory.full_queue_rtt_ms(base, pkts, rate, probe_interval_s=ping_interval_s(run))
-    if isinstance(nbytes, (int, float)):
-        return base + nbytes * 8 / (rate * 1e6) * 1e3
-    return None
-
-
-def run_metrics(run):
-    """The run's metric rows: its metrics.json when present, else computed from its
-    series with the record's warm-up (``bufferbloat.metrics.compute_metrics``)."""
-    path = os.path.join(run.dir, _metrics.METRICS_JSON)
-    if os.path.isfile(path):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-            rows = data["metrics"] if isinstance(data, dict) else data
-            if isinstance(rows, list):
-                return rows
-        except (OSError, ValueError, KeyError):
-            pass
-    warmup = run.record.get("warmup_s") or 0.0
-    try:
-        return _metrics.compute_metrics(run, warmup_s=float(warmup))
-    except Exception:  # noqa: BLE001 - an odd run must not stop a report
-        return _metrics.compute_metrics(run, warmup_s=0.0)
-
-
-def metric_value(rows, metric, scope=None, name=None):
-    """The value of the first row with ``metric`` (and ``scope``/``name`` when given),
-    else None."""
-    for row in rows:
-        if row.get("metric") == metric and (scope is None or row.get("scope") == scope) \
-                and (name is None or row.get("name") == name):
-            value = row.get("value")
-            return float(value) if value is not None else None
-    return None
-
-
-def metric_values(rows, metric, scope=None):
-    """{name: value} of every row with ``metric`` (and ``scope``)."""
-    return {row["name"]: float(row["value"]) for row in rows
-            if row.get("metric") == metric and (scope is None or row.get("scope") == scope)
-            and row.get("value") is not None}
 
 
 def run_label(run):

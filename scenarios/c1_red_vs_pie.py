@@ -28,4 +28,30 @@ SCENARIO = Scenario(
     figures=("queue", "qdelay", "cwnd"),
     # the study samples the queue every 10 ms; 40-80 sockets every 100 ms (cwnd traces) keep the TCG VM's CPU for the packets
     tcp_sample_ms=100,
+    study="C: RED against PI(E) at 20, 40, 60 and 80 flows, 5 repetitions",
+    expect="Both keep the 10 Mbit/s link busy (utilization ~1); PI holds the queue near "
+           "its 8 kB reference (6.4 ms) whatever the load, while RED's average queue "
+           "grows with the number of flows (between its 4 and 12 kB thresholds, then "
+           "beyond) and its mark/drop rate rises.",
+    headline=(
+        {"metric": "link:utilization", "label": "bottleneck utilization", "theory": "one",
+         "expect": "~1 for both, at every load"},
+        {"metric": "link:backlog_mean_bytes", "label": "queue, mean",
+         "expect": "PI: near 8 kB at any load; RED: grows with the flows (4-12 kB and more)"},
+        {"metric": "link:qdelay_mean_ms", "label": "queueing delay, mean",
+         "theory": "target_ms", "expect": "PI: ~6.4 ms; RED: rises with the load"},
+        {"metric": "link:marks", "label": "ECN marks",
+         "expect": "rise with the load (both mark rather than drop)"},
+        {"metric": "network:all:jain_fairness", "label": "Jain's index", "theory": "one",
+         "expect": "near 1 (equal flows)"},
+    ),
+    reproduce=(
+        {"figure": "queue length and queueing delay against the number of flows, RED "
+                   "against PI (mean over 5 repetitions, ± std)",
+         "command": "bufferbloat sweep c1_red_vs_pie",
+         "files": "results/c1_red_vs_pie/sweep/figures/c1_red_vs_pie-queue-vs-load.png"},
+        {"figure": "utilization and mark rate against the load",
+         "command": "bufferbloat sweep c1_red_vs_pie",
+         "files": "results/c1_red_vs_pie/sweep/figures/c1_red_vs_pie-utilization-vs-flows.png"},
+    ),
 )

@@ -123,6 +123,12 @@ def test_list_names_every_scenario(interpreter):
         assert name in proc.stdout
 
 
+def test_describe_prints_keys_and_headline(interpreter):
+    proc = _run(interpreter, "describe", "c1_red_vs_pie")
+    assert proc.returncode == 0, proc.stderr
+    assert "qdisc.min_bytes" in proc.stdout and "headline" in proc.stdout
+
+
 def test_show_prints_health_and_metrics(interpreter):
     proc = _run(interpreter, "show", os.path.join(FIXTURES, "a1_fifo"))
     assert proc.returncode == 0, proc.stderr
