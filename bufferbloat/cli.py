@@ -96,10 +96,10 @@ def _check_common(args):
 def cmd_run(args):
     """Run one scenario (``--repeat`` times); a failed run is reported and the others go
     on; exit 1 if any failed."""
+    from . import summary
     from .engine import run_point
-    from .health import headline, verdict_of
-    from .metrics import format_table
-    from .results import load_run
+    from .health import verdict_of
+    from .sweep import read_record
     scn = _scenario(args.scenario)
     overrides = _overrides(args.set)
     _check_common(args)
@@ -131,12 +131,9 @@ def cmd_run(args):
             failed += 1
             print(f"bufferbloat: run failed: {exc}", file=sys.stderr)
             continue
-        run = load_run(run_dir)
-        print(f"result: {run_dir}")
-        print(headline(run.record.get("health")))
-        if verdict_of(run.record) == "degraded":
+        if verdict_of(read_record(run_dir)) == "degraded":
             degraded.append(run_dir)
-        print(format_table(_metrics_rows(run)))
+        print("\n".join(summary.finish(run_dir, draw=not args.no_figures)), flush=True)
     return _end_status(failed, degraded)
 
 
@@ -150,16 +147,6 @@ def _end_status(failed, degraded_dirs):
     if failed:
         return 1
     return EXIT_DEGRADED if degraded_dirs else 0
-
-
-def _metrics_rows(run):
-    path = os.path.join(run.dir, "metrics.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            data = json.load(f)
-        return data["metrics"] if isinstance(data, dict) else data
-    from .metrics import compute_metrics
-    return compute_metrics(run, warmup_s=run.record.get("warmup_s", 0.0))
 
 
 def cmd_sweep(args):
@@ -184,14 +171,14 @@ def cmd_sweep(args):
 def cmd_show(args):
     """Print a run's metrics table (recomputed from its stored series with --recompute)."""
     from .health import headline
-    from .metrics import compute_metrics, format_table, write_metrics
+    from .metrics import compute_metrics, format_table, run_rows, write_metrics
     from .results import load_run
     run = load_run(args.run_dir)
     if args.recompute:
         rows = compute_metrics(run, warmup_s=run.record.get("warmup_s", 0.0))
         write_metrics(run, rows, warmup_s=run.record.get("warmup_s", 0.0))
     else:
-        rows = _metrics_rows(run)
+        rows = run_rows(run)
     rec = run.record
     print(f"{rec.get('scenario', {}).get('name', '?')}  status {rec.get('status')}  "
           f"started {rec.get('started', '?')}  {rec.get('duration_s', '?')} s")
@@ -284,6 +271,8 @@ def parser():
     r.add_argument("--quick", action="store_true")
     r.add_argument("--sample-ms", type=float, default=10.0,
                    help="sampler period, ms (1 to 10000; default 10)")
+    r.add_argument("--no-figures", action="store_true",
+                   help="end with the summary alone: no figures, no report.html")
     r.set_defaults(func=cmd_run)
     w = sub.add_parser("sweep", help="vary parameters of a scenario (resumable)")
     w.add_argument("scenario")

@@ -11,6 +11,7 @@ numpy or matplotlib is needed.
 
 import math
 import sys
+import textwrap
 
 from . import headline
 from .qdisc import KINDS
@@ -142,19 +143,9 @@ def _sweep_line(vary, repeat):
 
 def _wrap(text, indent, width=92, first=None):
     """``text`` wrapped at ``width``, each line after ``indent`` (the first after
-    ``first`` when given, of the same length)."""
-    words, lines, line = text.split(), [], ""
-    for w in words:
-        if line and len(indent) + len(line) + 1 + len(w) > width:
-            lines.append(indent + line)
-            line = w
-        else:
-            line = f"{line} {w}".strip()
-    if line:
-        lines.append(indent + line)
-    if first is not None and lines:
-        lines[0] = first + lines[0][len(indent):]
-    return lines
+    ``first`` when given)."""
+    return textwrap.wrap(text, width, initial_indent=indent if first is None else first,
+                         subsequent_indent=indent, break_on_hyphens=False)
 
 
 def describe(scn):

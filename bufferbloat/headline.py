@@ -18,6 +18,7 @@ setting). Needs no Mininet and no matplotlib (numpy only to compute a run's metr
 """
 
 import math
+import textwrap
 
 from . import theory
 from .errors import UsageError
@@ -252,5 +253,7 @@ def lines(items):
             if i["ratio"] is not None:
                 text += f" (x{i['ratio']:.2f})"
         out.append(text)
-        out.append(f"  {'':<{width}}  expected: {i['expect']}")
+        out += textwrap.wrap(f"expected: {i['expect']}", 92,
+                             initial_indent=" " * (width + 4),
+                             subsequent_indent=" " * (width + 14), break_on_hyphens=False)
     return out
