@@ -1,4 +1,5 @@
-"""The ``bufferbloat`` command: check, list, describe, run, sweep, show, plot, report, run-all.
+"""The ``bufferbloat`` command: check, list, describe, run, sweep, show, plot, report, compare,
+run-all.
 
 Usage errors (bad parameter, unknown scenario, missing kernel feature or tool) print one
 message and exit with code 2 before any network state is created.
@@ -207,6 +208,14 @@ def cmd_report(args):
     return plots.cli_report(args.path)
 
 
+def cmd_compare(args):
+    """Compare runs, sweeps or results trees: the headline metrics side by side with
+    differences, and overlay figures, in the terminal and as one HTML page."""
+    from .compare import compare
+    print("\n".join(compare(args.paths, args.html)))
+    return 0
+
+
 def catalogue_points(quick, only=None):
     """Every point run_all runs: [(scenario, overrides, varied, rep)]."""
     from .sweep import points
@@ -298,6 +307,14 @@ def parser():
     h = sub.add_parser("report", help="one HTML page for a run, a sweep or results/")
     h.add_argument("path")
     h.set_defaults(func=cmd_report)
+    m = sub.add_parser("compare", help="runs, sweeps or results trees side by side")
+    m.add_argument("paths", nargs="+", metavar="PATH",
+                   help="two or more run, sweep or results directories (the first is the "
+                        "reference of the differences)")
+    m.add_argument("--html", default="compare.html",
+                   help="the page with the table and overlay figures (default: "
+                        "compare.html here)")
+    m.set_defaults(func=cmd_compare)
     a = sub.add_parser("run-all", help="run every scenario")
     a.add_argument("--quick", action="store_true")
     a.add_argument("--out", default="results")

@@ -35,7 +35,7 @@ TABLES_DIR = "report-tables"
 #: figures of each run in a multi-run report when its scenario names none
 DEFAULT_RUN_FIGURES = ("cwnd", "rtt", "queue")
 
-_CSS = """
+CSS = """
 body{font-family:sans-serif;margin:1.5em;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccc;margin-top:2em}
 h3{font-size:1.05em}
@@ -62,21 +62,21 @@ window.addEventListener('load', function () {
 """
 
 
-def _e(text):
+def esc(text):
     return html.escape(str(text), quote=True)
 
 
-def _img(fig, alt):
+def figure_html(fig, alt):
     """``<figure>`` with ``fig`` as an inline base64 PNG."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=80)
     data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return (f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
-            f"<figcaption class=muted>{_e(alt)}</figcaption></figure>")
+    return (f'<figure><img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+            f"<figcaption class=muted>{esc(alt)}</figcaption></figure>")
 
 
 def _kv_table(pairs, cls="config"):
-    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in pairs)
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in pairs)
     return f'<table class="{cls}">{rows}</table>'
 
 
@@ -127,17 +127,17 @@ def config_pairs(run):
 def metrics_table(run, rows):
     """The run's metrics as an HTML table (class ``metrics``, ``data-run`` = its dir)."""
     body = "".join(
-        f"<tr><td>{_e(r['scope'])}</td><td>{_e(r['name'])}</td><td>{_e(r['metric'])}</td>"
-        f"<td class=num>{_e(format_value(r['value']))}</td><td>{_e(r.get('unit', ''))}</td></tr>"
+        f"<tr><td>{esc(r['scope'])}</td><td>{esc(r['name'])}</td><td>{esc(r['metric'])}</td>"
+        f"<td class=num>{esc(format_value(r['value']))}</td><td>{esc(r.get('unit', ''))}</td></tr>"
         for r in rows if r.get("value") is not None)
-    return (f'<table class="metrics" data-run="{_e(run.dir)}"><tr><th>scope</th><th>name'
+    return (f'<table class="metrics" data-run="{esc(run.dir)}"><tr><th>scope</th><th>name'
             f"</th><th>metric</th><th>value</th><th>unit</th></tr>{body}</table>")
 
 
 def _flags_html(items):
     if not items:
         return "<p class=ok>No result contradicts theory beyond the tolerances.</p>"
-    return "<div class=flags><ul>" + "".join(f"<li>{_e(x)}</li>" for x in items) + \
+    return "<div class=flags><ul>" + "".join(f"<li>{esc(x)}</li>" for x in items) + \
         "</ul></div>"
 
 
@@ -153,12 +153,12 @@ def _health_html(runs, base):
     text = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
     bad = [r for r in runs if _verdict(r) == "degraded"]
     if not bad:
-        return f"<p class=ok>Health: {_e(text)}.</p>"
+        return f"<p class=ok>Health: {esc(text)}.</p>"
     items = "".join(
-        f"<li>{_e(run_label(r))} <span class=muted>({_e(os.path.relpath(r.dir, base))})"
-        f"</span>: {_e('; '.join((r.record.get('health') or {}).get('problems', [])))}</li>"
+        f"<li>{esc(run_label(r))} <span class=muted>({esc(os.path.relpath(r.dir, base))})"
+        f"</span>: {esc('; '.join((r.record.get('health') or {}).get('problems', [])))}</li>"
         for r in bad)
-    return (f"<div class=flags><p><b>Health: {_e(text)}.</b> In a degraded run the "
+    return (f"<div class=flags><p><b>Health: {esc(text)}.</b> In a degraded run the "
             "emulator fell behind: it measured the emulator, not the network. Such runs are "
             "shown and marked here, and left out of every mean, table and sweep figure "
             "(set BUFFERBLOAT_INCLUDE_DEGRADED=1 to include them).</p>"
@@ -169,12 +169,12 @@ def _run_section(run, idx, names):
     rows = run_metrics(run)
     warn = flags(run, rows)
     figs = draw_figures(run, names)
-    parts = [f'<section class="run" id="run-{idx}"><h2>Run: {_e(run_label(run))}'
-             f' [{_e(_verdict(run))}]</h2>',
-             f"<p class=muted>{_e(caption(run))}</p>", _flags_html(warn),
+    parts = [f'<section class="run" id="run-{idx}"><h2>Run: {esc(run_label(run))}'
+             f' [{esc(_verdict(run))}]</h2>',
+             f"<p class=muted>{esc(caption(run))}</p>", _flags_html(warn),
              "<h3>Configuration</h3>", _kv_table(config_pairs(run)),
              "<h3>Figures</h3>"]
-    parts += [_img(fig, f"{name}: {run_label(run)}") for name, fig in figs.items()]
+    parts += [figure_html(fig, f"{name}: {run_label(run)}") for name, fig in figs.items()]
     if not figs:
         parts.append("<p class=muted>No series to draw.</p>")
     parts += ["<h3>Metrics</h3>", metrics_table(run, rows), "</section>"]
@@ -183,8 +183,8 @@ def _run_section(run, idx, names):
 
 def _sweep_table_html(rows):
     cols = _sweep.TABLE_COLUMNS
-    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_e(_sweep._fmt(r.get(c)))}</td>" for c in cols)
+    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{esc(_sweep._fmt(r.get(c)))}</td>" for c in cols)
                    + "</tr>" for r in rows)
     return f'<table class="sweep"><tr>{head}</tr>{body}</table>'
 
@@ -224,20 +224,20 @@ def write_report(path, out=None):
 
     for scn, pts in groups.items():
         keys = _sweep.by_key(pts)
-        body.append(f'<section class="sweep" id="sweep-{_e(scn)}"><h2>{_e(scn)}: '
+        body.append(f'<section class="sweep" id="sweep-{esc(scn)}"><h2>{esc(scn)}: '
                     f"{len(pts)} runs, {len(keys)} points, "
-                    f"{_e(_sweep.setting_label(pts))}"
-                    + (f" (varied: {_e(', '.join(_sweep.swept_params(pts)))})"
+                    f"{esc(_sweep.setting_label(pts))}"
+                    + (f" (varied: {esc(', '.join(_sweep.swept_params(pts)))})"
                        if _sweep.swept_params(pts) else "") + "</h2>")
         rows = _sweep.table_rows(pts)
         csv_path, md_path = _sweep.write_tables(
             pts, os.path.join(os.path.dirname(out), TABLES_DIR), stem=scn)
         rel = lambda p: os.path.relpath(p, os.path.dirname(out))  # noqa: E731
         body.append(_sweep_table_html(rows))
-        body.append(f'<p>Tables: <a href="{_e(rel(csv_path))}">CSV</a>, '
-                    f'<a href="{_e(rel(md_path))}">Markdown</a></p>')
+        body.append(f'<p>Tables: <a href="{esc(rel(csv_path))}">CSV</a>, '
+                    f'<a href="{esc(rel(md_path))}">Markdown</a></p>')
         if len(pts) > 1:
-            body += [_img(fig, f"{name}: {scn}") for name, fig in _sweep.draw_all(pts).items()]
+            body += [figure_html(fig, f"{name}: {scn}") for name, fig in _sweep.draw_all(pts).items()]
         body.append("</section>")
 
     for i, run in enumerate(runs):
@@ -250,18 +250,18 @@ def write_report(path, out=None):
         all_flags += [f"{run_label(run)} ({os.path.relpath(run.dir, path) or '.'}): {w}"
                       for w in warn]
 
-    toc = "".join(f'<li><a href="#run-{i}">{_e(run_label(r))}</a> [{_e(_verdict(r))}] '
-                  f'<span class=muted>{_e(os.path.relpath(r.dir, path))}</span></li>'
+    toc = "".join(f'<li><a href="#run-{i}">{esc(run_label(r))}</a> [{esc(_verdict(r))}] '
+                  f'<span class=muted>{esc(os.path.relpath(r.dir, path))}</span></li>'
                   for i, r in enumerate(runs))
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<title>bufferbloat report: {_e(os.path.basename(path))}</title>
-<style>{_CSS}</style>
+<title>bufferbloat report: {esc(os.path.basename(path))}</title>
+<style>{CSS}</style>
 <script>{_CHECK_SCRIPT}</script>
 </head><body>
-<h1>bufferbloat report: {_e(path)}</h1>
-<p>{_e(kind)}, {len(runs)} run(s); generated {_e(now)} from the stored results only.</p>
+<h1>bufferbloat report: {esc(path)}</h1>
+<p>{esc(kind)}, {len(runs)} run(s); generated {esc(now)} from the stored results only.</p>
 <div id="image-check" data-images="" data-broken="">(figures not checked yet)</div>
 <h2>Health</h2>
 {_health_html(runs, path)}
@@ -271,9 +271,14 @@ def write_report(path, out=None):
 {chr(10).join(body)}
 </body></html>
 """
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    tmp = f"{out}.tmp{os.getpid()}"
+    return write_page(out, page)
+
+
+def write_page(path, page):
+    """Write the HTML text ``page`` to ``path`` (write, then rename); returns ``path``."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
         f.write(page)
-    os.replace(tmp, out)
-    return out
+    os.replace(tmp, path)
+    return path

@@ -150,6 +150,14 @@ def test_report_writes_the_page(interpreter, runs):
     assert page.endswith("report.html") and "<img" in open(page).read()
 
 
+def test_compare_prints_the_table_and_writes_the_page(interpreter, tmp_path):
+    page = tmp_path / "cmp.html"
+    proc = _run(interpreter, "compare", os.path.join(FIXTURES, "a1_fifo"),
+                os.path.join(FIXTURES, "a2_pie"), "--html", str(page))
+    assert proc.returncode == 0, proc.stderr
+    assert "ping RTT, mean" in proc.stdout and page.read_text().count("<img") == 3
+
+
 def test_check_runs(interpreter):
     proc = _run(interpreter, "check")
     assert proc.returncode == 0 and "mininet" in proc.stdout
