@@ -8,6 +8,7 @@ message and exit with code 2 before any network state is created.
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -138,6 +139,19 @@ def cmd_run(args):
     return _end_status(failed, degraded)
 
 
+_PROGRESS = {"t": 0.0}
+
+
+def progress(text):
+    """A progress line on stderr ("figures of 12/40 runs"): at most one a second, and
+    the last one ("N/N") always."""
+    now = time.monotonic()
+    done = re.search(r"(\d+)/(\d+)", text)
+    if now - _PROGRESS["t"] >= 1.0 or (done and done.group(1) == done.group(2)):
+        _PROGRESS["t"] = now
+        print(text, file=sys.stderr, flush=True)
+
+
 def _end_status(failed, degraded_dirs):
     """Exit status of a command that ran several points: 1 if any failed, else
     EXIT_DEGRADED (listing them) if any is degraded, else 0."""
@@ -163,6 +177,9 @@ def cmd_sweep(args):
     index, failed = run_sweep(scn, vary, args.repeat, args.out, run_point, quick=args.quick,
                               duration_s=args.time, base=_overrides(args.set))
     print(f"index: {index}")
+    if not args.no_figures:
+        from .summary import finish_sweep
+        print("\n".join(finish_sweep(os.path.dirname(index), progress=progress)))
     from .sweep import degraded
     with open(index) as f:
         entries = json.load(f).get("done", [])
@@ -199,7 +216,7 @@ def cmd_plot(args):
     if args.format not in ("png", "svg", "pdf"):
         raise UsageError(f"invalid value for --format: {args.format!r} (allowed: png, svg, "
                          "pdf)")
-    return plots.cli_plot(args.path, args.format)
+    return plots.cli_plot(args.path, args.format, progress=progress)
 
 
 def cmd_report(args):
@@ -294,6 +311,8 @@ def parser():
     w.add_argument("--time", type=float)
     w.add_argument("--out", default="results")
     w.add_argument("--quick", action="store_true")
+    w.add_argument("--no-figures", action="store_true",
+                   help="no figures and no report.html at the end")
     w.set_defaults(func=cmd_sweep)
     s = sub.add_parser("show", help="a run's metrics table")
     s.add_argument("run_dir")

@@ -1,4 +1,4 @@
-"""The end of ``bufferbloat run``: a short summary of the run, its figures and report.
+"""The end of ``bufferbloat run`` and ``sweep``: a short summary, the figures, the report.
 
 :func:`finish` draws the run's figures into ``RUN_DIR/figures/`` and writes
 ``RUN_DIR/report.html`` (both from the stored results, :mod:`plots`), then returns the
@@ -60,6 +60,27 @@ def lines(run, rows=None, figures=(), report=None):
     if report:
         out.append(f"report: {report}")
     out.append(f"full metrics table: bufferbloat show {run.dir}")
+    return out
+
+
+def finish_sweep(sweep_dir, fmt="png", progress=None):
+    """The end of ``bufferbloat sweep``: each run's figures (``RUN/figures/``), the
+    sweep's figures and tables (``SWEEP/figures/``) and ``SWEEP/report.html``; returns
+    the lines naming them."""
+    import plots
+    from plots.report import write_report
+    from plots.sweep import load_points
+    points = load_points(sweep_dir)
+    per_run = plots.draw_runs([p.run for p in points], fmt, progress=progress)
+    across = plots.draw_sweep(sweep_dir, fmt, points=points)
+    page = write_report(sweep_dir)
+    out = [f"figures of each run ({len(per_run)}): RUN/figures/ under {sweep_dir}",
+           f"figures of the sweep ({len(across)}): "
+           f"{os.path.join(sweep_dir, plots.FIGURES_DIR)}/"]
+    out += [f"  {p}" for p in across[:MAX_FIGURE_LINES]]
+    if len(across) > MAX_FIGURE_LINES:
+        out.append(f"  ... and {len(across) - MAX_FIGURE_LINES} more")
+    out.append(f"report: {page}")
     return out
 
 

@@ -23,17 +23,15 @@ import os
 from bufferbloat import identity
 from bufferbloat.errors import UsageError
 from bufferbloat.metrics import format_value
-from bufferbloat.results import RESULT_FILE, load_run
+from bufferbloat.results import load_run
 
-from . import FIGURES, draw_figures, scenario_figures
+from . import DEFAULT_RUN_FIGURES, FIGURES, draw_figures, scenario_figures, tree_kind
 from . import sweep as _sweep
 from .common import caption, run_label, run_metrics
 from .flags import flags
 
 REPORT_FILE = "report.html"
 TABLES_DIR = "report-tables"
-#: figures of each run in a multi-run report when its scenario names none
-DEFAULT_RUN_FIGURES = ("cwnd", "rtt", "queue")
 
 CSS = """
 body{font-family:sans-serif;margin:1.5em;max-width:1200px;color:#222}
@@ -189,21 +187,6 @@ def _sweep_table_html(rows):
     return f'<table class="sweep"><tr>{head}</tr>{body}</table>'
 
 
-def _kind(path):
-    """``run``, ``sweep`` (an index with ``vary``), ``results`` (another index) or
-    ``runs`` (a directory holding runs)."""
-    if os.path.isfile(os.path.join(path, RESULT_FILE)):
-        return "run"
-    index = os.path.join(path, _sweep.INDEX_FILE)
-    if os.path.isfile(index):
-        try:
-            with open(index) as f:
-                return "sweep" if "vary" in json.load(f) else "results"
-        except ValueError:
-            return "results"
-    return "runs"
-
-
 def write_report(path, out=None):
     """Write the HTML report of ``path`` (a run directory, a sweep directory, a results
     tree with index.json, or any directory holding runs) to ``out`` (default
@@ -212,7 +195,7 @@ def write_report(path, out=None):
     path = os.path.abspath(str(path))
     if not os.path.isdir(path):
         raise UsageError(f"{path}: not a run, sweep or results directory")
-    kind = _kind(path)
+    kind = tree_kind(path)
     out = out or os.path.join(path, REPORT_FILE)
     if kind == "run":
         runs, groups = [load_run(path)], {}
