@@ -114,6 +114,9 @@ def cmd_run(args):
     configs = [run_config(scn, overrides, quick=args.quick, duration_s=args.time,
                           rep=i + 1, sample_period_s=args.sample_ms / 1000.0)
                for i in range(args.repeat)]
+    if _place(args, [(scn, overrides)]) == "vm":
+        return _run_in_vm(args)
+    from .where import note_run
     failed, degraded = 0, []
     for i, config in enumerate(configs):
         limit = stall_limit_s(config)
@@ -135,8 +138,42 @@ def cmd_run(args):
             continue
         if verdict_of(read_record(run_dir)) == "degraded":
             degraded.append(run_dir)
+        if note_run(run_dir):       # in the VM for a host: the host draws and summarises
+            print(f"recorded in the VM: {run_dir}", flush=True)
+            continue
         print("\n".join(summary.finish(run_dir, draw=not args.no_figures)), flush=True)
     return _end_status(failed, degraded)
+
+
+def _place(args, builds):
+    """'host' or 'vm' for a command whose runs are ``builds`` [(scenario, overrides)]
+    (bufferbloat/where.py: the VM when this kernel lacks a piece they need, unless
+    --host; --vm forces it); refuses a user who is not root."""
+    from .where import choose, require_here, require_root
+    seen, topos = set(), []
+    for scn, overrides in builds:
+        key = (scn.name, tuple(sorted((k, str(v)) for k, v in overrides.items())))
+        if key not in seen:
+            seen.add(key)
+            topos.append(scn.build(overrides, quick=args.quick)[0])
+    place = choose(args.where, topos, log=lambda m: print(m, file=sys.stderr, flush=True))
+    require_root(place)
+    if place == "host":
+        require_here(topos)     # what this machine lacks, before anything starts
+    return place
+
+
+def _run_in_vm(args):
+    """``run`` through the project VM: the guest runs and records; the runs' summaries,
+    figures and reports are made here from what it recorded (in the checkout)."""
+    from . import summary
+    from .where import RUNS_FILE_ENV, recorded_runs, run_in_vm, runs_file
+    with runs_file() as (guest_file, host_file):
+        rc = run_in_vm(args.argv, args.out, env={RUNS_FILE_ENV: guest_file})
+        run_dirs = recorded_runs(host_file)
+    for run_dir in run_dirs:
+        print("\n".join(summary.finish(run_dir, draw=not args.no_figures)), flush=True)
+    return rc
 
 
 _PROGRESS = {"t": 0.0}
@@ -167,15 +204,30 @@ def _end_status(failed, degraded_dirs):
 def cmd_sweep(args):
     """Vary parameters over a scenario (cartesian product x repetitions), resumable."""
     from .engine import run_point
+    from .identity import run_config
     from .sweep import parse_vary, run_sweep
     scn = _scenario(args.scenario)
     _check_common(args)
     vary = parse_vary(args.vary) if args.vary else scn.sweep_for(args.quick)
     if not vary:
         raise UsageError(f"scenario {scn.name} declares no sweep: give --vary key=v1,v2")
+    base = _overrides(args.set)
+    from .sweep import points
+    todo = [dict(base, **o) for o, _ in points(vary, 1)]
+    for overrides in todo:           # bad input: exit 2 before anything starts
+        run_config(scn, overrides, quick=args.quick, duration_s=args.time)
+    if _place(args, [(scn, o) for o in todo]) == "vm":
+        from .where import run_in_vm
+        rc = run_in_vm(args.argv, args.out, extra=["--no-figures"])
+        sweep_dir = os.path.join(args.out, scn.name, "sweep")
+        if rc not in (EXIT_USAGE, 3, 4, 124, 130, 143) and not args.no_figures \
+                and os.path.isfile(os.path.join(sweep_dir, "index.json")):
+            from .summary import finish_sweep
+            print("\n".join(finish_sweep(sweep_dir, progress=progress)))
+        return rc
     # --repeat overrides the scenario's own repetitions (None: the scenario's)
     index, failed = run_sweep(scn, vary, args.repeat, args.out, run_point, quick=args.quick,
-                              duration_s=args.time, base=_overrides(args.set))
+                              duration_s=args.time, base=base)
     print(f"index: {index}")
     if not args.no_figures:
         from .summary import finish_sweep
@@ -220,9 +272,10 @@ def cmd_plot(args):
 
 
 def cmd_report(args):
-    """Write one self-contained HTML report for a run, a sweep or a results tree."""
+    """Write one self-contained HTML report for a run, a sweep or a results tree, where
+    the command runs (it reads stored results only: no kernel piece, no VM needed)."""
     import plots
-    return plots.cli_report(args.path)
+    return plots.cli_report(args.path, progress=progress)
 
 
 def cmd_compare(args):
@@ -254,6 +307,9 @@ def cmd_run_all(args):
     from .sweep import run_points
     _check_common(args)
     todo = catalogue_points(args.quick, args.only)
+    if _place(args, [(scn, o) for scn, o, _, _ in todo]) == "vm":
+        from .where import run_in_vm
+        return run_in_vm(args.argv, args.out)
     caps, needed = _needs(sorted({scn.name for scn, _, _, _ in todo}))
     caps.require(needed)  # refuse up front, before any network state, what can't run here
     index_path = os.path.join(args.out, "index.json")
@@ -271,6 +327,17 @@ def cmd_run_all(args):
             if e["status"] in ("failed", "stalled")),
             file=sys.stderr)
     return _end_status(failed, [e["run_dir"] for e in bad])
+
+
+def _where_options(p):
+    """--host / --vm: where the networks are built (bufferbloat/where.py)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--host", dest="where", action="store_const", const="host",
+                   help="on this machine only: refuse what its kernel lacks")
+    g.add_argument("--vm", dest="where", action="store_const", const="vm",
+                   help="inside the project VM (default: there only when this kernel "
+                        "lacks what the runs need)")
+    p.set_defaults(where="auto")
 
 
 def parser():
@@ -299,6 +366,7 @@ def parser():
                    help="sampler period, ms (1 to 10000; default 10)")
     r.add_argument("--no-figures", action="store_true",
                    help="end with the summary alone: no figures, no report.html")
+    _where_options(r)
     r.set_defaults(func=cmd_run)
     w = sub.add_parser("sweep", help="vary parameters of a scenario (resumable)")
     w.add_argument("scenario")
@@ -313,6 +381,7 @@ def parser():
     w.add_argument("--quick", action="store_true")
     w.add_argument("--no-figures", action="store_true",
                    help="no figures and no report.html at the end")
+    _where_options(w)
     w.set_defaults(func=cmd_sweep)
     s = sub.add_parser("show", help="a run's metrics table")
     s.add_argument("run_dir")
@@ -338,13 +407,16 @@ def parser():
     a.add_argument("--quick", action="store_true")
     a.add_argument("--out", default="results")
     a.add_argument("--only", action="append", help="run only these scenarios")
+    _where_options(a)
     a.set_defaults(func=cmd_run_all)
     return p
 
 
 def main(argv=None):
     """Entry point of the ``bufferbloat`` console command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
+    args.argv = argv          # what a command moving into the VM runs there again
     try:
         rc = args.func(args)
     except UsageError as err:

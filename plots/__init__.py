@@ -215,10 +215,11 @@ def cli_plot(path, fmt="png", progress=None):
     return 0
 
 
-def cli_report(path):
+def cli_report(path, progress=None):
     """``bufferbloat report DIR``: write the HTML report of a run, sweep or results
-    tree and print its path; exit code 0. Raises UsageError for any other path."""
+    tree (``progress(text)`` as it goes) and print its path; exit code 0. Raises
+    UsageError for any other path."""
     from .report import write_report
-    html = write_report(path)
+    html = write_report(path, progress=progress)
     print(html)
     return 0

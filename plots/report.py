@@ -187,7 +187,7 @@ def _sweep_table_html(rows):
     return f'<table class="sweep"><tr>{head}</tr>{body}</table>'
 
 
-def write_report(path, out=None):
+def write_report(path, out=None, progress=None):
     """Write the HTML report of ``path`` (a run directory, a sweep directory, a results
     tree with index.json, or any directory holding runs) to ``out`` (default
     ``PATH/report.html``); returns the HTML path. Raises UsageError when ``path`` holds
@@ -224,6 +224,8 @@ def write_report(path, out=None):
         body.append("</section>")
 
     for i, run in enumerate(runs):
+        if progress:
+            progress(f"report: run {i + 1}/{len(runs)}")
         if kind == "run":
             names = None
         else:
