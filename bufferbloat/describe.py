@@ -15,7 +15,7 @@ import textwrap
 
 from . import headline
 from .qdisc import KINDS
-from .scenario import KNOBS
+from .scenario import KNOBS, study_path
 from .topology import TOPOLOGIES
 
 #: unit of a parameter, from the suffix of its name
@@ -193,7 +193,9 @@ def describe(scn):
         out.append("the study's figures:")
         for item in scn.reproduce:
             out += _wrap(item["figure"], "    ", first="  - ")
-            out.append(f"      {item['command']}  ->  {item.get('files', '')}")
+            files = (study_path(scn.name, item["plot"]) if item.get("plot")
+                     else item["files"])
+            out.append(f"      {item['command']}  ->  {files}")
     if scn.expect:
         out.append("expected result:")
         out += _wrap(scn.expect, "  ")

@@ -19,8 +19,9 @@ needs is in that object:
 * ``study`` (the study and part it reproduces), ``expect`` (the study's expected result
   shape, in words), ``headline`` (the metrics a grader reads first, with their theory
   and expected shape: :mod:`bufferbloat.headline`) and ``reproduce`` (the study's
-  figures: ``{"figure": what, "command": the bufferbloat command, "files": our
-  figures}``): what ``bufferbloat describe`` prints and the run's summary shows.
+  figures: ``{"figure": what, "command": the bufferbloat command, "plot": a study plot
+  of the sweep (plots/study.py)}`` or ``"files"``: figures of a run): what ``bufferbloat
+  describe`` prints, the report shows first and the README lists.
 
 Overrides (``--set``) are validated here, before any network exists: unknown keys are
 rejected with the list of valid ones.
@@ -103,9 +104,10 @@ class Scenario:
                 raise ValueError(str(exc)) from None
         headline.check(self.headline, self.name)
         for item in self.reproduce:
-            if not (isinstance(item, dict) and {"figure", "command"} <= set(item)):
-                raise ValueError(f"{self.name}: reproduce entries are dicts with figure "
-                                 f"and command, got {item!r}")
+            if not (isinstance(item, dict) and {"figure", "command"} <= set(item)
+                    and ("plot" in item or "files" in item)):
+                raise ValueError(f"{self.name}: reproduce entries are dicts with figure, "
+                                 f"command and a plot or files, got {item!r}")
 
     def sweep_for(self, quick):
         """The sweep of a profile."""
@@ -219,6 +221,21 @@ class Scenario:
                                          f"{t[role]!r} (hosts: {', '.join(sorted(hosts))})")
                 out.append(t)
         return out
+
+
+def study_file(plot):
+    """The file stem of a study plot (``Scenario.reproduce``'s ``plot``): the name,
+    ``KEY-vs-PARAM`` for ``metric:KEY:PARAM``."""
+    if plot.startswith("metric:"):
+        _, key, param = plot.split(":", 2)
+        return f"{key}-vs-{param}"
+    return plot
+
+
+def study_path(scenario, plot, out="results"):
+    """Where ``bufferbloat sweep SCENARIO`` (and the report) writes study plot ``plot``:
+    ``OUT/SCENARIO/sweep/figures/SCENARIO-STEM.png``."""
+    return f"{out}/{scenario}/sweep/figures/{scenario}-{study_file(plot)}.png"
 
 
 #: bytes-valued qdisc parameters that set an operating point (scaled with the rate)

@@ -22,8 +22,8 @@ MAX_FIGURE_LINES = 6
 def render(run_dir, fmt="png", report=True):
     """Draw the run's figures (``RUN_DIR/figures/NAME.FMT``) and, with ``report``, write
     its report page; returns (figure paths, report path or None)."""
-    import plots
-    paths = plots.draw_run(run_dir, fmt)
+    from plots.render import run_figures
+    paths = list(run_figures(run_dir, None, fmt).values())
     page = None
     if report:
         from plots.report import write_report
@@ -63,23 +63,26 @@ def lines(run, rows=None, figures=(), report=None):
     return out
 
 
-def finish_sweep(sweep_dir, fmt="png", progress=None):
-    """The end of ``bufferbloat sweep``: each run's figures (``RUN/figures/``), the
-    sweep's figures and tables (``SWEEP/figures/``) and ``SWEEP/report.html``; returns
-    the lines naming them."""
-    import plots
+def finish_sweep(sweep_dir, progress=None):
+    """The end of ``bufferbloat sweep``: its report (``SWEEP/report.html``), which draws
+    each run's figures (``RUN/figures/``) and the sweep's (``SWEEP/figures/``: the
+    study's first); returns the lines naming them."""
+    import glob
     from plots.report import write_report
+    page = write_report(sweep_dir, progress=progress)
+    fig_dir = os.path.join(sweep_dir, "figures")
+    files = sorted(glob.glob(os.path.join(fig_dir, "*.png")))
+    from plots import study
     from plots.sweep import load_points
-    points = load_points(sweep_dir)
-    per_run = plots.draw_runs([p.run for p in points], fmt, progress=progress)
-    across = plots.draw_sweep(sweep_dir, fmt, points=points)
-    page = write_report(sweep_dir)
-    out = [f"figures of each run ({len(per_run)}): RUN/figures/ under {sweep_dir}",
-           f"figures of the sweep ({len(across)}): "
-           f"{os.path.join(sweep_dir, plots.FIGURES_DIR)}/"]
-    out += [f"  {p}" for p in across[:MAX_FIGURE_LINES]]
-    if len(across) > MAX_FIGURE_LINES:
-        out.append(f"  ... and {len(across) - MAX_FIGURE_LINES} more")
+    names = study.declared(load_points(sweep_dir))
+    first = [f for n in names for f in files
+             if os.path.basename(f).endswith(f"-{study.file_name(n)}.png")]
+    out = [f"figures of the sweep ({len(files)}, the study's first): {fig_dir}/"]
+    out += [f"  {p}" for p in (first + [f for f in files if f not in first])
+            [:MAX_FIGURE_LINES]]
+    if len(files) > MAX_FIGURE_LINES:
+        out.append(f"  ... and {len(files) - MAX_FIGURE_LINES} more")
+    out.append("figures of each run: RUN/figures/ (bufferbloat show RUN: its metrics)")
     out.append(f"report: {page}")
     return out
 

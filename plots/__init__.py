@@ -27,9 +27,7 @@ CSV/Markdown tables); warnings against theory: :func:`.flags.flags`; one HTML pa
 :func:`.report.write_report`. Colours: :mod:`.palette`.
 """
 
-import concurrent.futures
 import json
-import multiprocessing
 import os
 
 from bufferbloat.errors import UsageError
@@ -140,55 +138,47 @@ def set_dirs(path, points):
     return out
 
 
-def draw_sweep(path, fmt="png", out_dir=None, points=None):
+def set_targets(path, points, fallback=None):
+    """[(set name, points, figures directory)] of the sets under ``path``: each set's
+    directory's ``figures/`` (:func:`set_dirs`), or ``fallback`` for every set when
+    given (where sets have no directory of their own: a plain directory of runs)."""
+    dirs = set_dirs(path, points)
+    out = []
+    for scn, pts in sweep.by_scenario(points).items():
+        if fallback:
+            out.append((scn, pts, fallback))
+        elif scn in dirs:
+            out.append((scn, pts, os.path.join(dirs[scn], FIGURES_DIR)))
+    return out
+
+
+def draw_sweep(path, fmt="png", out_dir=None, points=None, progress=None, reuse=False):
     """Draw the across-runs figures of a sweep or results directory (every set of runs
     of one scenario: the study's figures, metrics vs swept parameters, box plots, qdisc
-    comparison, ellipsis) as ``SCENARIO-NAME.FMT`` with the tables ``SCENARIO-table.csv``
-    and ``.md``, into each set's directory's ``figures/`` (:func:`set_dirs`; ``out_dir``
-    for all of them when given); returns the paths written. Raises UsageError when
-    ``path`` holds no run."""
+    comparison, ellipsis) as ``SCENARIO-NAME.FMT`` with the tables
+    ``SCENARIO-table.csv``/``.md`` and ``SCENARIO-headline.csv``/``.md``, into each
+    set's directory's ``figures/`` (:func:`set_dirs`; ``out_dir`` for all of them when
+    given); returns the paths written. Raises UsageError when ``path`` holds no run."""
+    from . import render
     if fmt not in FORMATS:
         raise UsageError(f"unknown figure format {fmt!r} (valid: {', '.join(FORMATS)})")
     points = sweep.load_points(path) if points is None else points
-    dirs = set_dirs(path, points)
+    sets = [(pts, target, scn, fmt, reuse, True)
+            for scn, pts, target in set_targets(path, points, out_dir)]
     paths = []
-    for scn, pts in sweep.by_scenario(points).items():
-        if scn not in dirs and out_dir is None:
-            continue
-        target = out_dir or os.path.join(dirs[scn], FIGURES_DIR)
-        for name, fig in sweep.draw_all(pts).items():
-            paths.append(save(fig, os.path.join(target, f"{scn}-{name}.{fmt}"), fmt))
-        paths += sweep.write_tables(pts, target, stem=f"{scn}-table")
+    for done in render.draw_sets(sets, progress):
+        paths += list(done["study"].values()) + list(done["more"].values()) + done["tables"]
     return paths
 
 
-def _draw_run_job(job):
-    run_dir, fmt, names = job
-    return draw_run(run_dir, fmt, names)
-
-
-def draw_runs(runs, fmt="png", all_figures=False, progress=None, workers=None):
+def draw_runs(runs, fmt="png", all_figures=False, progress=None, reuse=False):
     """Each run's figures into its ``figures/`` (the scenario's own, or every figure the
-    data allow with ``all_figures``), in ``workers`` processes (default: one per CPU,
-    at most 4) when there are several runs; ``progress(text)`` after each run. Returns
-    the paths written, run by run."""
-    jobs = [(run.dir, fmt, None if all_figures else
-             (scenario_figures(run) or list(DEFAULT_RUN_FIGURES))) for run in runs]
-    workers = workers or min(4, os.cpu_count() or 1)
-    paths = []
-    if len(jobs) < 3 or workers < 2:
-        for i, job in enumerate(jobs, 1):
-            paths += _draw_run_job(job)
-            if progress:
-                progress(f"figures of {i}/{len(jobs)} runs")
-        return paths
-    ctx = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        for i, done in enumerate(pool.map(_draw_run_job, jobs), 1):
-            paths += done
-            if progress:
-                progress(f"figures of {i}/{len(jobs)} runs")
-    return paths
+    data allow with ``all_figures``), in worker processes; returns the paths."""
+    from . import render
+    jobs = [(run.dir, None if all_figures else
+             (scenario_figures(run) or list(DEFAULT_RUN_FIGURES)), fmt, reuse)
+            for run in runs]
+    return [p for done in render.draw_runs(jobs, progress) for p in done.values()]
 
 
 def cli_plot(path, fmt="png", progress=None):
@@ -206,7 +196,7 @@ def cli_plot(path, fmt="png", progress=None):
     else:
         points = sweep.load_points(path)       # UsageError: no run below
         paths = draw_runs([p.run for p in points], fmt, progress=progress)
-        paths += draw_sweep(path, fmt, points=points)
+        paths += draw_sweep(path, fmt, points=points, progress=progress)
     for p in paths:
         print(p)
     if not paths:

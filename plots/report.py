@@ -1,12 +1,20 @@
-"""One self-contained HTML page for a run, a sweep or a whole results tree.
+"""One HTML page for a run, a sweep or a whole results tree, shaped by the studies.
 
-:func:`write_report` writes ``DIR/report.html``: figures embedded as base64 PNG (no
-external URL, nothing beside it is needed to view it), the flags (:mod:`plots.flags`),
-for every set of runs of a scenario the sweep figures and the table of key metrics per
-point (also written beside the page as ``report-tables/SCENARIO.csv`` and ``.md``), and
-for every run its configuration (scenario, params, qdisc, knobs, overrides, machine,
-kernel, host or VM, tools) and its metrics table (``<table class="metrics"
-data-run=...>``).
+:func:`write_report` writes ``DIR/report.html``: first the health verdict of every run,
+then one section per study (a set of runs of one scenario and setting): the study it
+reproduces and its expected result, the study's own figures (:mod:`plots.study`), each
+with a one-line reading computed from the data ("queueing delay, mean: buffer_pkts=20
+98 ms, buffer_pkts=100 380 ms (theory 161-807 ms)"), the headline metrics per sweep
+point with theory, the table of key metrics per point (also written beside the page as
+``report-tables/SCENARIO.csv`` and ``.md``), the health of its runs and their flags
+(:mod:`plots.flags`); folded below it, every metric-vs-parameter plot and each run
+(configuration: scenario, params, qdisc, knobs, overrides, machine, kernel, host or VM,
+tools; its figures; its metrics table ``<table class="metrics" data-run=...>``).
+
+The figures are files under the runs and the sets' directories (:mod:`plots.render`:
+drawn once, in parallel, kept while fresh). The studies' figures are embedded (base64
+PNG), the folded ones linked by their relative path, so the page stays small; a one-run
+report embeds all of them. No external URL.
 
 A small inline script counts, once the page has loaded, the images that failed to
 decode and writes the count into ``<div id="image-check" data-images=N data-broken=M>``
@@ -19,19 +27,23 @@ import html
 import io
 import json
 import os
+import urllib.parse
 
-from bufferbloat import identity
+from bufferbloat import headline, identity
 from bufferbloat.errors import UsageError
 from bufferbloat.metrics import format_value
 from bufferbloat.results import load_run
 
-from . import DEFAULT_RUN_FIGURES, FIGURES, draw_figures, scenario_figures, tree_kind
+from . import DEFAULT_RUN_FIGURES, FIGURES, scenario_figures, set_targets, tree_kind
+from . import study as _study
 from . import sweep as _sweep
 from .common import caption, run_label, run_metrics
 from .flags import flags
 
 REPORT_FILE = "report.html"
 TABLES_DIR = "report-tables"
+#: where a report of a plain directory of runs puts its studies' figures (beside it)
+FIGURES_DIR_OF_REPORT = "report-figures"
 
 CSS = """
 body{font-family:sans-serif;margin:1.5em;max-width:1200px;color:#222}
@@ -40,7 +52,9 @@ h3{font-size:1.05em}
 table{border-collapse:collapse;margin:.5em 0;font-size:.85em}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
 td.num{text-align:right}
-figure{display:inline-block;margin:.5em}img{max-width:100%}
+figure{display:inline-block;margin:.5em;max-width:48%;vertical-align:top}
+img{max-width:100%}figcaption{font-size:.85em}
+h4{font-size:.95em}section.run{border-left:3px solid #ddd;padding-left:.8em}
 .flags{background:#fff3cd;border:1px solid #e0c060;padding:.5em 1em}
 .ok{color:#2a7a2a}.muted{color:#777}
 details{margin:.5em 0}
@@ -64,13 +78,33 @@ def esc(text):
     return html.escape(str(text), quote=True)
 
 
-def figure_html(fig, alt):
-    """``<figure>`` with ``fig`` as an inline base64 PNG."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
+def figure_html(fig, alt, reading=None):
+    """``<figure>`` with ``fig`` (a Figure, or the path of a PNG file) as an inline
+    base64 PNG; ``reading``: a line under it, in bold."""
+    if isinstance(fig, str):
+        with open(fig, "rb") as f:
+            data = f.read()
+    else:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=80)
+        data = buf.getvalue()
+    data = base64.b64encode(data).decode("ascii")
     return (f'<figure><img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
-            f"<figcaption class=muted>{esc(alt)}</figcaption></figure>")
+            + _caption(alt, reading) + "</figure>")
+
+
+def linked_figure_html(path, alt, base):
+    """``<figure>`` showing the file ``path`` by its path relative to the page's
+    directory ``base`` (the file stays beside the run; the page stays small)."""
+    rel = os.path.relpath(path, base).replace(os.sep, "/")
+    src = "/".join(urllib.parse.quote(part) for part in rel.split("/"))
+    return (f'<figure><img alt="{esc(alt)}" src="{esc(src)}">'
+            + _caption(alt, None) + "</figure>")
+
+
+def _caption(alt, reading):
+    text = f"<b>{esc(reading)}</b><br>" if reading else ""
+    return f"<figcaption>{text}<span class=muted>{esc(alt)}</span></figcaption>"
 
 
 def _kv_table(pairs, cls="config"):
@@ -143,12 +177,16 @@ def _verdict(run):
     return (run.record.get("health") or {}).get("verdict", "unknown")
 
 
-def _health_html(runs, base):
-    """The report's first word: did the emulator keep up in every run?"""
+def _verdicts(runs):
     counts = {}
     for run in runs:
         counts[_verdict(run)] = counts.get(_verdict(run), 0) + 1
-    text = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+
+
+def _health_html(runs, base):
+    """The report's first word: did the emulator keep up in every run?"""
+    text = _verdicts(runs)
     bad = [r for r in runs if _verdict(r) == "degraded"]
     if not bad:
         return f"<p class=ok>Health: {esc(text)}.</p>"
@@ -163,20 +201,21 @@ def _health_html(runs, base):
             f"<ul>{items}</ul></div>")
 
 
-def _run_section(run, idx, names):
-    rows = run_metrics(run)
-    warn = flags(run, rows)
-    figs = draw_figures(run, names)
-    parts = [f'<section class="run" id="run-{idx}"><h2>Run: {esc(run_label(run))}'
-             f' [{esc(_verdict(run))}]</h2>',
+def _run_section(run, idx, rows, warn, figures, base, embed):
+    """A run's section: caption, flags, configuration, figures (``figures``: {name:
+    file}; embedded, or linked relative to ``base``), metrics table."""
+    label = run_label(run)
+    parts = [f'<section class="run" id="run-{idx}"><h3>Run: {esc(label)}'
+             f' [{esc(_verdict(run))}]</h3>',
              f"<p class=muted>{esc(caption(run))}</p>", _flags_html(warn),
-             "<h3>Configuration</h3>", _kv_table(config_pairs(run)),
-             "<h3>Figures</h3>"]
-    parts += [figure_html(fig, f"{name}: {run_label(run)}") for name, fig in figs.items()]
-    if not figs:
+             "<h4>Configuration</h4>", _kv_table(config_pairs(run)), "<h4>Figures</h4>"]
+    parts += [figure_html(path, f"{name}: {label}") if embed else
+              linked_figure_html(path, f"{name}: {label}", base)
+              for name, path in figures.items()]
+    if not figures:
         parts.append("<p class=muted>No series to draw.</p>")
-    parts += ["<h3>Metrics</h3>", metrics_table(run, rows), "</section>"]
-    return "\n".join(parts), warn
+    parts += ["<h4>Metrics</h4>", metrics_table(run, rows), "</section>"]
+    return "\n".join(parts)
 
 
 def _sweep_table_html(rows):
@@ -187,57 +226,149 @@ def _sweep_table_html(rows):
     return f'<table class="sweep"><tr>{head}</tr>{body}</table>'
 
 
+def _headline_table_html(points):
+    """The set's headline metrics per sweep point (mean ± std over repetitions, theory)."""
+    entries, rows = _study.headline_rows(points)
+    head = "".join(f"<th>{esc(h)}</th>" for h in
+                   ["point", "runs (averaged/all)"] + [e["label"] for e in entries])
+    body = "".join("<tr>" + f"<td>{esc(r['point'])}</td><td>{esc(r['reps'])}</td>"
+                   + "".join(f"<td class=num>{esc(_study.cell(*v))}</td>" for v in r["values"])
+                   + "</tr>" for r in rows)
+    expect = "".join(f"<li><b>{esc(e['label'])}</b>: {esc(e['expect'])}</li>"
+                     for e in entries)
+    return (f'<table class="headline"><tr>{head}</tr>{body}</table>'
+            f"<details><summary>expected shape of each</summary><ul>{expect}</ul>"
+            "</details>")
+
+
+def _scenario(points):
+    try:
+        from scenarios import catalogue
+        return catalogue().get(points[0].scenario)
+    except Exception:  # noqa: BLE001 - a run of an unknown scenario still gets a section
+        return None
+
+
+def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
+    """A study's section: what it reproduces and expects, its own figures with their
+    readings, its headline table, health and flags, then the exhaustive plots and the
+    runs behind folds."""
+    scn = _scenario(pts)
+    keys = _sweep.by_key(pts)
+    varied = _sweep.swept_params(pts)
+    title = f"{scn.study} ({name})" if scn is not None and scn.study else name
+    parts = [f'<section class="study" id="study-{esc(name)}"><h2>{esc(title)}</h2>',
+             f"<p class=muted>{len(pts)} runs, {len(keys)} points, "
+             f"{esc(_sweep.setting_label(pts))}"
+             + (f"; varied: {esc(', '.join(varied))}" if varied else "") + "</p>"]
+    if scn is not None and scn.expect:
+        parts.append(f"<p><b>Expected:</b> {esc(scn.expect)}</p>")
+    health = _verdicts([p.run for p in pts])
+    cls = ("flags" if "degraded" in health else
+           "ok" if all(_verdict(p.run) == "healthy" for p in pts) else "muted")
+    parts.append(f"<p class={cls}>Health: {esc(health)}.</p>")
+    what = {e["plot"]: e for e in (scn.reproduce if scn else ()) if e.get("plot")}
+    figs = []
+    for plot, path in drawn["study"].items():
+        fn, selectors = _study._plot(plot)
+        entry = what.get(plot, {})
+        alt = f"{_study.file_name(plot)}: {name}" + (
+            f" ({entry['figure']}; {entry['command']})" if entry else "")
+        figs.append(figure_html(path, alt, _study.reading(pts, selectors)))
+    if not figs and len(keys) == 1 and run_parts:
+        # one setting (a single run): its own figures are the study's
+        first = run_parts[0]
+        figs = [figure_html(path, f"{n}: {run_label(first['run'])}",
+                            _study.reading(pts, [e["metric"] for e in
+                                                 headline.declared(first["run"])][:2])
+                            if i == 0 else None)
+                for i, (n, path) in enumerate(first["figures"].items())]
+    parts += figs
+    parts += ["<h3>Headline metrics</h3>", _headline_table_html(pts)]
+    table_rows = _sweep.table_rows(pts)
+    csv_path, md_path = _sweep.write_tables(pts, os.path.join(os.path.dirname(out),
+                                                              TABLES_DIR), stem=name)
+    rel = lambda p: os.path.relpath(p, os.path.dirname(out))  # noqa: E731
+    parts += ["<h3>Table</h3>", _sweep_table_html(table_rows),
+              f'<p>Tables: <a href="{esc(rel(csv_path))}">CSV</a>, '
+              f'<a href="{esc(rel(md_path))}">Markdown</a></p>']
+    parts += [f"<h3>Flags ({len(flag_lines)})</h3>", _flags_html(flag_lines)]
+    if drawn["more"]:
+        parts.append(f"<details><summary>Every metric against every swept parameter, box "
+                     f"plots ({len(drawn['more'])} figures)</summary>")
+        parts += [linked_figure_html(path, f"{n}: {name}", base)
+                  for n, path in drawn["more"].items()]
+        parts.append("</details>")
+    parts.append(f"<details><summary>Each run ({len(run_parts)}): configuration, figures, "
+                 "metrics</summary>")
+    parts += [r["html"] for r in run_parts]
+    parts += ["</details>", "</section>"]
+    return "\n".join(parts)
+
+
 def write_report(path, out=None, progress=None):
     """Write the HTML report of ``path`` (a run directory, a sweep directory, a results
     tree with index.json, or any directory holding runs) to ``out`` (default
     ``PATH/report.html``); returns the HTML path. Raises UsageError when ``path`` holds
-    no run."""
+    no run.
+
+    Per study (a set of runs of one scenario and setting): what it reproduces and
+    expects, its own figures each with a one-line reading from the data, its headline
+    table, health and flags; then, folded, every metric-vs-parameter plot and each run
+    (configuration, figures, metrics). Figures are files drawn once (in parallel; kept
+    when fresh: :mod:`plots.render`) under each run's and set's directory; the
+    studies' figures are embedded, the folded ones linked (a one-run report embeds
+    everything)."""
+    from . import render
     path = os.path.abspath(str(path))
     if not os.path.isdir(path):
         raise UsageError(f"{path}: not a run, sweep or results directory")
     kind = tree_kind(path)
-    out = out or os.path.join(path, REPORT_FILE)
+    out = os.path.abspath(out or os.path.join(path, REPORT_FILE))
+    base = os.path.dirname(out)
+    say = progress or (lambda text: None)
     if kind == "run":
-        runs, groups = [load_run(path)], {}
+        points = [_sweep.Point(load_run(path), {}, 1)]
+        points[0].rows = run_metrics(points[0].run)
     else:
         points = _sweep.load_points(path)   # UsageError when there is no run
-        runs = [p.run for p in points]
-        groups = {scn: pts for scn, pts in _sweep.by_scenario(points).items()}
-    body, all_flags = [], []
-
-    for scn, pts in groups.items():
-        keys = _sweep.by_key(pts)
-        body.append(f'<section class="sweep" id="sweep-{esc(scn)}"><h2>{esc(scn)}: '
-                    f"{len(pts)} runs, {len(keys)} points, "
-                    f"{esc(_sweep.setting_label(pts))}"
-                    + (f" (varied: {esc(', '.join(_sweep.swept_params(pts)))})"
-                       if _sweep.swept_params(pts) else "") + "</h2>")
-        rows = _sweep.table_rows(pts)
-        csv_path, md_path = _sweep.write_tables(
-            pts, os.path.join(os.path.dirname(out), TABLES_DIR), stem=scn)
-        rel = lambda p: os.path.relpath(p, os.path.dirname(out))  # noqa: E731
-        body.append(_sweep_table_html(rows))
-        body.append(f'<p>Tables: <a href="{esc(rel(csv_path))}">CSV</a>, '
-                    f'<a href="{esc(rel(md_path))}">Markdown</a></p>')
-        if len(pts) > 1:
-            body += [figure_html(fig, f"{name}: {scn}") for name, fig in _sweep.draw_all(pts).items()]
-        body.append("</section>")
-
-    for i, run in enumerate(runs):
-        if progress:
-            progress(f"report: run {i + 1}/{len(runs)}")
-        if kind == "run":
-            names = None
-        else:
-            names = scenario_figures(run) or [n for n in DEFAULT_RUN_FIGURES if n in FIGURES]
-        section, warn = _run_section(run, i, names)
+    runs = [p.run for p in points]
+    say(f"report: {len(runs)} run(s) in {path}")
+    jobs = [(run.dir, None if kind == "run" else
+             (scenario_figures(run) or [n for n in DEFAULT_RUN_FIGURES if n in FIGURES]),
+             "png", True) for run in runs]
+    run_figs = dict(zip((r.dir for r in runs), render.draw_runs(jobs, say)))
+    sets = _sweep.by_scenario(points)
+    targets = ({} if kind == "run" else
+               {scn: target for scn, _, target in
+                set_targets(path, points, None if kind in ("sweep", "results") else
+                            os.path.join(base, FIGURES_DIR_OF_REPORT))})
+    drawn_sets = render.draw_sets([(pts, targets[scn], scn, "png", True, True)
+                                   for scn, pts in sets.items() if scn in targets], say)
+    drawn = dict(zip([scn for scn in sets if scn in targets], drawn_sets))
+    body, toc, idx = [], [], 0
+    for scn, pts in sets.items():
+        run_parts, flag_lines = [], []
+        for p in pts:
+            warn = flags(p.run, p.rows)
+            flag_lines += [f"{run_label(p.run)} ({os.path.relpath(p.run.dir, path) or '.'}): "
+                           f"{w}" for w in warn]
+            run_parts.append({"run": p.run, "figures": run_figs[p.run.dir],
+                              "html": _run_section(p.run, idx, p.rows, warn,
+                                                   run_figs[p.run.dir], base,
+                                                   embed=kind == "run")})
+            idx += 1
+        section = _study_html(scn, pts, drawn.get(scn, {"study": {}, "more": {}}), base,
+                              out, run_parts, flag_lines)
+        if kind == "run":      # one run: its details open
+            section = section.replace("<details><summary>Each run", "<details open>"
+                                      "<summary>Each run", 1)
         body.append(section)
-        all_flags += [f"{run_label(run)} ({os.path.relpath(run.dir, path) or '.'}): {w}"
-                      for w in warn]
-
-    toc = "".join(f'<li><a href="#run-{i}">{esc(run_label(r))}</a> [{esc(_verdict(r))}] '
-                  f'<span class=muted>{esc(os.path.relpath(r.dir, path))}</span></li>'
-                  for i, r in enumerate(runs))
+        first = next(iter(drawn.get(scn, {}).get("study", {})), None)
+        line = (_study.reading(pts, _study._plot(first)[1]) if first else
+                _study.reading(pts, [e["metric"] for e in headline.declared(pts[0].run)][:2]))
+        toc.append(f'<li><a href="#study-{esc(scn)}">{esc(scn)}</a> '
+                   f'[{esc(_verdicts([p.run for p in pts]))}]: {esc(line)}</li>')
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -246,16 +377,16 @@ def write_report(path, out=None, progress=None):
 <script>{_CHECK_SCRIPT}</script>
 </head><body>
 <h1>bufferbloat report: {esc(path)}</h1>
-<p>{esc(kind)}, {len(runs)} run(s); generated {esc(now)} from the stored results only.</p>
+<p>{esc(kind)}, {len(runs)} run(s), {len(sets)} stud{'y' if len(sets) == 1 else 'ies'};
+generated {esc(now)} from the stored results only.</p>
 <div id="image-check" data-images="" data-broken="">(figures not checked yet)</div>
 <h2>Health</h2>
 {_health_html(runs, path)}
-<h2>Flags</h2>
-{_flags_html(all_flags)}
-<h2>Runs</h2><ol>{toc}</ol>
+<h2>Studies</h2><ol>{"".join(toc)}</ol>
 {chr(10).join(body)}
 </body></html>
 """
+    say("report: written")
     return write_page(out, page)
 
 

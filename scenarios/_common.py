@@ -103,7 +103,7 @@ def b_study(name, param):
         reproduce=(
             {"figure": f"latency (and PIE's delay) against {what}, with target + base RTT",
              "command": f"bufferbloat sweep {name}",
-             "files": f"results/{name}/sweep/figures/{name}-latency.png"},
+             "plot": "latency"},
             {"figure": "per run: download/upload/latency totals, the latency-throughput "
                        "ellipsis, drops and queueing delay over time",
              "command": f"bufferbloat run {name} --set {param}=VALUE",

@@ -24,9 +24,9 @@ SCENARIO = Scenario(
     reproduce=(
         {"figure": "A.1's cwnd, RTT and queue over time, maxq 20 against maxq 100",
          "command": "bufferbloat sweep a1_fifo",
-         "files": "results/a1_fifo/sweep/figures/a1_fifo-timeseries.png"},
+         "plot": "timeseries"},
         {"figure": "A.1's web fetch times (mean ± std) per maxq",
          "command": "bufferbloat sweep a1_fifo",
-         "files": "results/a1_fifo/sweep/figures/a1_fifo-fetch.png"},
+         "plot": "fetch"},
     ),
 )

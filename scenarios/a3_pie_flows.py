@@ -25,9 +25,9 @@ SCENARIO = Scenario(
          "files": "results/a3_pie_flows/STAMP/figures/cwnd.png"},
         {"figure": "1 flow against 10: cwnd, RTT and queue over time",
          "command": "bufferbloat sweep a3_pie_flows",
-         "files": "results/a3_pie_flows/sweep/figures/a3_pie_flows-timeseries.png"},
+         "plot": "timeseries"},
         {"figure": "web fetch times with 1 and 10 flows",
          "command": "bufferbloat sweep a3_pie_flows",
-         "files": "results/a3_pie_flows/sweep/figures/a3_pie_flows-fetch.png"},
+         "plot": "fetch"},
     ),
 )

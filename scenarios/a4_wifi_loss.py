@@ -29,10 +29,9 @@ SCENARIO = Scenario(
     reproduce=(
         {"figure": "goodput against loss, per part (FIFO, PIE, PIE + 10 flows), with Mathis",
          "command": "bufferbloat sweep a4_wifi_loss",
-         "files": "results/a4_wifi_loss/sweep/figures/"
-                  "a4_wifi_loss-throughput_mbit-vs-loss_pct.png"},
+         "plot": "metric:throughput_mbit:loss_pct"},
         {"figure": "ping RTT against loss, per part",
          "command": "bufferbloat sweep a4_wifi_loss",
-         "files": "results/a4_wifi_loss/sweep/figures/a4_wifi_loss-rtt_mean_ms-vs-loss_pct.png"},
+         "plot": "metric:rtt_mean_ms:loss_pct"},
     ),
 )

@@ -44,7 +44,7 @@ SCENARIO = Scenario(
         {"figure": "the UDP stream's effect on the TCP flow over time (cwnd, RTT, "
                    "throughput, the stream's on period marked), per variant",
          "command": "bufferbloat sweep a5_video",
-         "files": "results/a5_video/sweep/figures/a5_video-udp-effect.png"},
+         "plot": "udp-effect"},
         {"figure": "the stream's jitter, loss and latency per variant",
          "command": "bufferbloat sweep a5_video",
          "files": "results/a5_video/sweep/figures/a5_video-table.md"},

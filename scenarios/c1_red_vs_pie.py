@@ -49,9 +49,9 @@ SCENARIO = Scenario(
         {"figure": "queue length and queueing delay against the number of flows, RED "
                    "against PI (mean over 5 repetitions, ± std)",
          "command": "bufferbloat sweep c1_red_vs_pie",
-         "files": "results/c1_red_vs_pie/sweep/figures/c1_red_vs_pie-queue-vs-load.png"},
+         "plot": "queue-vs-load"},
         {"figure": "utilization and mark rate against the load",
          "command": "bufferbloat sweep c1_red_vs_pie",
-         "files": "results/c1_red_vs_pie/sweep/figures/c1_red_vs_pie-utilization-vs-flows.png"},
+         "plot": "metric:utilization:flows"},
     ),
 )

@@ -53,6 +53,6 @@ SCENARIO = Scenario(
          "files": "results/d1_cca_paths/STAMP/figures/{cwnd,rtt}.png"},
         {"figure": "goodput and RTT per CCA, box plots across the sweep",
          "command": "bufferbloat sweep d1_cca_paths",
-         "files": "results/d1_cca_paths/sweep/figures/d1_cca_paths-cca.png"},
+         "plot": "cca"},
     ),
 )

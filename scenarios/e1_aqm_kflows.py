@@ -42,7 +42,7 @@ SCENARIO = Scenario(
     reproduce=(
         {"figure": "the qdiscs side by side: throughput, RTT, queueing delay, drops",
          "command": "bufferbloat sweep e1_aqm_kflows",
-         "files": "results/e1_aqm_kflows/sweep/figures/e1_aqm_kflows-compare-qdiscs.png"},
+         "plot": "compare-qdiscs"},
         {"figure": "per run: in-flight, srtt and throughput over time, each flow's "
                    "operating point, eCDFs",
          "command": "bufferbloat run e1_aqm_kflows --set variant=QDISC",
