@@ -41,12 +41,13 @@ SCENARIO = Scenario(
          "expect": "the link less the stream's share while it is on"},
     ),
     reproduce=(
-        {"figure": "the UDP stream's effect on the TCP flow over time (cwnd, RTT, "
-                   "throughput, the stream's on period marked), per variant",
+        {"figure": "the UDP stream's effect on the TCP flow over time (its throughput and "
+                   "RTT, the stream's one-way delay, the stream's on period shaded), per "
+                   "variant",
          "command": "bufferbloat sweep a5_video",
          "plot": "udp-effect"},
-        {"figure": "the stream's jitter, loss and latency per variant",
+        {"figure": "the stream's jitter, loss and latency per variant (the headline table)",
          "command": "bufferbloat sweep a5_video",
-         "files": "results/a5_video/sweep/figures/a5_video-table.md"},
+         "files": "results/a5_video/sweep/figures/a5_video-headline.md"},
     ),
 )

@@ -50,7 +50,7 @@ SCENARIO = Scenario(
                    "against PI (mean over 5 repetitions, ± std)",
          "command": "bufferbloat sweep c1_red_vs_pie",
          "plot": "queue-vs-load"},
-        {"figure": "utilization and mark rate against the load",
+        {"figure": "utilization against the load",
          "command": "bufferbloat sweep c1_red_vs_pie",
          "plot": "metric:utilization:flows"},
     ),

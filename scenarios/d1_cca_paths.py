@@ -51,7 +51,8 @@ SCENARIO = Scenario(
         {"figure": "cwnd and RTT over time per CCA (one run each)",
          "command": "bufferbloat run d1_cca_paths --set cca=CCA --set variant=PATH",
          "files": "results/d1_cca_paths/STAMP/figures/{cwnd,rtt}.png"},
-        {"figure": "goodput and RTT per CCA, box plots across the sweep",
+        {"figure": "goodput and srtt per CCA (mean ± std over runs), one line per path and "
+                   "traffic",
          "command": "bufferbloat sweep d1_cca_paths",
          "plot": "cca"},
     ),
