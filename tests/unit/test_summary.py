@@ -43,3 +43,17 @@ def test_summary_puts_theory_beside_the_headline(fifo_run):
     # the headline, not the whole table: percentiles of every scope stay in `show`
     assert "srtt_p99_ms" not in text and "qlen_p95_pkts" not in text
     assert len(text.splitlines()) < 30
+
+
+def test_the_end_of_a_sweep_names_its_figures_the_studys_first(tmp_path):
+    d = tmp_path / "sweep"
+    shutil.copytree(os.path.join(FIXTURES, "sweep_fifo_buffer"), d)
+    out = summary.finish_sweep(str(d))
+    shown = [line.strip() for line in out if line.strip().endswith(".png")]
+    assert [os.path.basename(p) for p in shown[:2]] == ["a1_fifo-timeseries.png",
+                                                       "a1_fifo-fetch.png"]
+    assert all(os.path.isfile(p) and os.path.dirname(p) == str(d / "figures")
+               for p in shown)
+    assert out[-1] == f"report: {d / 'report.html'}" and (d / "report.html").is_file()
+    # each run's figures are under the run
+    assert len(list(d.glob("*/rep-*/figures/rtt.png"))) == 4
