@@ -79,8 +79,8 @@ def _entries(sides):
     return out
 
 
-def _mean(points, selector):
-    vals = [headline.select(p.rows, selector) for p in points if p.averaged]
+def _mean(points, entry, key="metric"):
+    vals = [headline.evaluate(p.rows, entry, key) for p in points if p.averaged]
     vals = [v for v in vals if v is not None]
     return sum(vals) / len(vals) if vals else None
 
@@ -105,10 +105,10 @@ def table(sides):
     rows = []
     for key in keys:
         for entry in entries:
-            values = [_mean(g.get(key, []), entry["metric"]) for g in per_side]
+            values = [_mean(g.get(key, []), entry) for g in per_side]
             if all(v is None for v in values):
                 continue
-            spreads = [_mean(g.get(key, []), entry["spread"]) if entry.get("spread")
+            spreads = [_mean(g.get(key, []), entry, "spread") if entry.get("spread")
                        else None for g in per_side]
             rows.append({"group": key, "label": entry["label"], "metric": entry["metric"],
                          "unit": _unit(sides, entry["metric"]), "values": values,

@@ -202,7 +202,8 @@ def describe(scn):
     out.append("headline (printed at the end of a run; theory at the default setting):")
     cfg = _Configured(topo, knobs, traffic)
     for entry in scn.headline or headline.DEFAULT:
-        text = f"  {entry['label']}: {entry['metric']}"
+        text = f"  {entry['label']}: {entry['metric']}" + (
+            " (summed)" if entry.get("agg") == "sum" else "")
         if entry.get("spread"):
             text += f" ± {entry['spread']}"
         if entry.get("theory"):

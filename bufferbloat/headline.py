@@ -4,7 +4,9 @@ A scenario declares its headline as data (``Scenario.headline``): a tuple of ent
 
 * ``metric``: ``"SCOPE:METRIC"`` (the mean over every name of that scope, e.g.
   ``"ping:rtt_mean_ms"``) or ``"SCOPE:NAME:METRIC"`` (one name, e.g.
-  ``"network:all:goodput_up_mbit"``), a row of the run's metrics (bufferbloat/metrics.py);
+  ``"network:all:goodput_up_mbit"``, or names matching a pattern, ``"flow:rrul-down-*:
+  throughput_mbit"``), a row of the run's metrics (bufferbloat/metrics.py);
+* ``agg`` (optional): ``"sum"`` adds the matching rows up instead of averaging them;
 * ``label``: what it is, in a few words;
 * ``spread`` (optional): a second metric printed as ``± value`` (e.g. the fetch times'
   standard deviation);
@@ -17,6 +19,7 @@ A scenario declares its headline as data (``Scenario.headline``): a tuple of ent
 setting). Needs no Mininet and no matplotlib (numpy only to compute a run's metrics).
 """
 
+import fnmatch
 import math
 import textwrap
 
@@ -24,7 +27,8 @@ from . import theory
 from .errors import UsageError
 
 SCOPES = ("flow", "link", "network", "web", "ping", "udp")
-FIELDS = ("metric", "label", "spread", "theory", "expect")
+FIELDS = ("metric", "label", "spread", "theory", "expect", "agg")
+AGGREGATES = ("mean", "sum")
 
 
 def _knob(run, name, default=None):
@@ -128,6 +132,9 @@ def check(entries, owner):
         for key in ("metric", "spread"):
             if key in entry:
                 parse_selector(entry[key], owner)
+        if entry.get("agg", "mean") not in AGGREGATES:
+            raise ValueError(f"{owner}: agg {entry['agg']!r} unknown (valid: "
+                             f"{', '.join(AGGREGATES)})")
         if "theory" in entry and entry["theory"] not in THEORIES:
             raise ValueError(f"{owner}: unknown theory {entry['theory']!r} (valid: "
                              f"{', '.join(THEORIES)})")
@@ -150,15 +157,23 @@ def parse_selector(text, owner="headline"):
     return scope, name, metric
 
 
-def select(rows, selector):
-    """The value of ``selector`` in metric ``rows`` (mean over the scope's names unless
-    one is named), or None."""
+def select(rows, selector, agg="mean"):
+    """The value of ``selector`` in metric ``rows`` (over the scope's names, or those
+    matching the named pattern: their mean, or their sum with ``agg="sum"``), or
+    None."""
     scope, name, metric = parse_selector(selector)
     vals = [float(r["value"]) for r in rows
             if r.get("scope") == scope and r.get("metric") == metric
-            and (name is None or r.get("name") == name) and r.get("value") is not None
-            and math.isfinite(float(r["value"]))]
-    return sum(vals) / len(vals) if vals else None
+            and (name is None or fnmatch.fnmatchcase(str(r.get("name")), name))
+            and r.get("value") is not None and math.isfinite(float(r["value"]))]
+    if not vals:
+        return None
+    return sum(vals) if agg == "sum" else sum(vals) / len(vals)
+
+
+def evaluate(rows, entry, key="metric"):
+    """The value of a headline ``entry``'s ``metric`` (or ``spread``) in ``rows``."""
+    return select(rows, entry[key], entry.get("agg", "mean")) if entry.get(key) else None
 
 
 def unit_of(rows, selector):
@@ -215,10 +230,10 @@ def values(run, rows=None, entries=None):
         rows = run_rows(run)
     out = []
     for entry in (declared(run) if entries is None else entries):
-        value = select(rows, entry["metric"])
+        value = evaluate(rows, entry)
         item = {"label": entry["label"], "metric": entry["metric"], "value": value,
                 "unit": unit_of(rows, entry["metric"]), "expect": entry["expect"],
-                "spread": select(rows, entry["spread"]) if entry.get("spread") else None,
+                "spread": evaluate(rows, entry, "spread"),
                 "theory": entry.get("theory"), "theory_value": None, "theory_unit": "",
                 "ratio": None}
         if entry.get("theory"):

@@ -115,31 +115,6 @@ def _pool(n_jobs, workers):
         workers, mp_context=multiprocessing.get_context("fork"))
 
 
-def _each(fn, jobs, progress, what, workers=None):
-    """[fn(job)] in order, in worker processes when there are several jobs."""
-    out = []
-    pool = _pool(len(jobs), workers) if len(jobs) > 2 else None
-    results = pool.map(fn, jobs) if pool else map(fn, jobs)
-    try:
-        for i, result in enumerate(results, 1):
-            out.append(result)
-            if progress:
-                progress(f"{what} {i}/{len(jobs)}")
-    finally:
-        if pool:
-            pool.shutdown()
-    return out
-
-
-def _run_job(job):
-    return run_figures(*job)
-
-
-def draw_runs(jobs, progress=None, workers=None):
-    """[{name: path}] of ``jobs`` [(run_dir, names or None, fmt, reuse)]."""
-    return _each(_run_job, jobs, progress, "figures of runs", workers)
-
-
 def set_inputs(points, index_dir=None):
     """The files a set's figures are drawn from: its runs' and its index."""
     files = [f for p in points for f in run_inputs(p.run.dir)]
@@ -177,16 +152,53 @@ def set_figures(points, target, stem, fmt="png", reuse=False, exhaustive=True):
     return dict(out, tables=tables)
 
 
+def _each(jobs, progress, what, workers=None):
+    """[fn(*args)] of ``jobs`` [(fn, args)] in order, in worker processes when there are
+    several (the longest first is the caller's business: jobs are handed out in order)."""
+    out = []
+    pool = _pool(len(jobs), workers) if len(jobs) > 2 else None
+    results = pool.map(_call, jobs) if pool else map(_call, jobs)
+    try:
+        for i, result in enumerate(results, 1):
+            out.append(result)
+            if progress:
+                progress(f"{what} {i}/{len(jobs)}")
+    finally:
+        if pool:
+            pool.shutdown()
+    return out
+
+
+def _call(job):
+    fn, args = job
+    return fn(*args)
+
+
 def _set_job(i):
     points, target, stem, fmt, reuse, exhaustive = _STATE["sets"][i]
     return set_figures(points, target, stem, fmt, reuse, exhaustive)
 
 
-def draw_sets(sets, progress=None, workers=None):
-    """[set_figures(...)] of ``sets`` [(points, target, stem, fmt, reuse, exhaustive)],
-    in worker processes (forked: they inherit the loaded points)."""
-    _STATE["sets"] = sets
+def draw(run_jobs=(), sets=(), progress=None, workers=None):
+    """([{name: path}] of ``run_jobs`` [(run_dir, names or None, fmt, reuse)],
+    [set_figures(...)] of ``sets`` [(points, target, stem, fmt, reuse, exhaustive)]),
+    all in one pool of worker processes (forked: they inherit the loaded points), the
+    sets, which take longest, handed out first."""
+    _STATE["sets"] = list(sets)
     try:
-        return _each(_set_job, list(range(len(sets))), progress, "figures of sets", workers)
+        jobs = [(_set_job, (i,)) for i in range(len(sets))]
+        jobs += [(run_figures, tuple(job)) for job in run_jobs]
+        done = _each(jobs, progress, "figures", workers)
     finally:
         _STATE.pop("sets", None)
+    return done[len(sets):], done[:len(sets)]
+
+
+def draw_runs(jobs, progress=None, workers=None):
+    """[{name: path}] of ``jobs`` [(run_dir, names or None, fmt, reuse)]."""
+    return draw(jobs, (), progress, workers)[0]
+
+
+def draw_sets(sets, progress=None, workers=None):
+    """[set_figures(...)] of ``sets`` [(points, target, stem, fmt, reuse, exhaustive)]."""
+    return draw((), sets, progress, workers)[1]

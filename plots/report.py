@@ -203,17 +203,21 @@ def _health_html(runs, base):
 
 def _run_section(run, idx, rows, warn, figures, base, embed):
     """A run's section: caption, flags, configuration, figures (``figures``: {name:
-    file}; embedded, or linked relative to ``base``), metrics table."""
+    file}, linked relative to ``base``; with ``embed``, a one-run report, they are the
+    study's, embedded above), metrics table."""
     label = run_label(run)
     parts = [f'<section class="run" id="run-{idx}"><h3>Run: {esc(label)}'
              f' [{esc(_verdict(run))}]</h3>',
              f"<p class=muted>{esc(caption(run))}</p>", _flags_html(warn),
              "<h4>Configuration</h4>", _kv_table(config_pairs(run)), "<h4>Figures</h4>"]
-    parts += [figure_html(path, f"{name}: {label}") if embed else
-              linked_figure_html(path, f"{name}: {label}", base)
-              for name, path in figures.items()]
-    if not figures:
-        parts.append("<p class=muted>No series to draw.</p>")
+    if embed:       # a one-run report: its figures stand for its study, above
+        parts.append("<p class=muted>Shown above.</p>" if figures else
+                     "<p class=muted>No series to draw.</p>")
+    else:
+        parts += [linked_figure_html(path, f"{name}: {label}", base)
+                  for name, path in figures.items()]
+        if not figures:
+            parts.append("<p class=muted>No series to draw.</p>")
     parts += ["<h4>Metrics</h4>", metrics_table(run, rows), "</section>"]
     return "\n".join(parts)
 
@@ -337,14 +341,15 @@ def write_report(path, out=None, progress=None):
     jobs = [(run.dir, None if kind == "run" else
              (scenario_figures(run) or [n for n in DEFAULT_RUN_FIGURES if n in FIGURES]),
              "png", True) for run in runs]
-    run_figs = dict(zip((r.dir for r in runs), render.draw_runs(jobs, say)))
     sets = _sweep.by_scenario(points)
     targets = ({} if kind == "run" else
                {scn: target for scn, _, target in
                 set_targets(path, points, None if kind in ("sweep", "results") else
                             os.path.join(base, FIGURES_DIR_OF_REPORT))})
-    drawn_sets = render.draw_sets([(pts, targets[scn], scn, "png", True, True)
-                                   for scn, pts in sets.items() if scn in targets], say)
+    done_runs, drawn_sets = render.draw(
+        jobs, [(pts, targets[scn], scn, "png", True, True) for scn, pts in sets.items()
+               if scn in targets], say)
+    run_figs = dict(zip((r.dir for r in runs), done_runs))
     drawn = dict(zip([scn for scn in sets if scn in targets], drawn_sets))
     body, toc, idx = [], [], 0
     for scn, pts in sets.items():

@@ -60,8 +60,8 @@ def representatives(points):
     return out
 
 
-def _value(reps, selector):
-    vals = [headline.select(p.rows, selector) for p in reps if p.averaged]
+def _value(reps, selector, agg="mean"):
+    vals = [headline.select(p.rows, selector, agg) for p in reps if p.averaged]
     vals = [v for v in vals if v is not None]
     if not vals:
         return None, None
@@ -209,7 +209,8 @@ def metrics_vs(points, param, panels, title):
             rows.sort()
             ax.errorbar([r[0] for r in rows], [r[1] for r in rows],
                         yerr=[r[2] for r in rows], marker="o", capsize=4,
-                        color=flow_color(i), label=_label(line) or selector,
+                        color=_sweep._line_color(points, pts, i),
+                        label=_label(line) or ylabel.split(" (")[0],
                         linestyle="-" if cats is None else "none",
                         gid=f"metric:{selector}:{_label(line)}")
         if refs:
@@ -319,9 +320,14 @@ def reading(points, selectors):
     """One line: each selector's label and value per sweep point (mean over its
     repetitions), with theory's range where the scenario declares one (``selectors``
     may be a function of the points that returns the line)."""
+    degraded = "every run degraded (the emulator fell behind): no reading"
     if callable(selectors):
-        return selectors(points)
-    entries = {e["metric"]: e for p in points[:1] for e in headline.declared(p.run)}
+        return selectors(points) or ("" if any(p.averaged for p in points) else degraded)
+    def scope_metric(selector):
+        scope, _, metric = headline.parse_selector(selector)
+        return scope, metric
+    entries = {scope_metric(e["metric"]): e for p in points[:1]
+               for e in headline.declared(p.run)}
     parts = []
     groups = _reps_by_key(points)
     for selector in selectors:
@@ -331,9 +337,9 @@ def reading(points, selectors):
             continue
         unit = next((headline.unit_of(p.rows, selector) for p in points
                      if headline.unit_of(p.rows, selector)), "")
-        entry = entries.get(selector, {})
+        entry = entries.get(scope_metric(selector), {})
         label = entry.get("label") or selector.split(":")[-1]
-        text = ", ".join(f"{_label(k)} {headline.fmt(v, unit)}" if len(vals) > 1 else
+        text = ", ".join(f"{_label(k)} {headline.fmt(v, unit)}" if len(groups) > 1 else
                          headline.fmt(v, unit) for k, v in vals)
         if entry.get("theory"):
             th = [headline.theory_value(entry["theory"], reps[0].run, reps[0].rows)[0]
@@ -342,8 +348,10 @@ def reading(points, selectors):
             if th:
                 rng = headline.fmt(th[0]) if len(th) == 1 else \
                     f"{headline.fmt(th[0])}-{headline.fmt(th[-1])}"
-                text += f" (theory {rng} {unit})".replace("  ", " ")
+                text += f" (theory {f'{rng} {unit}'.strip()})"
         parts.append(f"{label}: {text}")
+    if not parts and not any(p.averaged for p in points):
+        return degraded
     return "; ".join(parts)
 
 
@@ -370,7 +378,7 @@ def headline_rows(points):
         row = {"point": _label(key), "reps": f"{sum(p.averaged for p in reps)}/{len(reps)}",
                "values": []}
         for entry in entries:
-            mean, sd = _value(reps, entry["metric"])
+            mean, sd = _value(reps, entry["metric"], entry.get("agg", "mean"))
             th = (headline.theory_value(entry["theory"], reps[0].run, reps[0].rows)[0]
                   if entry.get("theory") else None)
             unit = next((headline.unit_of(p.rows, entry["metric"]) for p in reps

@@ -78,7 +78,6 @@ def test_every_scenario_declares_study_headline_and_figures(name):
 #: headline metrics a fixture cannot have, and why
 NOT_IN_FIXTURE = {
     "a1_fifo": {"web:all:total_mean_s"},      # 8 s run: its only fetch did not finish
-    "b2_rrul": {"network:all:goodput_down_mbit"},   # recorded before downloads were sampled
 }
 
 
@@ -116,3 +115,13 @@ def test_a_bad_headline_declaration_is_refused():
                          "theory": "nosuch"},), "t")
     with pytest.raises(ValueError, match="scope"):
         headline.check(({"metric": "pong:rtt_mean_ms", "label": "x", "expect": "y"},), "t")
+
+
+def test_a_pattern_and_a_sum_select_rows():
+    rows = [dict(scope="flow", name=f"rrul-{d}-{i}", metric="throughput_mbit", value=v,
+                 unit="Mbit/s") for d, i, v in (("up", 1, 1.0), ("down", 1, 2.0),
+                                                ("down", 2, 3.0))]
+    assert headline.select(rows, "flow:rrul-down-*:throughput_mbit", "sum") == 5.0
+    assert headline.select(rows, "flow:throughput_mbit") == 2.0
+    assert headline.evaluate(rows, {"metric": "flow:rrul-*:throughput_mbit",
+                                    "agg": "sum"}) == 6.0
