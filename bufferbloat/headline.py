@@ -221,6 +221,18 @@ def declared(run):
     return tuple(found.headline) if found is not None and found.headline else DEFAULT
 
 
+def _other_qdisc(run):
+    """(the scenario's qdisc, the run's) when a ``--set`` changed it (the study's
+    expected shape is then not this run's), else None."""
+    scn = run.record.get("scenario")
+    declared_kind = ((scn.get("params") or {}).get("qdisc") if isinstance(scn, dict)
+                     else None)
+    kind = theory.qdisc_info(run)[0]
+    if declared_kind and kind and declared_kind != kind:
+        return declared_kind, kind
+    return None
+
+
 def values(run, rows=None, entries=None):
     """The headline of ``run`` evaluated: one dict per entry with ``label``, ``metric``,
     ``value``, ``unit``, ``spread``, ``theory`` (name), ``theory_value``,
@@ -228,11 +240,14 @@ def values(run, rows=None, entries=None):
     if rows is None:
         from .metrics import run_rows
         rows = run_rows(run)
+    other = _other_qdisc(run)
     out = []
     for entry in (declared(run) if entries is None else entries):
         value = evaluate(rows, entry)
+        expect = entry["expect"] if not other else (
+            f"(the study's, with {other[0]}; this run has {other[1]}) {entry['expect']}")
         item = {"label": entry["label"], "metric": entry["metric"], "value": value,
-                "unit": unit_of(rows, entry["metric"]), "expect": entry["expect"],
+                "unit": unit_of(rows, entry["metric"]), "expect": expect,
                 "spread": evaluate(rows, entry, "spread"),
                 "theory": entry.get("theory"), "theory_value": None, "theory_unit": "",
                 "ratio": None}

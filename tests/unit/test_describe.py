@@ -125,3 +125,13 @@ def test_a_pattern_and_a_sum_select_rows():
     assert headline.select(rows, "flow:throughput_mbit") == 2.0
     assert headline.evaluate(rows, {"metric": "flow:rrul-*:throughput_mbit",
                                     "agg": "sum"}) == 6.0
+
+
+def test_the_expected_shape_says_when_the_run_changed_the_studys_qdisc():
+    run = load_run(os.path.join(FIXTURES, "a2_pie"))
+    assert not headline.values(run)[0]["expect"].startswith("(the study's")
+    run.record["qdisc"] = dict(run.record["qdisc"], kind="fifo", params={"limit_pkts": 100})
+    items = headline.values(run)
+    assert items[0]["expect"].startswith("(the study's, with pie; this run has fifo)")
+    # the theory follows the run: the FIFO's full-queue RTT, not PIE's target
+    assert items[0]["theory_value"] == pytest.approx(theory.run_full_queue_rtt_ms(run))
