@@ -14,6 +14,7 @@ import importlib.util
 import os
 import platform
 import shutil
+import sys
 from dataclasses import dataclass
 
 from .errors import MissingFeature
@@ -49,6 +50,9 @@ TOOLS = {"iperf3": "iperf3", "ping": "iputils-ping", "curl": "curl", "tc": "ipro
          "ip": "iproute2", "ethtool": "ethtool", "mnexec": "mininet",
          "nsenter": "util-linux", "brctl": "bridge-utils",
          "ovs-vsctl": "openvswitch-switch"}
+#: Python module -> Debian package that installs it for Debian's /usr/bin/python3
+PYTHON_PACKAGES = {"mininet": "mininet", "numpy": "python3-numpy",
+                   "matplotlib": "python3-matplotlib"}
 
 
 @dataclass
@@ -190,9 +194,19 @@ def assess(config_text, modules_dep="", modules_builtin="", available_ccas="",
                                f"not found on PATH: install the Debian package {package}"))
     for mod, ok in (python_modules or {}).items():
         rows.append(Capability(mod, "python", ok, "importable" if ok else
-                               "not importable by this Python: install the Debian package "
-                               f"python3-{mod} (or run with /usr/bin/python3)"))
+                               python_hint(mod)))
     return Capabilities(rows, kernel_release, int(cfg.get("CONFIG_HZ", 0) or 0) or None)
+
+
+def python_hint(module):
+    """What to do when this Python cannot import ``module`` (mininet, numpy...)."""
+    package = PYTHON_PACKAGES.get(module, f"python3-{module}")
+    text = (f"not importable by this Python ({sys.executable}): run with /usr/bin/python3, "
+            f"Debian's, with the package {package} installed (sudo apt-get install "
+            f"{package}; sudo ./run_all.sh installs everything)")
+    if module != "mininet":   # Mininet comes with its mnexec binary: Debian's package only
+        text += f", or pip install {module} into this Python's environment"
+    return text
 
 
 def _read(path, opener=open):

@@ -1,4 +1,5 @@
-"""The ``bufferbloat`` command: check, list, run, sweep, show, plot, report, run-all.
+"""The ``bufferbloat`` command: check, list, describe, run, sweep, show, plot, report, compare,
+run-all.
 
 Usage errors (bad parameter, unknown scenario, missing kernel feature or tool) print one
 message and exit with code 2 before any network state is created.
@@ -7,6 +8,8 @@ message and exit with code 2 before any network state is created.
 import argparse
 import json
 import os
+import re
+import signal
 import sys
 import time
 
@@ -76,6 +79,14 @@ def cmd_list(_args):
     return 0
 
 
+def cmd_describe(args):
+    """Print everything about a scenario: study, topology, traffic, keys, sweep, figures,
+    expected result, headline metrics."""
+    from .describe import describe
+    print("\n".join(describe(_scenario(args.scenario))))
+    return 0
+
+
 def _check_common(args):
     """Options every running command shares, checked before anything is built."""
     from .params import DURATION_LIMITS_S, REPEAT_LIMITS, check_out_dir, check_range
@@ -89,10 +100,10 @@ def _check_common(args):
 def cmd_run(args):
     """Run one scenario (``--repeat`` times); a failed run is reported and the others go
     on; exit 1 if any failed."""
+    from . import summary
     from .engine import run_point
-    from .health import headline, verdict_of
-    from .metrics import format_table, metrics_of
-    from .results import load_run
+    from .health import verdict_of
+    from .sweep import read_record
     scn = _scenario(args.scenario)
     overrides = _overrides(args.set)
     _check_common(args)
@@ -105,6 +116,9 @@ def cmd_run(args):
     configs = [run_config(scn, overrides, quick=args.quick, duration_s=args.time,
                           rep=i + 1, sample_period_s=args.sample_ms / 1000.0)
                for i in range(args.repeat)]
+    if _place(args, [(scn, overrides)]) == "vm":
+        return _run_in_vm(args)
+    from .where import note_run
     failed, degraded = 0, []
     for i, config in enumerate(configs):
         limit = stall_limit_s(config)
@@ -124,13 +138,57 @@ def cmd_run(args):
             failed += 1
             print(f"bufferbloat: run failed: {exc}", file=sys.stderr)
             continue
-        run = load_run(run_dir)
-        print(f"result: {run_dir}")
-        print(headline(run.record.get("health")))
-        if verdict_of(run.record) == "degraded":
+        if verdict_of(read_record(run_dir)) == "degraded":
             degraded.append(run_dir)
-        print(format_table(metrics_of(run)))
+        if note_run(run_dir):       # in the VM for a host: the host draws and summarises
+            print(f"recorded in the VM: {run_dir}", flush=True)
+            continue
+        print("\n".join(summary.finish(run_dir, draw=not args.no_figures)), flush=True)
     return _end_status(failed, degraded)
+
+
+def _place(args, builds):
+    """'host' or 'vm' for a command whose runs are ``builds`` [(scenario, overrides)]
+    (bufferbloat/where.py: the VM when this kernel lacks a piece they need, unless
+    --host; --vm forces it); refuses a user who is not root."""
+    from .where import choose, require_here, require_root
+    seen, topos = set(), []
+    for scn, overrides in builds:
+        key = (scn.name, tuple(sorted((k, str(v)) for k, v in overrides.items())))
+        if key not in seen:
+            seen.add(key)
+            topos.append(scn.build(overrides, quick=args.quick)[0])
+    place = choose(args.where, topos, log=lambda m: print(m, file=sys.stderr, flush=True))
+    require_root(place)
+    if place == "host":
+        require_here(topos)     # what this machine lacks, before anything starts
+    return place
+
+
+def _run_in_vm(args):
+    """``run`` through the project VM: the guest runs and records; the runs' summaries,
+    figures and reports are made here from what it recorded (in the checkout)."""
+    from . import summary
+    from .where import RUNS_FILE_ENV, recorded_runs, run_in_vm, runs_file
+    with runs_file() as (guest_file, host_file):
+        rc = run_in_vm(args.argv, args.out, env={RUNS_FILE_ENV: guest_file})
+        run_dirs = recorded_runs(host_file)
+    for run_dir in run_dirs:
+        print("\n".join(summary.finish(run_dir, draw=not args.no_figures)), flush=True)
+    return rc
+
+
+_PROGRESS = {"t": 0.0}
+
+
+def progress(text):
+    """A progress line on stderr ("figures of 12/40 runs"): at most one a second, and
+    the last one ("N/N") always."""
+    now = time.monotonic()
+    done = re.search(r"(\d+)/(\d+)", text)
+    if now - _PROGRESS["t"] >= 1.0 or (done and done.group(1) == done.group(2)):
+        _PROGRESS["t"] = now
+        print(text, file=sys.stderr, flush=True)
 
 
 def _end_status(failed, degraded_dirs):
@@ -148,16 +206,34 @@ def _end_status(failed, degraded_dirs):
 def cmd_sweep(args):
     """Vary parameters over a scenario (cartesian product x repetitions), resumable."""
     from .engine import run_point
+    from .identity import run_config
     from .sweep import parse_vary, run_sweep
     scn = _scenario(args.scenario)
     _check_common(args)
     vary = parse_vary(args.vary) if args.vary else scn.sweep_for(args.quick)
     if not vary:
         raise UsageError(f"scenario {scn.name} declares no sweep: give --vary key=v1,v2")
+    base = _overrides(args.set)
+    from .sweep import points
+    todo = [dict(base, **o) for o, _ in points(vary, 1)]
+    for overrides in todo:           # bad input: exit 2 before anything starts
+        run_config(scn, overrides, quick=args.quick, duration_s=args.time)
+    if _place(args, [(scn, o) for o in todo]) == "vm":
+        from .where import run_in_vm
+        rc = run_in_vm(args.argv, args.out, extra=["--no-figures"])
+        sweep_dir = os.path.join(args.out, scn.name, "sweep")
+        if rc not in (EXIT_USAGE, 3, 4, 124, 130, 143) and not args.no_figures \
+                and os.path.isfile(os.path.join(sweep_dir, "index.json")):
+            from .summary import finish_sweep
+            print("\n".join(finish_sweep(sweep_dir, progress=progress)))
+        return rc
     # --repeat overrides the scenario's own repetitions (None: the scenario's)
     index, failed = run_sweep(scn, vary, args.repeat, args.out, run_point, quick=args.quick,
-                              duration_s=args.time, base=_overrides(args.set))
+                              duration_s=args.time, base=base)
     print(f"index: {index}")
+    if not args.no_figures:
+        from .summary import finish_sweep
+        print("\n".join(finish_sweep(os.path.dirname(index), progress=progress)))
     from .sweep import degraded
     with open(index) as f:
         entries = json.load(f).get("done", [])
@@ -167,14 +243,14 @@ def cmd_sweep(args):
 def cmd_show(args):
     """Print a run's metrics table (recomputed from its stored series with --recompute)."""
     from .health import headline
-    from .metrics import compute_metrics, format_table, metrics_of, write_metrics
+    from .metrics import compute_metrics, format_table, run_rows, write_metrics
     from .results import load_run
     run = load_run(args.run_dir)
     if args.recompute:
         rows = compute_metrics(run, warmup_s=run.record.get("warmup_s", 0.0))
         write_metrics(run, rows, warmup_s=run.record.get("warmup_s", 0.0))
     else:
-        rows = metrics_of(run)
+        rows = run_rows(run)
     rec = run.record
     print(f"{rec.get('scenario', {}).get('name', '?')}  status {rec.get('status')}  "
           f"started {rec.get('started', '?')}  {rec.get('duration_s', '?')} s")
@@ -194,13 +270,22 @@ def cmd_plot(args):
     if args.format not in ("png", "svg", "pdf"):
         raise UsageError(f"invalid value for --format: {args.format!r} (allowed: png, svg, "
                          "pdf)")
-    return plots.cli_plot(args.path, args.format)
+    return plots.cli_plot(args.path, args.format, progress=progress)
 
 
 def cmd_report(args):
-    """Write one self-contained HTML report for a run, a sweep or a results tree."""
+    """Write one self-contained HTML report for a run, a sweep or a results tree, where
+    the command runs (it reads stored results only: no kernel piece, no VM needed)."""
     import plots
-    return plots.cli_report(args.path)
+    return plots.cli_report(args.path, progress=progress)
+
+
+def cmd_compare(args):
+    """Compare runs, sweeps or results trees: the headline metrics side by side with
+    differences, and overlay figures, in the terminal and as one HTML page."""
+    from .compare import compare
+    print("\n".join(compare(args.paths, args.html)))
+    return 0
 
 
 def catalogue_points(quick, only=None):
@@ -224,6 +309,9 @@ def cmd_run_all(args):
     from .sweep import run_points
     _check_common(args)
     todo = catalogue_points(args.quick, args.only)
+    if _place(args, [(scn, o) for scn, o, _, _ in todo]) == "vm":
+        from .where import run_in_vm
+        return run_in_vm(args.argv, args.out)
     caps, needed = _needs(sorted({scn.name for scn, _, _, _ in todo}))
     caps.require(needed)  # refuse up front, before any network state, what can't run here
     index_path = os.path.join(args.out, "index.json")
@@ -243,6 +331,17 @@ def cmd_run_all(args):
     return _end_status(failed, [e["run_dir"] for e in bad])
 
 
+def _where_options(p):
+    """--host / --vm: where the networks are built (bufferbloat/where.py)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--host", dest="where", action="store_const", const="host",
+                   help="on this machine only: refuse what its kernel lacks")
+    g.add_argument("--vm", dest="where", action="store_const", const="vm",
+                   help="inside the project VM (default: there only when this kernel "
+                        "lacks what the runs need)")
+    p.set_defaults(where="auto")
+
+
 def parser():
     """The argument parser (exposed for tests and docs)."""
     p = argparse.ArgumentParser(prog="bufferbloat", description=__doc__.splitlines()[0])
@@ -253,6 +352,10 @@ def parser():
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(func=cmd_check)
     sub.add_parser("list", help="scenarios").set_defaults(func=cmd_list)
+    d = sub.add_parser("describe", help="a scenario's study, keys, variants, sweep, "
+                       "figures and expected result")
+    d.add_argument("scenario")
+    d.set_defaults(func=cmd_describe)
     r = sub.add_parser("run", help="run one scenario")
     r.add_argument("scenario")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -263,6 +366,9 @@ def parser():
     r.add_argument("--quick", action="store_true")
     r.add_argument("--sample-ms", type=float, default=10.0,
                    help="sampler period, ms (1 to 10000; default 10)")
+    r.add_argument("--no-figures", action="store_true",
+                   help="end with the summary alone: no figures, no report.html")
+    _where_options(r)
     r.set_defaults(func=cmd_run)
     w = sub.add_parser("sweep", help="vary parameters of a scenario (resumable)")
     w.add_argument("scenario")
@@ -275,6 +381,9 @@ def parser():
     w.add_argument("--time", type=float)
     w.add_argument("--out", default="results")
     w.add_argument("--quick", action="store_true")
+    w.add_argument("--no-figures", action="store_true",
+                   help="no figures and no report.html at the end")
+    _where_options(w)
     w.set_defaults(func=cmd_sweep)
     s = sub.add_parser("show", help="a run's metrics table")
     s.add_argument("run_dir")
@@ -288,21 +397,38 @@ def parser():
     h = sub.add_parser("report", help="one HTML page for a run, a sweep or results/")
     h.add_argument("path")
     h.set_defaults(func=cmd_report)
+    m = sub.add_parser("compare", help="runs, sweeps or results trees side by side")
+    m.add_argument("paths", nargs="+", metavar="PATH",
+                   help="two or more run, sweep or results directories (the first is the "
+                        "reference of the differences)")
+    m.add_argument("--html", default="compare.html",
+                   help="the page with the table and overlay figures (default: "
+                        "compare.html here)")
+    m.set_defaults(func=cmd_compare)
     a = sub.add_parser("run-all", help="run every scenario")
     a.add_argument("--quick", action="store_true")
     a.add_argument("--out", default="results")
     a.add_argument("--only", action="append", help="run only these scenarios")
+    _where_options(a)
     a.set_defaults(func=cmd_run_all)
     return p
 
 
 def main(argv=None):
     """Entry point of the ``bufferbloat`` console command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
+    args.argv = argv          # what a command moving into the VM runs there again
     try:
         rc = args.func(args)
     except UsageError as err:
         print(f"bufferbloat: error: {err}", file=sys.stderr)
+        rc = EXIT_USAGE
+    except ModuleNotFoundError as err:
+        # a library this command needs that this Python lacks (numpy, matplotlib, mininet)
+        from .capabilities import python_hint
+        print(f"bufferbloat: error: {args.cmd} needs the Python module {err.name}, "
+              f"{python_hint(err.name)}", file=sys.stderr)
         rc = EXIT_USAGE
     except KeyboardInterrupt as exc:
         print("bufferbloat: interrupted", file=sys.stderr)

@@ -40,5 +40,6 @@ class MissingFeature(UsageError):
         super().__init__("\n".join(lines))
 
 
-VM_HINT = ("run it inside the project VM, which has every qdisc and module: "
-           "`sudo ./run_all.sh --vm` (or `vm/run -- python3 -m bufferbloat ...`)")
+VM_HINT = ("run it inside the project VM, which has every qdisc and module: the same "
+           "command without --host (or with --vm) moves there by itself; "
+           "`sudo ./run_all.sh --vm` runs the catalogue there")

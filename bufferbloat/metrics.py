@@ -21,6 +21,7 @@ writes (metrics.csv and metrics.json, into the run directory).
 
 import csv
 import io
+import json
 import math
 import os
 
@@ -511,6 +512,44 @@ def write_metrics(run, rows, warmup_s=None):
     write_json_atomic(json_path, {"schema_version": SCHEMA_VERSION, "warmup_s": warmup_s,
                                   "metrics": [dict(r) for r in rows]})
     return csv_path, json_path
+
+
+def run_rows(run):
+    """The run's metric rows: its metrics.json when present, else computed from its
+    series with the record's warm-up (:func:`compute_metrics`)."""
+    path = os.path.join(run.dir, METRICS_JSON)
+    if os.path.isfile(path):
+        try:
+            with open(path) as f:
+                data = json.load(f)
+            rows = data["metrics"] if isinstance(data, dict) else data
+            if isinstance(rows, list):
+                return rows
+        except (OSError, ValueError, KeyError):
+            pass
+    warmup = run.record.get("warmup_s") or 0.0
+    try:
+        return compute_metrics(run, warmup_s=float(warmup))
+    except Exception:  # noqa: BLE001 - an odd run must not stop a report
+        return compute_metrics(run, warmup_s=0.0)
+
+
+def metric_value(rows, metric, scope=None, name=None):
+    """The value of the first row with ``metric`` (and ``scope``/``name`` when given),
+    else None."""
+    for row in rows:
+        if row.get("metric") == metric and (scope is None or row.get("scope") == scope) \
+                and (name is None or row.get("name") == name):
+            value = row.get("value")
+            return float(value) if value is not None else None
+    return None
+
+
+def metric_values(rows, metric, scope=None):
+    """{name: value} of every row with ``metric`` (and ``scope``)."""
+    return {row["name"]: float(row["value"]) for row in rows
+            if row.get("metric") == metric and (scope is None or row.get("scope") == scope)
+            and row.get("value") is not None}
 
 
 def format_value(value):

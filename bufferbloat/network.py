@@ -207,7 +207,7 @@ class Network:
         self.net = Mininet(topo=None, switch=switch, controller=None, link=Link,
                            autoSetMacs=True, build=False, waitConnected=False)
         # Build through our reference so that a failure half-way is still torn down.
-        self.net.topo = self.topo
+        self.net.topo = self.topo.to_mininet()
         if self.state is not None:
             self.state.plan_links(self._planned_root_links())
         self.net.build()

@@ -15,7 +15,13 @@ needs is in that object:
 * ``sweep``: {key: values} that ``run_all.sh`` and ``bufferbloat sweep`` vary (cartesian);
   ``quick_sweep`` the smaller one of the quick profile (default: the same);
 * ``variants``: named sets of overrides ("fifo", "pie", "pie10"...) chosen with the key
-  ``variant``, so that a sweep can vary several parameters together.
+  ``variant``, so that a sweep can vary several parameters together;
+* ``study`` (the study and part it reproduces), ``expect`` (the study's expected result
+  shape, in words), ``headline`` (the metrics a grader reads first, with their theory
+  and expected shape: :mod:`bufferbloat.headline`) and ``reproduce`` (the study's
+  figures: ``{"figure": what, "command": the bufferbloat command, "plot": a study plot
+  of the sweep (plots/study.py)}`` or ``"files"``: figures of a run): what ``bufferbloat
+  describe`` prints, the report shows first and the README lists.
 
 Overrides (``--set``) are validated here, before any network exists: unknown keys are
 rejected with the list of valid ones.
@@ -23,6 +29,7 @@ rejected with the list of valid ones.
 
 from dataclasses import dataclass, field
 
+from . import headline
 from .errors import UsageError
 from .params import Param, check_params
 from .scaling import scale_to_rate, scale_traffic_rates
@@ -79,6 +86,10 @@ class Scenario:
     #: how often the TCP sockets are sampled, ms (None: with the queue, every tick); the
     #: queue is always sampled at the run's sample period
     tcp_sample_ms: float | None = None
+    study: str = ""
+    expect: str = ""
+    headline: tuple = ()
+    reproduce: tuple = ()
 
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:
@@ -92,6 +103,12 @@ class Scenario:
                                                         resolved=False)
             except UsageError as exc:
                 raise ValueError(str(exc)) from None
+        headline.check(self.headline, self.name)
+        for item in self.reproduce:
+            if not (isinstance(item, dict) and {"figure", "command"} <= set(item)
+                    and ("plot" in item or "files" in item)):
+                raise ValueError(f"{self.name}: reproduce entries are dicts with figure, "
+                                 f"command and a plot or files, got {item!r}")
 
     def sweep_for(self, quick):
         """The sweep of a profile."""
@@ -201,3 +218,18 @@ class Scenario:
                                          f"{t[role]!r} (hosts: {', '.join(sorted(hosts))})")
                 out.append(t)
         return out
+
+
+def study_file(plot):
+    """The file stem of a study plot (``Scenario.reproduce``'s ``plot``): the name,
+    ``KEY-vs-PARAM`` for ``metric:KEY:PARAM``."""
+    if plot.startswith("metric:"):
+        _, key, param = plot.split(":", 2)
+        return f"{key}-vs-{param}"
+    return plot
+
+
+def study_path(scenario, plot, out="results"):
+    """Where ``bufferbloat sweep SCENARIO`` (and the report) writes study plot ``plot``:
+    ``OUT/SCENARIO/sweep/figures/SCENARIO-STEM.png``."""
+    return f"{out}/{scenario}/sweep/figures/{scenario}-{study_file(plot)}.png"

@@ -40,3 +40,88 @@ def full_queue_rtt_ms(base_rtt_ms, buffer_pkts, rate_mbit, probe_interval_s=None
 def tcp_goodput_ceiling(rate_mbit):
     """Best TCP goodput through a shaper counting Ethernet frames, Mbit/s (95.6 %)."""
     return rate_mbit * TCP_PAYLOAD_BYTES / MTU_FRAME_BYTES
+
+
+# ------------------------------------------------------------- of a recorded run
+# What theory says about one run, from its record (a results.Run or anything with
+# ``record``, ``params`` and ``bottleneck_mbit``): the figures draw these lines, the
+# headline metrics (bufferbloat/headline.py) print them next to the measurements.
+
+#: qdisc kinds whose parameters include a queueing-delay target (``target_ms``).
+TARGET_KINDS = ("pie", "codel", "fq_codel")
+
+
+def qdisc_info(run):
+    """(kind, params) of the bottleneck AQM as the record states it (``record['qdisc']``,
+    else the params' ``qdisc``)."""
+    q = run.record.get("qdisc")
+    if isinstance(q, dict):
+        return str(q.get("kind") or ""), dict(q.get("params") or {})
+    return str(run.params.get("qdisc") or ""), {}
+
+
+def target_ms(run):
+    """The AQM's queueing-delay target, ms (PIE/CoDel/FQ-CoDel), else None."""
+    kind, params = qdisc_info(run)
+    value = params.get("target_ms")
+    if kind in TARGET_KINDS and isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def base_rtt_ms(run):
+    """The propagation RTT of the path, ms: the record's ``base_rtt_ms``, else 4 x
+    ``delay_ms`` (two links, both ways)."""
+    value = run.record.get("base_rtt_ms")
+    if isinstance(value, (int, float)):
+        return float(value)
+    delay = run.params.get("delay_ms")
+    return 4.0 * float(delay) if isinstance(delay, (int, float)) else None
+
+
+def ping_interval_s(run):
+    """The ping period of the run's (first) ping traffic, s, or None."""
+    for spec in run.record.get("traffic") or []:
+        if isinstance(spec, dict) and spec.get("kind") == "ping":
+            value = spec.get("interval_s")
+            if isinstance(value, (int, float)):
+                return float(value)
+    return None
+
+
+def fifo_buffer(run):
+    """(packets, bytes) of a FIFO bottleneck's buffer (one of them None), or None when
+    the run's qdisc is not a FIFO."""
+    kind, params = qdisc_info(run)
+    if kind != "fifo":
+        return None
+    pkts = params.get("limit_pkts", run.params.get("buffer_pkts"))
+    nbytes = params.get("limit_bytes", run.params.get("buffer_bytes"))
+    return (pkts if isinstance(pkts, (int, float)) else None,
+            nbytes if isinstance(nbytes, (int, float)) else None)
+
+
+def fifo_drain_ms(run):
+    """How long a full FIFO bottleneck buffer takes to drain, ms (the largest queueing
+    delay a FIFO adds), or None when the qdisc is not a FIFO or the record lacks it."""
+    buf, rate = fifo_buffer(run), run.bottleneck_mbit
+    if not buf or not rate:
+        return None
+    pkts, nbytes = buf
+    if pkts is not None:
+        return queue_delay_ms(pkts, rate)
+    return nbytes * 8 / (rate * 1e6) * 1e3 if nbytes is not None else None
+
+
+def run_full_queue_rtt_ms(run):
+    """FIFO theory: the RTT of a probe behind a full buffer, ms (:func:`full_queue_rtt_ms`
+    with the run's ping interval for a packet-limited buffer; base RTT + bytes x 8 / rate
+    for a byte-limited one), or None when the run's qdisc is not a FIFO or the record
+    lacks a number."""
+    buf, rate, base = fifo_buffer(run), run.bottleneck_mbit, base_rtt_ms(run)
+    if not buf or not rate or base is None:
+        return None
+    pkts, nbytes = buf
+    if pkts is not None:
+        return full_queue_rtt_ms(base, pkts, rate, probe_interval_s=ping_interval_s(run))
+    return base + nbytes * 8 / (rate * 1e6) * 1e3 if nbytes is not None else None

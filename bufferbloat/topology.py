@@ -8,11 +8,13 @@ Mininet's TCLink would put them into a netem whose ``limit`` doubles as the rout
 
 Naming: senders ``h1..hk``, receiver ``h{k+1}`` (``h2`` in the plain dumbbell), switch
 ``s0``. "forward" is the direction data flows, sender -> receiver; "reverse" carries ACKs.
+
+Nothing here imports Mininet: describing, validating and listing scenarios works with any
+Python. :meth:`BaseDumbbell.to_mininet` makes Mininet's ``Topo`` when a network is built.
 """
 
+import re
 from dataclasses import asdict, dataclass
-
-from mininet.topo import Topo
 
 from .errors import ParameterError, UsageError
 from .params import Param, check_params
@@ -106,12 +108,18 @@ KDUMBBELL_PARAMS = _COMMON + (
 )
 
 
-class BaseDumbbell(Topo):
+def _natural(name):
+    """Sort key putting h2 before h10 (as Mininet sorts node names)."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+class BaseDumbbell:
     """Shared build of both dumbbells: ``k`` senders, switch s0, one receiver.
 
-    After construction: ``params`` (validated, defaults filled), ``links`` (list of
+    After construction: ``params`` (validated, defaults filled), ``link_specs`` (list of
     :class:`LinkSpec`), ``senders``, ``receiver``, ``ccas`` {host: cca}, ``qdisc``
-    (:class:`~bufferbloat.qdisc.QdiscSpec`) and ``qdisc_params`` as given.
+    (:class:`~bufferbloat.qdisc.QdiscSpec`) and ``qdisc_params`` as given; ``hosts()``,
+    ``switches()`` and ``links()`` as Mininet's ``Topo`` names them.
     """
 
     PARAMS = DUMBBELL_PARAMS
@@ -120,9 +128,53 @@ class BaseDumbbell(Topo):
         self.params = check_params(type(self).__name__, self.PARAMS, params)
         self.qdisc_params = dict(qdisc_params or {})
         self.hz = hz
-        super().__init__()
+        self._nodes = {}     # name -> Mininet addHost/addSwitch options, in build order
+        self._switches = set()
+        self._links = []     # (a, b) in build order
+        self.build()
 
-    def build(self, *_args, **_kwargs):
+    # the part of Mininet's Topo interface the build and the network use
+    def addHost(self, name, **opts):  # noqa: N802 - Mininet's name
+        """Add host ``name`` (Mininet's ``Topo.addHost``)."""
+        self._nodes[name] = opts
+        return name
+
+    def addSwitch(self, name, **opts):  # noqa: N802
+        """Add switch ``name`` (Mininet's ``Topo.addSwitch``)."""
+        self._nodes[name] = opts
+        self._switches.add(name)
+        return name
+
+    def addLink(self, a, b):  # noqa: N802
+        """Add a link ``a -- b`` (its parameters live in :attr:`link_specs`)."""
+        self._links.append((a, b))
+
+    def hosts(self, sort=True):
+        """Host names (naturally sorted, as Mininet's ``Topo.hosts``)."""
+        names = [n for n in self._nodes if n not in self._switches]
+        return sorted(names, key=_natural) if sort else names
+
+    def switches(self, sort=True):
+        """Switch names."""
+        names = [n for n in self._nodes if n in self._switches]
+        return sorted(names, key=_natural) if sort else names
+
+    def links(self, sort=False):
+        """(a, b) of every link, in the order they were added."""
+        return sorted(self._links) if sort else list(self._links)
+
+    def to_mininet(self):
+        """Mininet's ``Topo`` of this description (nodes and links in the same order, so
+        the interfaces get the same names). Imports Mininet: call only to build."""
+        from mininet.topo import Topo
+        topo = Topo()
+        for name, opts in self._nodes.items():
+            (topo.addSwitch if name in self._switches else topo.addHost)(name, **opts)
+        for a, b in self._links:
+            topo.addLink(a, b)
+        return topo
+
+    def build(self):
         p = self.params
         k = p.get("k", 1)
         self.senders = [f"h{i}" for i in range(1, k + 1)]

@@ -27,9 +27,11 @@ CSV/Markdown tables); warnings against theory: :func:`.flags.flags`; one HTML pa
 :func:`.report.write_report`. Colours: :mod:`.palette`.
 """
 
+import json
 import os
 
 from bufferbloat.errors import UsageError
+from bufferbloat.results import RESULT_FILE
 
 from . import (cwnd, drops, ecdf, ellipsis, operating, queue, rtt, sweep, throughput, totals,
                udp, web)
@@ -52,6 +54,8 @@ FIGURES = {
     "operating": operating.draw,
 }
 FIGURES_DIR = "figures"
+#: figures of each run of a sweep when its scenario names none
+DEFAULT_RUN_FIGURES = ("cwnd", "rtt", "queue")
 
 __all__ = ["FIGURES", "FORMATS", "draw_figures", "draw_run", "draw_sweep", "flags",
            "cli_plot", "cli_report", "scenario_figures"]
@@ -97,32 +101,101 @@ def draw_run(run_dir, fmt="png", names=None, out_dir=None):
     return paths
 
 
-def draw_sweep(path, fmt="png", out_dir=None):
+def tree_kind(path):
+    """``run`` (a run directory), ``sweep`` (an index.json with ``vary``), ``results``
+    (another index.json: run-all's tree) or ``runs`` (a directory holding runs)."""
+    path = str(path)
+    if os.path.isfile(os.path.join(path, RESULT_FILE)):
+        return "run"
+    index = os.path.join(path, sweep.INDEX_FILE)
+    if os.path.isfile(index):
+        try:
+            with open(index) as f:
+                return "sweep" if "vary" in json.load(f) else "results"
+        except ValueError:
+            return "results"
+    return "runs"
+
+
+def set_dirs(path, points):
+    """{set name: directory of its across-run figures}: ``PATH`` itself for a sweep
+    directory; in a results tree the directory holding all of the set's runs (run-all
+    puts a scenario's points under ``OUT/SCENARIO/sweep``). None for a plain directory
+    of runs: its figures are drawn per run only."""
+    kind = tree_kind(path)
+    if kind not in ("sweep", "results"):
+        return {}
+    out = {}
+    for name, pts in sweep.by_scenario(points).items():
+        if kind == "sweep":
+            out[name] = str(path)
+            continue
+        common = os.path.commonpath([os.path.abspath(p.run.dir) for p in pts])
+        if len(pts) == 1 or os.path.isfile(os.path.join(common, RESULT_FILE)):
+            common = os.path.dirname(common)
+        out[name] = common
+    return out
+
+
+def set_targets(path, points, fallback=None):
+    """[(set name, points, figures directory)] of the sets under ``path``: each set's
+    directory's ``figures/`` (:func:`set_dirs`), or ``fallback`` for every set when
+    given (where sets have no directory of their own: a plain directory of runs)."""
+    dirs = set_dirs(path, points)
+    out = []
+    for scn, pts in sweep.by_scenario(points).items():
+        if fallback:
+            out.append((scn, pts, fallback))
+        elif scn in dirs:
+            out.append((scn, pts, os.path.join(dirs[scn], FIGURES_DIR)))
+    return out
+
+
+def draw_sweep(path, fmt="png", out_dir=None, points=None, progress=None, reuse=False):
     """Draw the across-runs figures of a sweep or results directory (every set of runs
-    of one scenario: metrics vs swept parameters, box plots, qdisc comparison, ellipsis)
-    into ``PATH/figures/`` (or ``out_dir``) as ``SCENARIO-NAME.FMT``, with the tables
-    ``SCENARIO-table.csv`` and ``.md``; returns the paths written. Raises UsageError when
-    ``path`` holds no run."""
+    of one scenario: the study's figures, metrics vs swept parameters, box plots, qdisc
+    comparison, ellipsis) as ``SCENARIO-NAME.FMT`` with the tables
+    ``SCENARIO-table.csv``/``.md`` and ``SCENARIO-headline.csv``/``.md``, into each
+    set's directory's ``figures/`` (:func:`set_dirs`; ``out_dir`` for all of them when
+    given); returns the paths written. Raises UsageError when ``path`` holds no run."""
+    from . import render
     if fmt not in FORMATS:
         raise UsageError(f"unknown figure format {fmt!r} (valid: {', '.join(FORMATS)})")
-    out_dir = out_dir or os.path.join(str(path), FIGURES_DIR)
+    points = sweep.load_points(path) if points is None else points
+    sets = [(pts, target, scn, fmt, reuse, True)
+            for scn, pts, target in set_targets(path, points, out_dir)]
     paths = []
-    for scn, points in sweep.by_scenario(sweep.load_points(path)).items():
-        for name, fig in sweep.draw_all(points).items():
-            paths.append(save(fig, os.path.join(out_dir, f"{scn}-{name}.{fmt}"), fmt))
-        paths += sweep.write_tables(points, out_dir, stem=f"{scn}-table")
+    for done in render.draw_sets(sets, progress):
+        paths += list(done["study"].values()) + list(done["more"].values()) + done["tables"]
     return paths
 
 
-def cli_plot(path, fmt="png"):
+def draw_runs(runs, fmt="png", all_figures=False, progress=None, reuse=False):
+    """Each run's figures into its ``figures/`` (the scenario's own, or every figure the
+    data allow with ``all_figures``), in worker processes; returns the paths."""
+    from . import render
+    jobs = [(run.dir, None if all_figures else
+             (scenario_figures(run) or list(DEFAULT_RUN_FIGURES)), fmt, reuse)
+            for run in runs]
+    return [p for done in render.draw_runs(jobs, progress) for p in done.values()]
+
+
+def cli_plot(path, fmt="png", progress=None):
     """``bufferbloat plot DIR [--format F]``: for a run directory, its figures
-    (:func:`draw_run`); for a sweep or results directory, the across-runs figures and
-    tables (:func:`draw_sweep`). Prints the paths written; exit code 0 (1 when there was
-    no data to draw). Raises UsageError for a path holding no run."""
-    if os.path.isfile(os.path.join(str(path), "result.json")) or not os.path.isdir(str(path)):
+    (:func:`draw_run`); for a sweep or results directory, each run's figures and the
+    across-runs figures and tables of each set (:func:`draw_sweep`, in the set's
+    directory); for any other directory holding runs, each run's figures only (nothing
+    is written into the directory itself). Prints the paths written; exit code 0 (1
+    when there was no data to draw). Raises UsageError for a path holding no run."""
+    if fmt not in FORMATS:
+        raise UsageError(f"invalid value for --format: {fmt!r} (allowed: "
+                         f"{', '.join(FORMATS)})")
+    if os.path.isfile(os.path.join(str(path), RESULT_FILE)) or not os.path.isdir(str(path)):
         paths = draw_run(path, fmt)            # load_run's UsageError for a non-run path
     else:
-        paths = draw_sweep(path, fmt)
+        points = sweep.load_points(path)       # UsageError: no run below
+        paths = draw_runs([p.run for p in points], fmt, progress=progress)
+        paths += draw_sweep(path, fmt, points=points, progress=progress)
     for p in paths:
         print(p)
     if not paths:
@@ -131,10 +204,11 @@ def cli_plot(path, fmt="png"):
     return 0
 
 
-def cli_report(path):
+def cli_report(path, progress=None):
     """``bufferbloat report DIR``: write the HTML report of a run, sweep or results
-    tree and print its path; exit code 0. Raises UsageError for any other path."""
+    tree (``progress(text)`` as it goes) and print its path; exit code 0. Raises
+    UsageError for any other path."""
     from .report import write_report
-    html = write_report(path)
+    html = write_report(path, progress=progress)
     print(html)
     return 0

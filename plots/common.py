@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 from bufferbloat import metrics as _metrics  # noqa: E402
 from bufferbloat import theory  # noqa: E402
-from bufferbloat.results import Run, load_run  # noqa: E402
+from bufferbloat.results import Run, label_groups, load_run  # noqa: E402
 
 FORMATS = ("png", "svg", "pdf")
 #: gid of reference (theory) lines, so tests and readers can tell them from data.
@@ -248,3 +248,24 @@ def mean_per_bin(t, values, edges):
         if sel.size:
             out[i] = sel.mean()
     return out
+
+
+#: {label: mask} of a series by a label column (results.label_groups)
+groups = label_groups
+
+
+def leaf_groups(run):
+    """{(dev, handle, kind): mask} of the AQM leaf qdiscs (metrics.leaf_groups), {} for a
+    run without qdisc samples."""
+    if series(run, "qdisc") is None:
+        return {}
+    return _metrics.leaf_groups(run)
+
+
+def run_label(run):
+    """A short name of a run: scenario, then its overrides (``a1_fifo buffer_pkts=20``)."""
+    scn = run.record.get("scenario")
+    name = scn.get("name") if isinstance(scn, dict) else (scn or os.path.basename(run.dir))
+    over = run.record.get("overrides") or {}
+    extra = " ".join(f"{k}={v}" for k, v in sorted(over.items()))
+    return f"{name} {extra}".strip()

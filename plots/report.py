@@ -1,12 +1,20 @@
-"""One self-contained HTML page for a run, a sweep or a whole results tree.
+"""One HTML page for a run, a sweep or a whole results tree, shaped by the studies.
 
-:func:`write_report` writes ``DIR/report.html``: figures embedded as base64 PNG (no
-external URL, nothing beside it is needed to view it), the flags (:mod:`plots.flags`),
-for every set of runs of a scenario the sweep figures and the table of key metrics per
-point (also written beside the page as ``report-tables/SCENARIO.csv`` and ``.md``), and
-for every run its configuration (scenario, params, qdisc, knobs, overrides, machine,
-kernel, host or VM, tools) and its metrics table (``<table class="metrics"
-data-run=...>``).
+:func:`write_report` writes ``DIR/report.html``: first the health verdict of every run,
+then one section per study (a set of runs of one scenario and setting): the study it
+reproduces and its expected result, the study's own figures (:mod:`plots.study`), each
+with a one-line reading computed from the data ("queueing delay, mean: buffer_pkts=20
+98 ms, buffer_pkts=100 380 ms (theory 161-807 ms)"), the headline metrics per sweep
+point with theory, the table of key metrics per point (also written beside the page as
+``report-tables/SCENARIO.csv`` and ``.md``), the health of its runs and their flags
+(:mod:`plots.flags`); folded below it, every metric-vs-parameter plot and each run
+(configuration: scenario, params, qdisc, knobs, overrides, machine, kernel, host or VM,
+tools; its figures; its metrics table ``<table class="metrics" data-run=...>``).
+
+The figures are files under the runs and the sets' directories (:mod:`plots.render`:
+drawn once, in parallel, kept while fresh). The studies' figures are embedded (base64
+PNG), the folded ones linked by their relative path, so the page stays small; a one-run
+report embeds all of them. No external URL.
 
 A small inline script counts, once the page has loaded, the images that failed to
 decode and writes the count into ``<div id="image-check" data-images=N data-broken=M>``
@@ -19,32 +27,34 @@ import html
 import io
 import json
 import os
+import urllib.parse
 
-from bufferbloat import identity
-from bufferbloat.atomic import write_text_atomic
+from bufferbloat import headline, identity
 from bufferbloat.errors import UsageError
 from bufferbloat.metrics import format_value
-from bufferbloat.results import is_run_dir, load_run
-from bufferbloat.sweep import read_index
+from bufferbloat.results import load_run
 
-from . import FIGURES, draw_figures, scenario_figures
+from . import DEFAULT_RUN_FIGURES, FIGURES, scenario_figures, set_targets, tree_kind
+from . import study as _study
 from . import sweep as _sweep
-from .common import caption, run_metrics
+from .common import caption, run_label, run_metrics
 from .flags import flags
 
 REPORT_FILE = "report.html"
 TABLES_DIR = "report-tables"
-#: figures of each run in a multi-run report when its scenario names none
-DEFAULT_RUN_FIGURES = ("cwnd", "rtt", "queue")
+#: where a report of a plain directory of runs puts its studies' figures (beside it)
+FIGURES_DIR_OF_REPORT = "report-figures"
 
-_CSS = """
+CSS = """
 body{font-family:sans-serif;margin:1.5em;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccc;margin-top:2em}
 h3{font-size:1.05em}
 table{border-collapse:collapse;margin:.5em 0;font-size:.85em}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
 td.num{text-align:right}
-figure{display:inline-block;margin:.5em}img{max-width:100%}
+figure{display:inline-block;margin:.5em;max-width:48%;vertical-align:top}
+img{max-width:100%}figcaption{font-size:.85em}
+h4{font-size:.95em}section.run{border-left:3px solid #ddd;padding-left:.8em}
 .flags{background:#fff3cd;border:1px solid #e0c060;padding:.5em 1em}
 .ok{color:#2a7a2a}.muted{color:#777}
 details{margin:.5em 0}
@@ -64,21 +74,41 @@ window.addEventListener('load', function () {
 """
 
 
-def _e(text):
+def esc(text):
     return html.escape(str(text), quote=True)
 
 
-def _img(fig, alt):
-    """``<figure>`` with ``fig`` as an inline base64 PNG."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return (f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
-            f"<figcaption class=muted>{_e(alt)}</figcaption></figure>")
+def figure_html(fig, alt, reading=None):
+    """``<figure>`` with ``fig`` (a Figure, or the path of a PNG file) as an inline
+    base64 PNG; ``reading``: a line under it, in bold."""
+    if isinstance(fig, str):
+        with open(fig, "rb") as f:
+            data = f.read()
+    else:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=80)
+        data = buf.getvalue()
+    data = base64.b64encode(data).decode("ascii")
+    return (f'<figure><img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+            + _caption(alt, reading) + "</figure>")
+
+
+def linked_figure_html(path, alt, base):
+    """``<figure>`` showing the file ``path`` by its path relative to the page's
+    directory ``base`` (the file stays beside the run; the page stays small)."""
+    rel = os.path.relpath(path, base).replace(os.sep, "/")
+    src = "/".join(urllib.parse.quote(part) for part in rel.split("/"))
+    return (f'<figure><img alt="{esc(alt)}" src="{esc(src)}">'
+            + _caption(alt, None) + "</figure>")
+
+
+def _caption(alt, reading):
+    text = f"<b>{esc(reading)}</b><br>" if reading else ""
+    return f"<figcaption>{text}<span class=muted>{esc(alt)}</span></figcaption>"
 
 
 def _kv_table(pairs, cls="config"):
-    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in pairs)
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in pairs)
     return f'<table class="{cls}">{rows}</table>'
 
 
@@ -99,17 +129,18 @@ def _identity_text(rec):
 def config_pairs(run):
     """(key, value) pairs describing a run's configuration."""
     rec = run.record
-    scn = run.scenario
-    machine = run.machine
+    scn = rec.get("scenario") if isinstance(rec.get("scenario"), dict) else {}
+    machine = rec.get("machine") or {}
     qdisc = rec.get("qdisc") or {}
     pairs = [("run directory", run.dir),
              ("scenario", f"{scn.get('name', '?')}: {scn.get('description', '')}"),
-             ("status", rec.get("status") + (f" ({run.error})" if run.error else "")),
+             ("status", rec.get("status") + (f" ({rec.get('error')})" if rec.get("error")
+                                             else "")),
              ("started", rec.get("started")),
              ("duration (s)", rec.get("duration_s")),
              ("configuration", _identity_text(rec)),
              ("warm-up (s)", rec.get("warmup_s")),
-             ("overrides", _json(run.overrides)),
+             ("overrides", _json(rec.get("overrides") or {})),
              ("qdisc", f"{qdisc.get('kind', '?')} {_json(qdisc.get('params') or {})}"),
              ("params", _json(run.params)),
              ("knobs", _json(rec.get("knobs") or {})),
@@ -117,7 +148,7 @@ def config_pairs(run):
              ("machine", f"{machine.get('hostname', '?')}, "
                          f"{'project VM' if machine.get('in_project_vm') else 'host'}"),
              ("kernel", machine.get("kernel")),
-             ("bottleneck device", run.bottleneck_dev),
+             ("bottleneck device", rec.get("bottleneck_dev")),
              ("tools", "; ".join(f"{k}: {v}" for k, v in (rec.get("tools") or {}).items())),
              ]
     for warning in qdisc.get("warnings") or []:
@@ -128,145 +159,247 @@ def config_pairs(run):
 def metrics_table(run, rows):
     """The run's metrics as an HTML table (class ``metrics``, ``data-run`` = its dir)."""
     body = "".join(
-        f"<tr><td>{_e(r['scope'])}</td><td>{_e(r['name'])}</td><td>{_e(r['metric'])}</td>"
-        f"<td class=num>{_e(format_value(r['value']))}</td><td>{_e(r.get('unit', ''))}</td></tr>"
+        f"<tr><td>{esc(r['scope'])}</td><td>{esc(r['name'])}</td><td>{esc(r['metric'])}</td>"
+        f"<td class=num>{esc(format_value(r['value']))}</td><td>{esc(r.get('unit', ''))}</td></tr>"
         for r in rows if r.get("value") is not None)
-    return (f'<table class="metrics" data-run="{_e(run.dir)}"><tr><th>scope</th><th>name'
+    return (f'<table class="metrics" data-run="{esc(run.dir)}"><tr><th>scope</th><th>name'
             f"</th><th>metric</th><th>value</th><th>unit</th></tr>{body}</table>")
 
 
 def _flags_html(items):
     if not items:
         return "<p class=ok>No result contradicts theory beyond the tolerances.</p>"
-    return "<div class=flags><ul>" + "".join(f"<li>{_e(x)}</li>" for x in items) + \
+    return "<div class=flags><ul>" + "".join(f"<li>{esc(x)}</li>" for x in items) + \
         "</ul></div>"
+
+
+def _verdict(run):
+    return (run.record.get("health") or {}).get("verdict", "unknown")
+
+
+def _verdicts(runs):
+    counts = {}
+    for run in runs:
+        counts[_verdict(run)] = counts.get(_verdict(run), 0) + 1
+    return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
 
 
 def _health_html(runs, base):
     """The report's first word: did the emulator keep up in every run?"""
-    counts = {}
-    for run in runs:
-        counts[run.verdict] = counts.get(run.verdict, 0) + 1
-    text = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    bad = [r for r in runs if r.verdict == "degraded"]
+    text = _verdicts(runs)
+    bad = [r for r in runs if _verdict(r) == "degraded"]
     if not bad:
-        return f"<p class=ok>Health: {_e(text)}.</p>"
+        return f"<p class=ok>Health: {esc(text)}.</p>"
     items = "".join(
-        f"<li>{_e(r.label)} <span class=muted>({_e(os.path.relpath(r.dir, base))})"
-        f"</span>: {_e('; '.join(r.health.get('problems', [])))}</li>"
+        f"<li>{esc(run_label(r))} <span class=muted>({esc(os.path.relpath(r.dir, base))})"
+        f"</span>: {esc('; '.join((r.record.get('health') or {}).get('problems', [])))}</li>"
         for r in bad)
-    return (f"<div class=flags><p><b>Health: {_e(text)}.</b> In a degraded run the "
+    return (f"<div class=flags><p><b>Health: {esc(text)}.</b> In a degraded run the "
             "emulator fell behind: it measured the emulator, not the network. Such runs are "
             "shown and marked here, and left out of every mean, table and sweep figure "
             "(set BUFFERBLOAT_INCLUDE_DEGRADED=1 to include them).</p>"
             f"<ul>{items}</ul></div>")
 
 
-def _run_section(run, idx, names):
-    rows = run_metrics(run)
-    warn = flags(run, rows)
-    figs = draw_figures(run, names)
-    parts = [f'<section class="run" id="run-{idx}"><h2>Run: {_e(run.label)}'
-             f' [{_e(run.verdict)}]</h2>',
-             f"<p class=muted>{_e(caption(run))}</p>", _flags_html(warn),
-             "<h3>Configuration</h3>", _kv_table(config_pairs(run)),
-             "<h3>Figures</h3>"]
-    parts += [_img(fig, f"{name}: {run.label}") for name, fig in figs.items()]
-    if not figs:
-        parts.append("<p class=muted>No series to draw.</p>")
-    parts += ["<h3>Metrics</h3>", metrics_table(run, rows), "</section>"]
-    return "\n".join(parts), warn
+def _run_section(run, idx, rows, warn, figures, base, embed):
+    """A run's section: caption, flags, configuration, figures (``figures``: {name:
+    file}, linked relative to ``base``; with ``embed``, a one-run report, they are the
+    study's, embedded above), metrics table."""
+    label = run_label(run)
+    parts = [f'<section class="run" id="run-{idx}"><h3>Run: {esc(label)}'
+             f' [{esc(_verdict(run))}]</h3>',
+             f"<p class=muted>{esc(caption(run))}</p>", _flags_html(warn),
+             "<h4>Configuration</h4>", _kv_table(config_pairs(run)), "<h4>Figures</h4>"]
+    if embed:       # a one-run report: its figures stand for its study, above
+        parts.append("<p class=muted>Shown above.</p>" if figures else
+                     "<p class=muted>No series to draw.</p>")
+    else:
+        parts += [linked_figure_html(path, f"{name}: {label}", base)
+                  for name, path in figures.items()]
+        if not figures:
+            parts.append("<p class=muted>No series to draw.</p>")
+    parts += ["<h4>Metrics</h4>", metrics_table(run, rows), "</section>"]
+    return "\n".join(parts)
 
 
 def _sweep_table_html(rows):
     cols = _sweep.TABLE_COLUMNS
-    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{_e(_sweep._fmt(r.get(c)))}</td>" for c in cols)
+    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{esc(_sweep._fmt(r.get(c)))}</td>" for c in cols)
                    + "</tr>" for r in rows)
     return f'<table class="sweep"><tr>{head}</tr>{body}</table>'
 
 
-def _kind(path):
-    """``run``, ``sweep`` (an index with ``vary``), ``results`` (another index) or
-    ``runs`` (a directory holding runs)."""
-    if is_run_dir(path):
-        return "run"
+def _headline_table_html(points):
+    """The set's headline metrics per sweep point (mean ± std over repetitions, theory)."""
+    entries, rows = _study.headline_rows(points)
+    head = "".join(f"<th>{esc(h)}</th>" for h in
+                   ["point", "runs (averaged/all)"] + [e["label"] for e in entries])
+    body = "".join("<tr>" + f"<td>{esc(r['point'])}</td><td>{esc(r['reps'])}</td>"
+                   + "".join(f"<td class=num>{esc(_study.cell(*v))}</td>" for v in r["values"])
+                   + "</tr>" for r in rows)
+    expect = "".join(f"<li><b>{esc(e['label'])}</b>: {esc(e['expect'])}</li>"
+                     for e in entries)
+    return (f'<table class="headline"><tr>{head}</tr>{body}</table>'
+            f"<details><summary>expected shape of each</summary><ul>{expect}</ul>"
+            "</details>")
+
+
+def _scenario(points):
     try:
-        index = read_index(path)
-    except UsageError:
-        return "results"
-    if index is None:
-        return "runs"
-    return "sweep" if "vary" in index else "results"
+        from scenarios import catalogue
+        return catalogue().get(points[0].scenario)
+    except Exception:  # noqa: BLE001 - a run of an unknown scenario still gets a section
+        return None
 
 
-def write_report(path, out=None):
+def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
+    """A study's section: what it reproduces and expects, its own figures with their
+    readings, its headline table, health and flags, then the exhaustive plots and the
+    runs behind folds."""
+    scn = _scenario(pts)
+    keys = _sweep.by_key(pts)
+    varied = _sweep.swept_params(pts)
+    title = f"{scn.study} ({name})" if scn is not None and scn.study else name
+    parts = [f'<section class="study" id="study-{esc(name)}"><h2>{esc(title)}</h2>',
+             f"<p class=muted>{len(pts)} runs, {len(keys)} points, "
+             f"{esc(_sweep.setting_label(pts))}"
+             + (f"; varied: {esc(', '.join(varied))}" if varied else "") + "</p>"]
+    if scn is not None and scn.expect:
+        parts.append(f"<p><b>Expected:</b> {esc(scn.expect)}</p>")
+    health = _verdicts([p.run for p in pts])
+    cls = ("flags" if "degraded" in health else
+           "ok" if all(_verdict(p.run) == "healthy" for p in pts) else "muted")
+    parts.append(f"<p class={cls}>Health: {esc(health)}.</p>")
+    what = {e["plot"]: e for e in (scn.reproduce if scn else ()) if e.get("plot")}
+    figs = []
+    for plot, path in drawn["study"].items():
+        fn, selectors = _study._plot(plot)
+        entry = what.get(plot, {})
+        alt = f"{_study.file_name(plot)}: {name}" + (
+            f" ({entry['figure']}; {entry['command']})" if entry else "")
+        figs.append(figure_html(path, alt, _study.reading(pts, selectors)))
+    if not figs and len(keys) == 1 and run_parts:
+        # one setting (a single run): its own figures are the study's
+        first = run_parts[0]
+        figs = [figure_html(path, f"{n}: {run_label(first['run'])}",
+                            _study.reading(pts, [e["metric"] for e in
+                                                 headline.declared(first["run"])][:2])
+                            if i == 0 else None)
+                for i, (n, path) in enumerate(first["figures"].items())]
+    parts += figs
+    parts += ["<h3>Headline metrics</h3>", _headline_table_html(pts)]
+    table_rows = _sweep.table_rows(pts)
+    csv_path, md_path = _sweep.write_tables(pts, os.path.join(os.path.dirname(out),
+                                                              TABLES_DIR), stem=name)
+    rel = lambda p: os.path.relpath(p, os.path.dirname(out))  # noqa: E731
+    parts += ["<h3>Table</h3>", _sweep_table_html(table_rows),
+              f'<p>Tables: <a href="{esc(rel(csv_path))}">CSV</a>, '
+              f'<a href="{esc(rel(md_path))}">Markdown</a></p>']
+    parts += [f"<h3>Flags ({len(flag_lines)})</h3>", _flags_html(flag_lines)]
+    if drawn["more"]:
+        parts.append(f"<details><summary>Every metric against every swept parameter, box "
+                     f"plots ({len(drawn['more'])} figures)</summary>")
+        parts += [linked_figure_html(path, f"{n}: {name}", base)
+                  for n, path in drawn["more"].items()]
+        parts.append("</details>")
+    parts.append(f"<details><summary>Each run ({len(run_parts)}): configuration, figures, "
+                 "metrics</summary>")
+    parts += [r["html"] for r in run_parts]
+    parts += ["</details>", "</section>"]
+    return "\n".join(parts)
+
+
+def write_report(path, out=None, progress=None):
     """Write the HTML report of ``path`` (a run directory, a sweep directory, a results
     tree with index.json, or any directory holding runs) to ``out`` (default
     ``PATH/report.html``); returns the HTML path. Raises UsageError when ``path`` holds
-    no run."""
+    no run.
+
+    Per study (a set of runs of one scenario and setting): what it reproduces and
+    expects, its own figures each with a one-line reading from the data, its headline
+    table, health and flags; then, folded, every metric-vs-parameter plot and each run
+    (configuration, figures, metrics). Figures are files drawn once (in parallel; kept
+    when fresh: :mod:`plots.render`) under each run's and set's directory; the
+    studies' figures are embedded, the folded ones linked (a one-run report embeds
+    everything)."""
+    from . import render
     path = os.path.abspath(str(path))
     if not os.path.isdir(path):
         raise UsageError(f"{path}: not a run, sweep or results directory")
-    kind = _kind(path)
-    out = out or os.path.join(path, REPORT_FILE)
+    kind = tree_kind(path)
+    out = os.path.abspath(out or os.path.join(path, REPORT_FILE))
+    base = os.path.dirname(out)
+    say = progress or (lambda text: None)
     if kind == "run":
-        runs, groups = [load_run(path)], {}
+        points = [_sweep.Point(load_run(path), {}, 1)]
+        points[0].rows = run_metrics(points[0].run)
     else:
         points = _sweep.load_points(path)   # UsageError when there is no run
-        runs = [p.run for p in points]
-        groups = {scn: pts for scn, pts in _sweep.by_scenario(points).items()}
-    body, all_flags = [], []
-
-    for scn, pts in groups.items():
-        keys = _sweep.by_key(pts)
-        body.append(f'<section class="sweep" id="sweep-{_e(scn)}"><h2>{_e(scn)}: '
-                    f"{len(pts)} runs, {len(keys)} points, "
-                    f"{_e(_sweep.setting_label(pts))}"
-                    + (f" (varied: {_e(', '.join(_sweep.swept_params(pts)))})"
-                       if _sweep.swept_params(pts) else "") + "</h2>")
-        rows = _sweep.table_rows(pts)
-        csv_path, md_path = _sweep.write_tables(
-            pts, os.path.join(os.path.dirname(out), TABLES_DIR), stem=scn)
-        rel = lambda p: os.path.relpath(p, os.path.dirname(out))  # noqa: E731
-        body.append(_sweep_table_html(rows))
-        body.append(f'<p>Tables: <a href="{_e(rel(csv_path))}">CSV</a>, '
-                    f'<a href="{_e(rel(md_path))}">Markdown</a></p>')
-        if len(pts) > 1:
-            body += [_img(fig, f"{name}: {scn}") for name, fig in _sweep.draw_all(pts).items()]
-        body.append("</section>")
-
-    for i, run in enumerate(runs):
-        if kind == "run":
-            names = None
-        else:
-            names = scenario_figures(run) or [n for n in DEFAULT_RUN_FIGURES if n in FIGURES]
-        section, warn = _run_section(run, i, names)
+    runs = [p.run for p in points]
+    say(f"report: {len(runs)} run(s) in {path}")
+    jobs = [(run.dir, None if kind == "run" else
+             (scenario_figures(run) or [n for n in DEFAULT_RUN_FIGURES if n in FIGURES]),
+             "png", True) for run in runs]
+    sets = _sweep.by_scenario(points)
+    targets = ({} if kind == "run" else
+               {scn: target for scn, _, target in
+                set_targets(path, points, None if kind in ("sweep", "results") else
+                            os.path.join(base, FIGURES_DIR_OF_REPORT))})
+    done_runs, drawn_sets = render.draw(
+        jobs, [(pts, targets[scn], scn, "png", True, True) for scn, pts in sets.items()
+               if scn in targets], say)
+    run_figs = dict(zip((r.dir for r in runs), done_runs))
+    drawn = dict(zip([scn for scn in sets if scn in targets], drawn_sets))
+    body, toc, idx = [], [], 0
+    for scn, pts in sets.items():
+        run_parts, flag_lines = [], []
+        for p in pts:
+            warn = flags(p.run, p.rows)
+            flag_lines += [f"{run_label(p.run)} ({os.path.relpath(p.run.dir, path) or '.'}): "
+                           f"{w}" for w in warn]
+            run_parts.append({"run": p.run, "figures": run_figs[p.run.dir],
+                              "html": _run_section(p.run, idx, p.rows, warn,
+                                                   run_figs[p.run.dir], base,
+                                                   embed=kind == "run")})
+            idx += 1
+        section = _study_html(scn, pts, drawn.get(scn, {"study": {}, "more": {}}), base,
+                              out, run_parts, flag_lines)
+        if kind == "run":      # one run: its details open
+            section = section.replace("<details><summary>Each run", "<details open>"
+                                      "<summary>Each run", 1)
         body.append(section)
-        all_flags += [f"{run.label} ({os.path.relpath(run.dir, path) or '.'}): {w}"
-                      for w in warn]
-
-    toc = "".join(f'<li><a href="#run-{i}">{_e(r.label)}</a> [{_e(r.verdict)}] '
-                  f'<span class=muted>{_e(os.path.relpath(r.dir, path))}</span></li>'
-                  for i, r in enumerate(runs))
+        first = next(iter(drawn.get(scn, {}).get("study", {})), None)
+        line = (_study.reading(pts, _study._plot(first)[1]) if first else
+                _study.reading(pts, [e["metric"] for e in headline.declared(pts[0].run)][:2]))
+        toc.append(f'<li><a href="#study-{esc(scn)}">{esc(scn)}</a> '
+                   f'[{esc(_verdicts([p.run for p in pts]))}]: {esc(line)}</li>')
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<title>bufferbloat report: {_e(os.path.basename(path))}</title>
-<style>{_CSS}</style>
+<title>bufferbloat report: {esc(os.path.basename(path))}</title>
+<style>{CSS}</style>
 <script>{_CHECK_SCRIPT}</script>
 </head><body>
-<h1>bufferbloat report: {_e(path)}</h1>
-<p>{_e(kind)}, {len(runs)} run(s); generated {_e(now)} from the stored results only.</p>
+<h1>bufferbloat report: {esc(path)}</h1>
+<p>{esc(kind)}, {len(runs)} run(s), {len(sets)} stud{'y' if len(sets) == 1 else 'ies'};
+generated {esc(now)} from the stored results only.</p>
 <div id="image-check" data-images="" data-broken="">(figures not checked yet)</div>
 <h2>Health</h2>
 {_health_html(runs, path)}
-<h2>Flags</h2>
-{_flags_html(all_flags)}
-<h2>Runs</h2><ol>{toc}</ol>
+<h2>Studies</h2><ol>{"".join(toc)}</ol>
 {chr(10).join(body)}
 </body></html>
 """
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    write_text_atomic(out, page)
-    return out
+    say("report: written")
+    return write_page(out, page)
+
+
+def write_page(path, page):
+    """Write the HTML text ``page`` to ``path`` (write, then rename); returns ``path``."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(page)
+    os.replace(tmp, path)
+    return path

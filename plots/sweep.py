@@ -22,6 +22,7 @@ import numpy as np
 from bufferbloat import identity
 from bufferbloat.errors import UsageError
 from bufferbloat.metrics import traffic_start_s
+from bufferbloat.sweep import INDEX_FILE  # noqa: F401 (plots.render, plots.__init__ use it)
 
 #: Env: 1 puts degraded runs (the emulator fell behind) into means and figures too.
 INCLUDE_DEGRADED_ENV = "BUFFERBLOAT_INCLUDE_DEGRADED"
@@ -475,14 +476,6 @@ def draw_all(points):
             fig = draw_metric(points, param, key)
             if fig is not None:
                 out[f"{key}-vs-{param}"] = fig
-    scn = points[0].run.record.get("scenario") if points else None
-    family = scn.get("family") if isinstance(scn, dict) else None
-    if family == "C":     # the study's own figures first
-        from . import study_c
-        for name, fig in (("study-c-load", study_c.draw_load(points)),
-                          ("study-c-queue", study_c.draw_queue_overlay(points))):
-            if fig is not None:
-                out[name] = fig
     for name, fig in (("box", draw_box(points, ",".join(swept_params(points)) or None)),
                       ("compare-qdiscs", draw_comparison(points)),
                       ("ellipsis", draw_ellipsis(points))):

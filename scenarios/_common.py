@@ -37,3 +37,80 @@ B_TRAFFIC = (
     {"kind": "iperf", "name": "extra-tcp", "src": "h1", "dst": "h2",
      "when": {"extra": "tcp"}},
 )
+
+#: The studies the families reproduce (docs: /work/shared/EXPERIMENTS.md's families).
+STUDIES = {
+    "A": "Bufferbloat and PIE on a dumbbell (CS244-style coursework, extended)",
+    "B": "PIE's parameters under realtime response under load (flent RRUL style)",
+    "C": "RED against PI(E) at increasing load",
+    "D": "Congestion control algorithms over different paths",
+    "E": "AQMs with k flows: flow, link and network metrics (ns-3 ccperf style)",
+}
+
+#: Family A's headline: RTT, fetch time, goodput, the queue. The theories follow the
+#: run's qdisc (a FIFO's full queue, an AQM's target), so one list serves every variant.
+def a_headline(rtt, qdelay):
+    """Family A's headline with the expected RTT and queueing delay in words."""
+    return (
+        {"metric": "ping:rtt_mean_ms", "label": "ping RTT, mean", "theory": "rtt_ms",
+         "expect": rtt},
+        {"metric": "web:all:total_mean_s", "spread": "web:all:total_std_s",
+         "label": "web fetch time, mean ± std",
+         "expect": "seconds behind a full FIFO (each round trip of the fetch waits in the "
+                   "queue); well under a second under PIE"},
+        {"metric": "network:all:aggregate_throughput_mbit", "label": "goodput",
+         "theory": "goodput_ceiling_mbit",
+         "expect": "the link stays full: ~95 % of 1.5 Mbit/s"},
+        {"metric": "link:qdelay_mean_ms", "label": "queueing delay, mean",
+         "theory": "queue_delay_ms", "expect": qdelay},
+    )
+
+
+A_FIFO_RTT = ("climbs towards the full-queue bound once the buffer fills (maxq 100: "
+              "20 + ~750 ms; maxq 20: 20 + ~160 ms)")
+A_FIFO_QDELAY = "most of the full buffer's drain time (maxq 100: 807 ms)"
+A_PIE_RTT = "about the base RTT + the target (20 + 20 ms), not a FIFO's ~770 ms"
+A_PIE_QDELAY = "hovers around PIE's 20 ms target"
+A_VARIANT_RTT = "FIFO: near the full-queue bound (~770 ms); PIE and PIE + 10 flows: ~40 ms"
+A_VARIANT_QDELAY = "FIFO: most of the buffer's 807 ms; PIE: around its 20 ms target"
+
+#: Family B's headline (RRUL through PIE).
+B_HEADLINE = (
+    {"metric": "ping:rtt_mean_ms", "label": "latency under load, mean",
+     "theory": "target_plus_base_ms",
+     "expect": "grows with the target, roughly target + base RTT; tupdate barely matters"},
+    {"metric": "link:aqm_delay_mean_ms", "label": "PIE's queueing delay, mean",
+     "theory": "target_ms", "expect": "near the target"},
+    {"metric": "network:all:goodput_up_mbit", "label": "upload goodput",
+     "theory": "goodput_ceiling_mbit", "expect": "~91-95 % of the link"},
+    {"metric": "flow:rrul-down-*:throughput_mbit", "agg": "sum",
+     "label": "download throughput (iperf3, the 4 flows)", "theory": "goodput_ceiling_mbit",
+     "expect": "~91-95 % of the link"},
+    {"metric": "link:drop_pct", "label": "drops",
+     "expect": "a few %: what PIE drops to hold the target"},
+)
+
+
+def b_study(name, param):
+    """Family B's expected shape, headline and figures for scenario ``name`` sweeping
+    ``param`` (a qdisc key)."""
+    what = param.split(".")[-1].removesuffix("_ms")
+    return dict(
+        expect="Average latency grows with the target (roughly target + base RTT); "
+               "tupdate barely matters; aggregate throughput stays near ~91 % of the link "
+               "each way; a UDP flood at the link rate takes the link and PIE drops to "
+               "hold the target.",
+        headline=B_HEADLINE,
+        reproduce=(
+            {"figure": f"latency (and PIE's delay) against {what}, with target + base RTT",
+             "command": f"bufferbloat sweep {name}",
+             "plot": "latency"},
+            {"figure": "per run: download/upload/latency totals, the latency-throughput "
+                       "ellipsis, drops and queueing delay over time",
+             "command": f"bufferbloat run {name} --set {param}=VALUE",
+             "files": f"results/{name}/STAMP/figures/{{totals,ellipsis,drops,qdelay}}.png"},
+            {"figure": "the table across runs: latency and throughput range and mean, "
+                       "queue delay",
+             "command": f"bufferbloat sweep {name}",
+             "files": f"results/{name}/sweep/figures/{name}-table.md"},
+        ))

@@ -2,7 +2,7 @@
 of every flow, the queue, and what 10 flows do to the web fetch time."""
 from bufferbloat.scenario import Scenario
 
-from ._common import A_KNOBS, A_NET, A_TRAFFIC
+from ._common import A_KNOBS, A_NET, A_PIE_QDELAY, A_PIE_RTT, A_TRAFFIC, a_headline
 
 SCENARIO = Scenario(
     name="a3_pie_flows", family="A",
@@ -12,4 +12,22 @@ SCENARIO = Scenario(
     duration_s=60, quick_duration_s=20, warmup_s=5,
     sweep={"flows": [1, 10]},
     figures=("cwnd", "rtt", "queue", "qdelay", "web"),
+    study="A.3: PIE (target 20 ms) with 10 parallel TCP flows (iperf3 -P 10)",
+    expect="PIE still holds the delay near its target with 10 flows; each flow's cwnd "
+           "is a fraction of one flow's; the web fetch suffers lost SYNs (1 s timeouts) "
+           "more than queueing.",
+    headline=a_headline(A_PIE_RTT, A_PIE_QDELAY) + (
+        {"metric": "network:all:jain_fairness", "label": "Jain's index over the flows",
+         "theory": "one", "expect": "near 1: equal flows share equally"},),
+    reproduce=(
+        {"figure": "A.3's cwnd of every flow",
+         "command": "bufferbloat run a3_pie_flows",
+         "files": "results/a3_pie_flows/STAMP/figures/cwnd.png"},
+        {"figure": "1 flow against 10: cwnd, RTT and queue over time",
+         "command": "bufferbloat sweep a3_pie_flows",
+         "plot": "timeseries"},
+        {"figure": "web fetch times with 1 and 10 flows",
+         "command": "bufferbloat sweep a3_pie_flows",
+         "plot": "fetch"},
+    ),
 )

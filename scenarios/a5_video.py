@@ -5,7 +5,7 @@ it competes with TCP there: its jitter, loss and one-way latency are recorded, a
 TCP flow's cwnd, RTT and throughput show what happens while it is on."""
 from bufferbloat.scenario import Scenario
 
-from ._common import A_KNOBS, A_NET, A_TRAFFIC, A_VARIANTS
+from ._common import A_KNOBS, A_NET, A_TRAFFIC, A_VARIANT_RTT, A_VARIANTS
 
 SCENARIO = Scenario(
     name="a5_video", family="A",
@@ -18,4 +18,36 @@ SCENARIO = Scenario(
     duration_s=60, quick_duration_s=30, warmup_s=5,
     sweep={"variant": ["fifo", "pie", "pie10"]},
     figures=("cwnd", "rtt", "queue", "udp"),
+    study="A.5: a UDP video stream next to the TCP flow, for FIFO, PIE and PIE + 10 flows",
+    expect="Behind a FIFO the stream's packets wait ~0.4-0.8 s (its one-way delay is the "
+           "queue's) with high jitter; PIE cuts it to ~10-30 ms; the TCP flow's cwnd and "
+           "RTT change little while the 0.5 Mbit/s stream is on, its goodput drops by "
+           "about the stream's rate.",
+    headline=(
+        {"metric": "udp:owd_mean_ms", "label": "video one-way delay, mean",
+         "theory": "queue_delay_ms",
+         "expect": "the queue's delay + 5-10 ms of propagation: FIFO ~0.4-0.8 s, PIE "
+                   "~10-30 ms"},
+        {"metric": "udp:jitter_ms", "label": "video jitter (RFC 3550)",
+         "expect": "tens of ms behind a FIFO, a few ms under PIE"},
+        {"metric": "udp:loss_pct", "label": "video loss",
+         "expect": "a few % behind a full FIFO or PIE's drops"},
+        {"metric": "udp:throughput_mbit", "label": "video throughput",
+         "theory": "udp_rate_mbit", "expect": "its sending rate, less its losses"},
+        {"metric": "ping:rtt_mean_ms", "label": "ping RTT, mean", "theory": "rtt_ms",
+         "expect": A_VARIANT_RTT},
+        {"metric": "network:all:aggregate_throughput_mbit", "label": "TCP goodput",
+         "theory": "goodput_ceiling_mbit",
+         "expect": "the link less the stream's share while it is on"},
+    ),
+    reproduce=(
+        {"figure": "the UDP stream's effect on the TCP flow over time (its throughput and "
+                   "RTT, the stream's one-way delay, the stream's on period shaded), per "
+                   "variant",
+         "command": "bufferbloat sweep a5_video",
+         "plot": "udp-effect"},
+        {"figure": "the stream's jitter, loss and latency per variant (the headline table)",
+         "command": "bufferbloat sweep a5_video",
+         "files": "results/a5_video/sweep/figures/a5_video-headline.md"},
+    ),
 )

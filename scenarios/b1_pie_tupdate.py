@@ -4,7 +4,7 @@ UDP flood at the link rate, or an extra TCP flow (--set extra=none|udp|tcp). tup
 ms rounds up to one kernel tick (4 ms at HZ=250): the run records the warning."""
 from bufferbloat.scenario import Scenario
 
-from ._common import B_NET, B_TRAFFIC
+from ._common import B_NET, B_TRAFFIC, b_study
 
 SCENARIO = Scenario(
     name="b1_pie_tupdate", family="B",
@@ -17,4 +17,7 @@ SCENARIO = Scenario(
     figures=("totals", "ellipsis", "drops", "qdelay"),
     # B's figures are totals, drops and the queue; the sockets every 50 ms cost the TCG VM a fifth of the 10 ms rate (docs/HEALTH.md)
     tcp_sample_ms=50,
+    study="B.1: PIE target 20 ms, tupdate 1, 15, 30, 60 ms under RRUL (B.3: with a UDP "
+          "flood or an extra TCP flow)",
+    **b_study("b1_pie_tupdate", "qdisc.tupdate_ms"),
 )

@@ -2,7 +2,7 @@
 average latency grows with the target (about target + base RTT)."""
 from bufferbloat.scenario import Scenario
 
-from ._common import B_NET, B_TRAFFIC
+from ._common import B_NET, B_TRAFFIC, b_study
 
 SCENARIO = Scenario(
     name="b2_pie_target", family="B",
@@ -15,4 +15,7 @@ SCENARIO = Scenario(
     figures=("totals", "ellipsis", "drops", "qdelay"),
     # as b1: the sockets every 50 ms, the queue every 10 ms
     tcp_sample_ms=50,
+    study="B.2: PIE tupdate 30 ms, target 5, 10, 15, 20 ms under RRUL (B.3: with a UDP "
+          "flood or an extra TCP flow)",
+    **b_study("b2_pie_target", "qdisc.target_ms"),
 )

@@ -37,4 +37,36 @@ SCENARIO = Scenario(
     figures=("queue", "qdelay", "cwnd"),
     # the study samples the queue every 10 ms; 40-80 sockets every 100 ms (cwnd traces) keep the TCG VM's CPU for the packets
     tcp_sample_ms=100,
+    study="C: RED against PI(E) at 20, 40, 60 and 80 flows, 5 repetitions",
+    expect="Both keep the 10 Mbit/s link busy (utilization ~1); PI holds the queue near "
+           "its 8 kB reference (6.4 ms) whatever the load, while RED's average queue "
+           "grows with the number of flows (between its 4 and 12 kB thresholds, then "
+           "beyond) and its mark/drop rate rises.",
+    headline=(
+        {"metric": "link:utilization", "label": "bottleneck utilization", "theory": "one",
+         "expect": "~1 for both, at every load"},
+        {"metric": "link:backlog_mean_bytes", "label": "queue, mean",
+         "expect": "PI: near 8 kB at any load; RED: grows with the flows (4-12 kB and more)"},
+        {"metric": "link:qdelay_mean_ms", "label": "queueing delay, mean",
+         "theory": "target_ms", "expect": "PI: ~6.4 ms; RED: rises with the load"},
+        {"metric": "link:marks", "label": "ECN marks",
+         "expect": "rise with the load (both mark rather than drop)"},
+        {"metric": "link:mark_drop_pct", "label": "marks + drops, % of packets",
+         "expect": "rises with the load, for both"},
+        {"metric": "link:qlen_mean_pkts", "label": "queue, mean (packets)",
+         "expect": "PI: near q_ref = 14 at any load; RED: grows with the flows"},
+        {"metric": "network:all:jain_fairness", "label": "Jain's index", "theory": "one",
+         "expect": "near 1 (equal flows)"},
+    ),
+    reproduce=(
+        {"figure": "throughput/utilization, marks + drops, mean queue length and queueing "
+                   "delay against the number of flows, RED and PI on one plot (mean over "
+                   "5 repetitions, ± std), PI's q_ref and RED's thresholds drawn",
+         "command": "bufferbloat sweep c1_red_vs_pie",
+         "plot": "red-vs-pi-load"},
+        {"figure": "the instantaneous queue of RED and PI at 80 flows, overlaid (10 ms "
+                   "samples), with PI's reference and RED's thresholds",
+         "command": "bufferbloat sweep c1_red_vs_pie",
+         "plot": "red-vs-pi-queue"},
+    ),
 )

@@ -30,4 +30,30 @@ SCENARIO = Scenario(
            "load": ["bulk", "onoff", "stream50", "stream25"], "sndbuf_bytes": [0, 65536]},
     quick_sweep={"cca": ["reno", "cubic", "vegas", "bbr"], "variant": ["lan"]},
     figures=("cwnd", "rtt", "queue"),
+    study="D: Reno, Cubic, Vegas and BBR over lan, wan and lossy paths, with bulk, "
+          "on-off and rate-limited traffic and two send buffers",
+    expect="Bulk: every CCA fills the lan and wan links; Reno and Cubic fill the "
+           "100-packet FIFO (RTT up to base + 121 ms) while Vegas and BBR keep it near "
+           "the base RTT; on the lossy path Reno and Cubic lose most goodput, BBR least; "
+           "streams get their rate; a 64 kB send buffer caps the wan path at ~5 Mbit/s.",
+    headline=(
+        {"metric": "network:all:aggregate_throughput_mbit", "label": "goodput",
+         "theory": "goodput_ceiling_mbit",
+         "expect": "bulk: near the ceiling on lan/wan; less on the lossy path"},
+        {"metric": "flow:srtt_mean_ms", "label": "TCP srtt, mean", "theory": "rtt_ms",
+         "expect": "Reno/Cubic: up to the full-queue RTT; Vegas/BBR: near the base RTT"},
+        {"metric": "ping:rtt_mean_ms", "label": "ping RTT, mean", "theory": "base_rtt_ms",
+         "expect": "the queue the CCA keeps, on top of the base RTT"},
+        {"metric": "flow:retransmits", "label": "retransmissions",
+         "expect": "Reno/Cubic overflow the FIFO; Vegas rarely"},
+    ),
+    reproduce=(
+        {"figure": "cwnd and RTT over time per CCA (one run each)",
+         "command": "bufferbloat run d1_cca_paths --set cca=CCA --set variant=PATH",
+         "files": "results/d1_cca_paths/STAMP/figures/{cwnd,rtt}.png"},
+        {"figure": "goodput and srtt per CCA (mean ± std over runs), one line per path and "
+                   "traffic",
+         "command": "bufferbloat sweep d1_cca_paths",
+         "plot": "cca"},
+    ),
 )

@@ -22,4 +22,30 @@ SCENARIO = Scenario(
     figures=("cwnd", "rtt", "queue", "fairness"),
     # srtt, cwnd and in-flight time series at 50 ms; the queue every 10 ms
     tcp_sample_ms=50,
+    study="E: k = 5 flows, 15 ms RTT, 80 Mbit/s, 100 packets, under FIFO, RED, CoDel, "
+          "FQ-CoDel and PIE",
+    expect="Every qdisc keeps the link ~95 % used; FIFO fills its 100 packets (~15 ms "
+           "of queue), the AQMs hold a few ms (CoDel/FQ-CoDel ~5 ms, PIE ~15 ms); "
+           "FQ-CoDel shares most equally (Jain ~1).",
+    headline=(
+        {"metric": "network:all:aggregate_throughput_mbit", "label": "goodput",
+         "theory": "goodput_ceiling_mbit", "expect": "~95 % of the link for every qdisc"},
+        {"metric": "network:all:jain_fairness", "label": "Jain's index", "theory": "one",
+         "expect": "FQ-CoDel ~1; FIFO and RED lower"},
+        {"metric": "link:qdelay_mean_ms", "label": "queueing delay, mean",
+         "theory": "queue_delay_ms",
+         "expect": "FIFO: most of its 100 packets (15 ms); AQMs near their target"},
+        {"metric": "flow:srtt_mean_ms", "label": "TCP srtt, mean over flows",
+         "theory": "base_rtt_ms", "expect": "the 15 ms base + the queue's delay"},
+        {"metric": "link:drop_pct", "label": "drops", "expect": "a few %, highest for FIFO"},
+    ),
+    reproduce=(
+        {"figure": "the qdiscs side by side: throughput, RTT, queueing delay, drops",
+         "command": "bufferbloat sweep e1_aqm_kflows",
+         "plot": "compare-qdiscs"},
+        {"figure": "per run: in-flight, srtt and throughput over time, each flow's "
+                   "operating point, eCDFs",
+         "command": "bufferbloat run e1_aqm_kflows --set variant=QDISC",
+         "files": "results/e1_aqm_kflows/STAMP/figures/{cwnd,operating,ecdf}.png"},
+    ),
 )

@@ -499,7 +499,49 @@ def test_plot_of_a_sweep_directory_draws_across_runs(tmp_path, capsys):
     names = {os.path.basename(p) for p in out}
     assert {"a1_fifo-rtt_mean_ms-vs-buffer_pkts.svg", "a1_fifo-box.svg",
             "a1_fifo-table.csv", "a1_fifo-table.md"} <= names
-    assert all(os.path.dirname(p) == os.path.join(d, "figures") for p in out)
+    across = [p for p in out if os.path.basename(p).startswith("a1_fifo-")]
+    assert all(os.path.dirname(p) == os.path.join(d, "figures") for p in across)
+    # and each run's own figures (its scenario's) in its directory
+    per_run = sorted(set(out) - set(across))
+    runs = {os.path.dirname(os.path.dirname(p)) for p in per_run}
+    assert len(runs) == 4 and all(os.path.basename(os.path.dirname(p)) == "figures"
+                                  for p in per_run)
+    assert {os.path.basename(p) for p in per_run} == {"cwnd.svg", "rtt.svg", "queue.svg",
+                                                      "web.svg"}
+
+
+def test_plot_of_a_directory_holding_runs_writes_per_run_only(tmp_path, capsys):
+    """A directory that merely holds runs below it gets no figures/ of its own: each run
+    gets its figures; a directory without runs is refused (exit 2)."""
+    holder = tmp_path / "holder"
+    holder.mkdir()
+    for name in ("a1_fifo", "a2_pie"):
+        shutil.copytree(os.path.join(FIX, name), holder / "deeper" / name)
+    assert plots.cli_plot(str(holder)) == 0
+    out = capsys.readouterr().out.split()
+    assert not (holder / "figures").exists() and not (holder / "deeper" / "figures").exists()
+    assert {os.path.relpath(os.path.dirname(p), holder) for p in out} == {
+        os.path.join("deeper", "a1_fifo", "figures"), os.path.join("deeper", "a2_pie",
+                                                                   "figures")}
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    from bufferbloat.cli import main
+    assert main(["plot", str(empty)]) == 2
+    assert not (empty / "figures").exists()
+
+
+def test_plot_of_a_results_tree_puts_each_set_with_its_runs(tmp_path, capsys):
+    """run-all's tree (an index without ``vary``): a scenario's across-run figures go
+    to the directory that holds its runs."""
+    tree = tmp_path / "results"
+    shutil.copytree(os.path.join(FIX, "sweep_fifo_buffer"), tree / "a1_fifo" / "sweep")
+    index = json.loads((tree / "a1_fifo" / "sweep" / "index.json").read_text())
+    index.pop("vary")
+    (tree / "index.json").write_text(json.dumps(index))
+    (tree / "a1_fifo" / "sweep" / "index.json").unlink()
+    assert plots.cli_plot(str(tree)) == 0
+    assert not (tree / "figures").exists()
+    assert (tree / "a1_fifo" / "sweep" / "figures" / "a1_fifo-box.png").is_file()
 
 
 # ------------------------------------------------------------------ FIFO/PIE/CoDel/FQ-CoDel

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import urllib.parse
 
 import pytest
 
@@ -169,3 +170,100 @@ def test_report_of_a_qdisc_sweep_compares_them(tmp_path):
     assert "compare-qdiscs: a1_fifo" in dom
     assert "aqm_delay_p50_ms-vs-qdisc: a1_fifo" in dom
     assert "FIFO RTT" in dom or "CODEL" in dom        # flags are shown
+
+
+def _results_tree(tmp_path):
+    """run-all's tree of the fixtures: a sweep of a1_fifo, a qdisc sweep, and single runs
+    of a2, b2 and c1 (index.json with run_dir paths of another machine)."""
+    out = tmp_path / "results"
+    copy_fixture("sweep_fifo_buffer", out / "a1_fifo" / "sweep")
+    os.remove(out / "a1_fifo" / "sweep" / "index.json")
+    copy_fixture("a2_pie", out / "a2_pie" / "sweep" / "default" / "rep-1")
+    copy_fixture("b2_rrul", out / "b2_pie_target" / "sweep" / "default" / "rep-1")
+    copy_fixture("c1_red_2flows", out / "c1_red_vs_pie" / "sweep" / "default" / "rep-1")
+    done = [{"scenario": os.path.relpath(p.parent, out).split("/")[0],
+             "overrides": json.loads(p.read_text()).get("overrides") or {},
+             "rep": 1, "run_dir": "/elsewhere/results/" + os.path.relpath(p.parent, out),
+             "status": "ok"} for p in sorted(out.rglob("result.json"))]
+    (out / "index.json").write_text(json.dumps({"catalogue": [], "points": len(done),
+                                                "done": done}))
+    return out
+
+
+def artefact_dir(tmp_path):
+    """Where a test keeps what a person may want to look at (env
+    BUFFERBLOAT_TEST_ARTEFACTS, else the test's temporary directory)."""
+    where = os.environ.get("BUFFERBLOAT_TEST_ARTEFACTS") or str(tmp_path / "artefacts")
+    os.makedirs(where, exist_ok=True)
+    return where
+
+
+@needs_chromium
+def test_the_report_is_shaped_by_the_studies_and_every_figure_shows(tmp_path):
+    """Opened in headless Chromium: the page loads, every figure decodes (embedded or a
+    file beside the runs), each study shows its own figures with a reading first, its
+    headline table, health and flags, and folds the exhaustive plots and the runs; a
+    screenshot of the page is kept."""
+    out = _results_tree(tmp_path)
+    html = write_report(str(out))
+    with open(html) as f:
+        source = f.read()
+    runs = sorted(str(p.parent) for p in out.rglob("result.json"))
+    dom = check_page(html, tmp_path, runs)
+    studies = re.findall(r'<section class="study" id="study-([^"]+)">', dom)
+    assert studies == ["a1_fifo", "a2_pie", "b2_pie_target", "c1_red_vs_pie"]
+    a1 = dom.split('id="study-a1_fifo">', 1)[1].split("</section>\n", 1)[0]
+    # the study's own figures come first, each with its reading (bold caption)
+    first_fold = a1.index("<details")
+    assert a1.index("timeseries: a1_fifo") < first_fold
+    assert a1.index("fetch: a1_fifo") < first_fold
+    readings = re.findall(r"<figcaption><b>([^<]+)</b>", a1[:first_fold])
+    assert len(readings) == 2 and "buffer_pkts=20" in readings[0]
+    assert '<table class="headline">' in a1 and "Health:" in a1 and "Flags (" in a1
+    assert "<summary>Every metric against every swept parameter" in a1
+    assert "<summary>Each run (4)" in a1
+    # the folded figures are files beside the runs, linked, not embedded
+    linked = re.findall(r'<img alt="[^"]*" src="(?!data:)([^"]+)"', source)
+    assert linked and all(os.path.isfile(os.path.join(out, urllib.parse.unquote(p)))
+                          for p in linked)
+    assert os.path.isfile(out / "a1_fifo" / "sweep" / "figures" / "a1_fifo-timeseries.png")
+    # a single run's own figures stand for its study (a2: no sweep)
+    a2 = dom.split('id="study-a2_pie">', 1)[1].split("</section>\n", 1)[0]
+    assert a2.index("<figure>") < a2.index("<details")
+    shot = os.path.join(artefact_dir(tmp_path), "report-results-tree.png")
+    proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                           f"--user-data-dir={tmp_path / 'shot-profile'}",
+                           "--window-size=1280,3000", "--virtual-time-budget=10000",
+                           f"--screenshot={shot}", "file://" + html],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with open(shot, "rb") as f:
+        assert f.read(4) == b"\x89PNG"
+    assert os.path.getsize(shot) > 50_000
+    print(f"screenshot: {shot}")
+
+
+def test_the_reading_is_the_data(tmp_path):
+    from bufferbloat import headline
+    from plots import study, sweep
+    pts = sweep.load_points(os.path.join(FIX, "sweep_fifo_buffer"))
+    text = study.reading(pts, ["link:qdelay_mean_ms"])
+    for key, reps in sweep.by_key(pts).items():
+        mean = sum(headline.select(p.rows, "link:qdelay_mean_ms") for p in reps) / len(reps)
+        assert f"{key} {headline.fmt(mean, 'ms')}" in text
+    assert "(theory " in text
+
+
+def test_a_second_report_reuses_the_figures_it_drew(tmp_path):
+    d = copy_fixture("sweep_fifo_buffer", tmp_path / "sweep")
+    write_report(d)
+    figures = sorted(str(p) for p in (tmp_path / "sweep").rglob("*.png"))
+    before = {p: os.path.getmtime(p) for p in figures}
+    write_report(d)
+    assert {p: os.path.getmtime(p) for p in figures} == before
+    # new data (a run recomputed) draws that run's figures again
+    run = os.path.join(d, "buffer_pkts=20", "rep-1")
+    os.utime(os.path.join(run, "result.json"))
+    write_report(d)
+    again = [p for p in figures if os.path.getmtime(p) != before[p]]
+    assert again and any(p.startswith(run) for p in again)

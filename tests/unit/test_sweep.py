@@ -263,7 +263,9 @@ def test_a_c1_sweep_without_repeat_runs_the_scenarios_five_repetitions(tmp_path,
     import bufferbloat.engine as engine
     calls = []
     monkeypatch.setattr(engine, "run_point", fake_runner(calls))
-    rc = cli.main(["sweep", "c1_red_vs_pie", "--quick", "--out", str(tmp_path)])
+    monkeypatch.setattr("bufferbloat.where.require_here", lambda topos: None)
+    rc = cli.main(["sweep", "c1_red_vs_pie", "--quick", "--host", "--no-figures",
+                   "--out", str(tmp_path)])
     scn = catalogue()["c1_red_vs_pie"]
     points = len(sweep.points(scn.sweep_for(True)))
     assert rc == 0 and scn.repeat == 5
@@ -273,8 +275,8 @@ def test_a_c1_sweep_without_repeat_runs_the_scenarios_five_repetitions(tmp_path,
                       if all(str(c[k]) == str(v) for k, v in varied.items()))
         assert reps == [1, 2, 3, 4, 5]
     calls.clear()
-    rc = cli.main(["sweep", "c1_red_vs_pie", "--quick", "--repeat", "6", "--out",
-                   str(tmp_path)])
+    rc = cli.main(["sweep", "c1_red_vs_pie", "--quick", "--repeat", "6", "--host",
+                   "--no-figures", "--out", str(tmp_path)])
     assert rc == 0 and len(calls) == points      # reps 1-5 recorded: only rep 6 runs
     assert {c["rep"] for c in calls} == {6}
 
@@ -342,9 +344,10 @@ def test_run_ends_a_stalled_repetition_and_runs_the_next(tmp_path, monkeypatch, 
             time.sleep(3600)               # the first repetition never ends
         return path
     monkeypatch.setattr(engine, "run_point", run_point)
+    monkeypatch.setattr("bufferbloat.where.require_here", lambda topos: None)
     monkeypatch.setenv(sweep.STALL_LIMIT_ENV, "0.5")
     t0 = time.monotonic()
-    rc = cli.main(["run", "a4_wifi_loss", "--repeat", "2", "--time", "5",
+    rc = cli.main(["run", "a4_wifi_loss", "--repeat", "2", "--time", "5", "--host",
                    "--out", str(tmp_path)])
     out, err = capsys.readouterr()
     assert time.monotonic() - t0 < 30
@@ -363,6 +366,7 @@ def test_run_all_reports_a_stalled_point_and_completes_the_others(tmp_path, monk
         def require(self, needed):
             pass
     monkeypatch.setattr(cli, "_needs", lambda names: (Caps(), []))
+    monkeypatch.setattr("bufferbloat.where.require_here", lambda topos: None)
     scn = catalogue()["a4_wifi_loss"]
     todo = cli.catalogue_points(True, ["a4_wifi_loss"])
     stuck = todo[1][2]                      # the second point's varied values
@@ -372,7 +376,8 @@ def test_run_all_reports_a_stalled_point_and_completes_the_others(tmp_path, monk
         else 0))
     monkeypatch.setenv(sweep.STALL_LIMIT_ENV, "0.5")
     t0 = time.monotonic()
-    rc = cli.main(["run-all", "--quick", "--only", "a4_wifi_loss", "--out", str(tmp_path)])
+    rc = cli.main(["run-all", "--quick", "--only", "a4_wifi_loss", "--host",
+                   "--out", str(tmp_path)])
     out, err = capsys.readouterr()
     assert time.monotonic() - t0 < 60
     assert rc == 1 and len(calls) == len(todo) == len(sweep.points(scn.sweep_for(True)))

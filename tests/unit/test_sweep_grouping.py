@@ -46,7 +46,7 @@ def test_quick_and_full_runs_never_share_a_set(tmp_path):
             assert label in " ".join(t.get_text() for t in fig.texts)
     # the report: one section per set, each titled with its setting
     html = open(report.write_report(_tree(tmp_path / "r", _quick))).read()
-    assert html.count('<section class="sweep"') == 2
+    assert html.count('<section class="study"') == 2
     assert "a1_fifo-quick-20s" in html and "quick profile, 20 s" in html
     assert "full profile, 6 s" in html
     assert "2 runs, 2 points, quick profile, 20 s" in html

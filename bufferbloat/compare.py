@@ -1,0 +1,218 @@
+"""``bufferbloat compare A B [C ...]``: runs, sweeps or results trees side by side.
+
+Each argument is a *side*: a run directory, a sweep directory or a results tree (every
+run below it; :func:`plots.sweep.load_points`). When every side holds one setting (a
+run, or repetitions of one configuration), the sides are compared directly, whatever
+their scenarios (a student's FIFO run against the reference PIE run). Otherwise their
+runs are matched by scenario and sweep point (``a1_fifo buffer_pkts=20``), one group of
+rows per match. A side's value is the mean over its repetitions (degraded runs left
+out, as in every mean: docs/HEALTH.md).
+
+The table has one row per headline metric (the union of the sides' scenarios'
+declarations, :mod:`bufferbloat.headline`), one column per side, and each side after
+the first with its difference from the first (``-387 (x0.12)``). The overlay figures
+(:mod:`plots.overlay`: RTT eCDF, queueing delay and throughput over time, one line per
+side) and the table go into one self-contained HTML page.
+"""
+
+import datetime
+import os
+import string
+
+from . import headline
+from .errors import UsageError
+
+#: how many lines an overlay figure holds at most (sides x matched points)
+MAX_LINES = 16
+
+
+class Side:
+    """One argument: its letter, path and runs (``plots.sweep.Point``s)."""
+
+    def __init__(self, letter, path, points):
+        self.letter, self.path, self.points = letter, path, points
+
+    def groups(self, direct):
+        """{match key: [points]}; with ``direct`` one group holding everything."""
+        from plots.sweep import by_key, by_scenario
+        if direct:
+            return {"": self.points}
+        out = {}
+        for scn, pts in by_scenario(self.points).items():
+            for key, reps in by_key(pts).items():
+                out[f"{scn} {key}" if key != "default" else scn] = reps
+        return out
+
+    def describe(self):
+        from plots.common import run_label
+        labels = list(dict.fromkeys(run_label(p.run) for p in self.points))
+        what = labels[0] if len(labels) == 1 else f"{len(labels)} settings"
+        return f"{self.letter} = {self.path} ({what}, {len(self.points)} run(s))"
+
+
+def load_sides(paths):
+    """The sides of ``paths`` (UsageError: fewer than two, or a path without runs)."""
+    from plots.sweep import load_points
+    if len(paths) < 2:
+        raise UsageError("compare needs at least two runs, sweeps or results trees")
+    if len(paths) > len(string.ascii_uppercase):
+        raise UsageError(f"compare takes at most {len(string.ascii_uppercase)} paths")
+    return [Side(letter, path, load_points(path))
+            for letter, path in zip(string.ascii_uppercase, paths)]
+
+
+def _single_setting(side):
+    from plots.sweep import by_key, by_scenario
+    sets = by_scenario(side.points)
+    return len(sets) == 1 and len(by_key(next(iter(sets.values())))) == 1
+
+
+def _entries(sides):
+    """The headline entries of every side's scenarios, each metric once, in order."""
+    seen, out = set(), []
+    for side in sides:
+        for p in side.points:
+            for entry in headline.declared(p.run):
+                if entry["metric"] not in seen:
+                    seen.add(entry["metric"])
+                    out.append(entry)
+    return out
+
+
+def _mean(points, entry, key="metric"):
+    vals = [headline.evaluate(p.rows, entry, key) for p in points if p.averaged]
+    vals = [v for v in vals if v is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _unit(sides, selector):
+    for side in sides:
+        for p in side.points:
+            unit = headline.unit_of(p.rows, selector)
+            if unit:
+                return unit
+    return ""
+
+
+def table(sides):
+    """(direct, rows): ``rows`` are dicts with ``group`` (the match key, '' when
+    direct), ``label``, ``metric``, ``unit``, ``values`` (one per side, None when the
+    side lacks it) and ``spreads`` (the entry's ``± spread`` metric, or None)."""
+    direct = all(_single_setting(s) for s in sides)
+    per_side = [s.groups(direct) for s in sides]
+    keys = list(dict.fromkeys(k for g in per_side for k in g))
+    entries = _entries(sides)
+    rows = []
+    for key in keys:
+        for entry in entries:
+            values = [_mean(g.get(key, []), entry) for g in per_side]
+            if all(v is None for v in values):
+                continue
+            spreads = [_mean(g.get(key, []), entry, "spread") if entry.get("spread")
+                       else None for g in per_side]
+            rows.append({"group": key, "label": entry["label"], "metric": entry["metric"],
+                         "unit": _unit(sides, entry["metric"]), "values": values,
+                         "spreads": spreads})
+    return direct, rows
+
+
+def difference(value, ref):
+    """``+12.3 (x1.5)``: value - ref and value / ref, '' when either is missing."""
+    if value is None or ref is None:
+        return ""
+    text = f"{value - ref:+.3g}"
+    return text + (f" (x{value / ref:.2f})" if ref else "")
+
+
+def cells(row):
+    """The printed cells of a table row: each side's value (± its spread), then each
+    side's difference from the first."""
+    vals = row["values"]
+    shown = [headline.fmt(v) + (f" ± {headline.fmt(sd)}" if sd is not None and v is not None
+                                else "") for v, sd in zip(vals, row["spreads"])]
+    return shown + [difference(v, vals[0]) for v in vals[1:]]
+
+
+def table_lines(sides, rows):
+    """The comparison table as aligned terminal lines."""
+    letters = [s.letter for s in sides]
+    head = ["metric"] + letters + [f"{x}-{letters[0]}" for x in letters[1:]]
+    body = []
+    group = None
+    for r in rows:
+        if r["group"] != group:
+            group = r["group"]
+            if group:
+                body.append([f"[{group}]"] + [""] * (len(head) - 1))
+        name = f"{r['label']} ({r['unit']})" if r["unit"] else r["label"]
+        body.append([name] + cells(r))
+    widths = [max(len(row[i]) for row in [head] + body) for i in range(len(head))]
+    fmt = lambda row: "  ".join(  # noqa: E731
+        (c.ljust(w) if i == 0 else c.rjust(w)) for i, (c, w) in enumerate(zip(row, widths)))
+    return [fmt(head)] + [fmt(row) for row in body]
+
+
+def overlay_pairs(sides, direct):
+    """[(label, Run)] for the overlay figures: the first run of each side (and of each
+    matched point when not direct), at most :data:`MAX_LINES`."""
+    from plots.common import run_label
+    pairs = []
+    for side in sides:
+        for key, pts in side.groups(direct).items():
+            run = next((p.run for p in pts if p.averaged), pts[0].run)
+            pairs.append((f"{side.letter}: {key or run_label(run)}", run))
+    return pairs[:MAX_LINES]
+
+
+def figures(sides, direct):
+    """{name: Figure} of the overlays (:data:`plots.overlay.COMPARE`)."""
+    from plots import overlay
+    pairs = overlay_pairs(sides, direct)
+    out = {}
+    for name, draw in overlay.COMPARE.items():
+        fig = draw(pairs)
+        if fig is not None:
+            out[name] = fig
+    return out
+
+
+def write_html(path, sides, rows, figs):
+    """The comparison as one self-contained page at ``path``; returns ``path``."""
+    from plots.report import CSS, esc, figure_html, write_page
+    letters = [s.letter for s in sides]
+    head = "".join(f"<th>{esc(h)}</th>" for h in
+                   ["metric"] + letters + [f"{x}-{letters[0]}" for x in letters[1:]])
+    body, group = [], None
+    for r in rows:
+        if r["group"] != group:
+            group = r["group"]
+            if group:
+                body.append(f'<tr><th colspan="{2 * len(letters)}">{esc(group)}</th></tr>')
+        body.append(f"<tr><td>{esc(r['label'])} ({esc(r['unit'])})</td>"
+                    + "".join(f"<td class=num>{esc(c)}</td>" for c in cells(r)) + "</tr>")
+    legend = "".join(f"<li>{esc(s.describe())}</li>" for s in sides)
+    imgs = "".join(figure_html(fig, name) for name, fig in figs.items())
+    now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    page = f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>bufferbloat compare</title>
+<style>{CSS}</style></head><body>
+<h1>bufferbloat compare</h1>
+<p class=muted>generated {esc(now)} from the stored results only</p>
+<ul>{legend}</ul>
+<table class="compare"><tr>{head}</tr>{"".join(body)}</table>
+<h2>Overlays</h2>{imgs or "<p class=muted>No series to overlay.</p>"}
+</body></html>
+"""
+    return write_page(path, page)
+
+
+def compare(paths, html_path="compare.html"):
+    """Compare ``paths``; write the HTML page; return the terminal lines."""
+    sides = load_sides(paths)
+    direct, rows = table(sides)
+    figs = figures(sides, direct)
+    out = ["compare:"] + [f"  {s.describe()}" for s in sides]
+    out += table_lines(sides, rows) if rows else ["(no headline metric in common)"]
+    out.append(f"figures ({', '.join(figs) or 'none'}) and the table: "
+               f"{write_html(html_path, sides, rows, figs)}")
+    return out

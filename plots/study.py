@@ -1,0 +1,430 @@
+"""The studies' own figures, each with a one-line reading computed from the data.
+
+A scenario names its study's figures as data (``Scenario.reproduce``: entries with a
+``plot``); this module draws them for a set of runs of that scenario (``Point``s of
+:mod:`plots.sweep`) and reads them out in one line ("queueing delay, mean:
+buffer_pkts=20 98.3 ms, buffer_pkts=100 380 ms (theory 161-807 ms)"). Plot names:
+
+================== ======================================================================
+timeseries         cwnd, ping RTT and queue over time, one line per sweep point (A.1)
+fetch              web fetch time, mean ± std per sweep point (A)
+udp-effect         the TCP flow's throughput and RTT and the stream's one-way delay over
+                   time, the stream's on period shaded, one line per point (A.5)
+latency            latency under load and the AQM's delay against the swept parameter,
+                   with target + base RTT and the target (B)
+queue-vs-load      mean queue (bytes) and queueing delay against the flows, one line per
+                   variant, the PI reference (C)
+cca                goodput and srtt per congestion control, one line per path (D)
+compare-qdiscs     the qdiscs side by side (:func:`plots.sweep.draw_comparison`, E)
+metric:KEY:PARAM   :func:`plots.sweep.draw_metric` (KEY of ``KEY_METRICS`` against PARAM)
+================== ======================================================================
+
+A set whose scenario names none gets the ``timeseries`` overlay (2 to 6 points).
+"""
+
+import math
+import os
+
+import numpy as np
+
+from bufferbloat import headline, theory
+from bufferbloat.metrics import _truthy, traffic_start_s  # "ok" as the metrics read it
+from bufferbloat.scenario import study_file
+
+from . import overlay
+from . import study_c as _study_c
+from . import sweep as _sweep
+from .common import legend, new_figure, series
+from .palette import flow_color
+from .throughput import aggregate_rate
+
+#: at most this many sweep points are overlaid on one time-series figure
+MAX_OVERLAY = 6
+
+
+def _reps_by_key(points):
+    """{point key: repetitions}, in the order of the points' values."""
+    return _order(_sweep.by_key(points))
+
+
+def _label(key):
+    """A sweep point's label without the ``variant=`` noise."""
+    return key.replace("variant=", "")
+
+
+def representatives(points):
+    """[(point label, Run)]: one run per sweep point (its first averaged repetition)."""
+    out = []
+    for key, reps in _reps_by_key(points).items():
+        use = [p for p in reps if p.averaged] or reps
+        out.append((_label(key), use[0].run))
+    return out
+
+
+def _value(reps, selector, agg="mean"):
+    vals = [headline.select(p.rows, selector, agg) for p in reps if p.averaged]
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return None, None
+    return float(np.mean(vals)), float(np.std(vals))
+
+
+# ----------------------------------------------------------------------- figures
+
+def timeseries(points):
+    """cwnd, RTT and queue over time, one line per sweep point."""
+    pairs = representatives(points)[:MAX_OVERLAY]
+    return overlay.timeseries(pairs, _sweep._title(points, "cwnd, RTT and queue over time"),
+                              _sweep._caption(points))
+
+
+def fetch_times(points):
+    """[(point label, every successful fetch time of its runs, s)] (points without
+    fetches left out)."""
+    data = []
+    for key, reps in _reps_by_key(points).items():
+        times = []
+        for p in reps:
+            web = series(p.run, "web") if p.averaged else None
+            if web is not None:
+                good = _truthy(web["ok"]) if "ok" in web else np.ones(len(web["t"]), bool)
+                times.append(np.asarray(web["total_s"], float)[good])
+        times = np.concatenate(times) if times else np.array([])
+        times = times[np.isfinite(times)]
+        if times.size:
+            data.append((_label(key), times))
+    return data
+
+
+def fetch(points):
+    """Web fetch time (s), mean ± std of every successful fetch of the point's runs."""
+    data = fetch_times(points)
+    if not data:
+        return None
+    fig, (ax,) = new_figure(_sweep._title(points, "Web fetch time per sweep point"),
+                            _sweep._caption(points))
+    for i, (label, times) in enumerate(data):
+        ax.bar([i], [times.mean()], yerr=[times.std()], capsize=5, color=flow_color(i),
+               gid=f"fetch:{label}", label=f"{label} ({times.size} fetches)")
+    ax.set_xticks(range(len(data)))
+    ax.set_xticklabels([d[0] for d in data], fontsize=8)
+    ax.set_ylabel("fetch time, mean ± std (s)")
+    ax.set_xlabel("sweep point")
+    legend(ax, loc="upper left")
+    return fig
+
+
+def fetch_reading(points):
+    """``web fetch time: buffer_pkts=20 0.98 ± 0.36 s (6 fetches), ...``."""
+    data = fetch_times(points)
+    return ("web fetch time: " + ", ".join(
+        f"{label} {headline.fmt(t.mean())} ± {headline.fmt(t.std(), 's')} ({t.size} "
+        f"fetches)" for label, t in data)) if data else ""
+
+
+def _stream_span(run):
+    """(start, stop) s since the traffic started of the run's UDP stream, or None."""
+    for spec in run.record.get("traffic") or []:
+        if isinstance(spec, dict) and spec.get("kind") == "udp":
+            d = float(run.record.get("duration_s") or 0)
+            return float(spec.get("start", 0)) * d, float(spec.get("stop", 1)) * d
+    return None
+
+
+def udp_effect(points):
+    """The TCP flow's throughput (top) and ping RTT (middle) and the UDP stream's
+    one-way delay (bottom) over time, one line per point; the stream's on period
+    shaded."""
+    pairs = representatives(points)[:MAX_OVERLAY]
+    if not any(series(run, "udp") is not None for _, run in pairs):
+        return None
+    fig, (ax_t, ax_r, ax_u) = new_figure(
+        _sweep._title(points, "The UDP stream's effect on TCP over time"),
+        _sweep._caption(points), nrows=3, height=2.6)
+    for i, (label, run) in enumerate(pairs):
+        color, t0 = flow_color(i), traffic_start_s(run)
+        agg = aggregate_rate(run)
+        if agg is not None:
+            ax_t.plot(agg[0] - t0, agg[1], color=color, label=label, gid=f"tcp:{label}")
+        ping = series(run, "ping")
+        if ping is not None:
+            ax_r.plot(ping["t"] - t0, ping["rtt_ms"], color=color, linewidth=1, label=label,
+                      gid=f"rtt:{label}")
+        udp = series(run, "udp")
+        if udp is not None:
+            ax_u.plot(udp["t_sent"] - t0, (udp["t_recv"] - udp["t_sent"]) * 1e3,
+                      linestyle="none", marker=".", markersize=2, color=color, label=label,
+                      gid=f"owd:{label}")
+        span = _stream_span(run)
+        if span and i == 0:
+            for ax in (ax_t, ax_r, ax_u):
+                ax.axvspan(*span, color="#dddddd", alpha=0.5, zorder=0,
+                           label="UDP stream on" if ax is ax_t else None)
+    ax_t.set_ylabel("TCP throughput (Mbit/s)")
+    ax_r.set_ylabel("ping RTT (ms)")
+    ax_u.set_ylabel("UDP one-way delay (ms)")
+    ax_u.set_xlabel("time since the traffic started (s)")
+    for ax in (ax_t, ax_r, ax_u):
+        ax.set_ylim(bottom=0)
+        legend(ax, loc="upper left")
+    return fig
+
+
+def _swept(points, prefer=None):
+    """The swept parameter to put on the x axis: ``prefer`` when swept, else the first
+    numeric one, else the first."""
+    params = _sweep.swept_params(points)
+    if prefer in params:
+        return prefer
+    for param in params:
+        if all(_sweep._as_number(p.varied.get(param)) is not None for p in points):
+            return param
+    return params[0] if params else None
+
+
+def metrics_vs(points, param, panels, title):
+    """One panel per (selector, y label, reference(run) -> value or None, reference
+    label): the metric's mean ± std over repetitions against ``param``, one line per
+    combination of the other swept keys (gid ``metric:SELECTOR:LINE``), the reference
+    as markers (gid ``theory``)."""
+    if param is None:
+        return None
+    xs, cats = _sweep._x_positions(points, param)
+    fig, axes = new_figure(_sweep._title(points, title), _sweep._caption(points),
+                           nrows=len(panels), height=2.8)
+    drawn = False
+    for ax, (selector, ylabel, ref, ref_label) in zip(axes, panels):
+        refs = []
+        for i, (line, pts) in enumerate(_sweep._series_of(points, param).items()):
+            rows = []
+            for key, reps in _reps_by_key(pts).items():
+                mean, sd = _value(reps, selector)
+                if mean is not None:
+                    rows.append((xs[key], mean, sd))
+                    value = ref(reps[0].run) if ref else None
+                    if value is not None:
+                        refs.append((xs[key], value))
+            if not rows:
+                continue
+            drawn = True
+            rows.sort()
+            ax.errorbar([r[0] for r in rows], [r[1] for r in rows],
+                        yerr=[r[2] for r in rows], marker="o", capsize=4,
+                        color=_sweep._line_color(points, pts, i),
+                        label=_label(line) or ylabel.split(" (")[0],
+                        linestyle="-" if cats is None else "none",
+                        gid=f"metric:{selector}:{_label(line)}")
+        if refs:
+            refs = sorted(set(refs))
+            mark, = ax.plot([r[0] for r in refs], [r[1] for r in refs], linestyle="none",
+                            marker="_", markersize=20, markeredgewidth=2, color="#000000",
+                            label=ref_label)
+            mark.set_gid("theory")
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.set_ylim(bottom=0)
+        legend(ax)
+        if cats is not None:
+            ax.set_xticks(range(len(cats)))
+            ax.set_xticklabels(cats, fontsize=8)
+    axes[-1].set_xlabel(param)
+    return fig if drawn else None
+
+
+def _target_plus_base(run):
+    t, b = theory.target_ms(run), theory.base_rtt_ms(run)
+    return None if t is None or b is None else t + b
+
+
+def latency(points):
+    """B: latency under load and the AQM's delay against the swept AQM parameter."""
+    param = next((p for p in _sweep.swept_params(points) if p.startswith("qdisc.")), None)
+    return metrics_vs(points, _swept(points, param), [
+        ("ping:rtt_mean_ms", "latency under load, mean (ms)", _target_plus_base,
+         "target + base RTT"),
+        ("link:aqm_delay_mean_ms", "PIE's delay, mean (ms)", theory.target_ms, "target")],
+        "Latency against the AQM's parameter")
+
+
+def queue_vs_load(points):
+    """C: mean queue and queueing delay against the number of flows, per variant."""
+    return metrics_vs(points, _swept(points, "flows"), [
+        ("link:backlog_mean_bytes", "queue, mean (bytes)", None, None),
+        ("link:qdelay_mean_ms", "queueing delay, mean (ms)", theory.target_ms,
+         "PI's reference (target)")], "Queue against load")
+
+
+def cca(points):
+    """D: goodput and srtt per congestion control, one line per path/traffic."""
+    return metrics_vs(points, _swept(points, "cca") if "cca" in _sweep.swept_params(points)
+                      else None, [
+        ("network:all:aggregate_throughput_mbit", "goodput (Mbit/s)",
+         lambda run: theory.tcp_goodput_ceiling(run.bottleneck_mbit)
+         if run.bottleneck_mbit else None, "goodput ceiling"),
+        ("flow:srtt_mean_ms", "TCP srtt, mean (ms)", theory.base_rtt_ms, "base RTT")],
+        "Congestion controls: goodput and RTT")
+
+
+#: plot name -> (draw(points) -> Figure or None, the selectors its reading reports, or
+#: a function(points) -> the reading)
+PLOTS = {
+    "timeseries": (timeseries, ("link:qdelay_mean_ms", "ping:rtt_mean_ms")),
+    "fetch": (fetch, fetch_reading),
+    "udp-effect": (udp_effect, ("udp:owd_mean_ms", "udp:jitter_ms",
+                                "network:all:aggregate_throughput_mbit")),
+    "latency": (latency, ("ping:rtt_mean_ms", "link:aqm_delay_mean_ms")),
+    "queue-vs-load": (queue_vs_load, ("link:backlog_mean_bytes", "link:qdelay_mean_ms")),
+    # study C's own two (plots/study_c.py)
+    "red-vs-pi-load": (_study_c.draw_load, ("link:qlen_mean_pkts", "link:mark_drop_pct",
+                                            "link:utilization")),
+    "red-vs-pi-queue": (_study_c.draw_queue_overlay, ("link:qlen_mean_pkts",)),
+    "cca": (cca, ("network:all:aggregate_throughput_mbit", "flow:srtt_mean_ms")),
+    "compare-qdiscs": (_sweep.draw_comparison, ("network:all:aggregate_throughput_mbit",
+                                                "network:all:jain_fairness",
+                                                "link:qdelay_mean_ms")),
+}
+
+
+def _plot(name):
+    """(draw, reading selectors) of plot ``name`` (``metric:KEY:PARAM`` too)."""
+    if name.startswith("metric:"):
+        _, key, param = name.split(":", 2)
+        scope, metric, _ = _sweep.KEY_METRICS[key]
+        return (lambda points: _sweep.draw_metric(points, param, key)), (f"{scope}:{metric}",)
+    return PLOTS[name]
+
+
+def declared(points):
+    """The study plots of a set: its scenario's ``reproduce`` entries with a ``plot``,
+    else ``timeseries`` for 2 to :data:`MAX_OVERLAY` points (one point: its runs' own
+    figures stand for it)."""
+    try:
+        from scenarios import catalogue
+        scn = catalogue().get(points[0].scenario)
+    except Exception:  # noqa: BLE001 - a run of an unknown scenario still gets a figure
+        scn = None
+    names = [e["plot"] for e in (scn.reproduce if scn else ()) if e.get("plot")]
+    if names:
+        return names
+    return ["timeseries"] if 1 < len(_reps_by_key(points)) <= MAX_OVERLAY else []
+
+
+def file_name(name):
+    """The figure's file stem: ``timeseries``, ``throughput_mbit-vs-loss_pct``."""
+    return study_file(name)
+
+
+def _order(groups):
+    """Sweep points in the order of their values (numbers as numbers)."""
+    def key(item):
+        return [(0, float(v), "") if _sweep._as_number(v) is not None else (1, 0.0, str(v))
+                for v in item[1][0].varied.values()]
+    return dict(sorted(groups.items(), key=key))
+
+
+def reading(points, selectors):
+    """One line: each selector's label and value per sweep point (mean over its
+    repetitions), with theory's range where the scenario declares one (``selectors``
+    may be a function of the points that returns the line)."""
+    degraded = "every run degraded (the emulator fell behind): no reading"
+    if callable(selectors):
+        return selectors(points) or ("" if any(p.averaged for p in points) else degraded)
+    def scope_metric(selector):
+        scope, _, metric = headline.parse_selector(selector)
+        return scope, metric
+    entries = {scope_metric(e["metric"]): e for p in points[:1]
+               for e in headline.declared(p.run)}
+    parts = []
+    groups = _reps_by_key(points)
+    for selector in selectors:
+        vals = [(key, _value(reps, selector)[0]) for key, reps in groups.items()]
+        vals = [(k, v) for k, v in vals if v is not None]
+        if not vals:
+            continue
+        unit = next((headline.unit_of(p.rows, selector) for p in points
+                     if headline.unit_of(p.rows, selector)), "")
+        entry = entries.get(scope_metric(selector), {})
+        label = entry.get("label") or selector.split(":")[-1]
+        text = ", ".join(f"{_label(k)} {headline.fmt(v, unit)}" if len(groups) > 1 else
+                         headline.fmt(v, unit) for k, v in vals)
+        if entry.get("theory"):
+            th = [headline.theory_value(entry["theory"], reps[0].run, reps[0].rows)[0]
+                  for reps in groups.values()]
+            th = sorted({round(t, 3) for t in th if t is not None and math.isfinite(t)})
+            if th:
+                rng = headline.fmt(th[0]) if len(th) == 1 else \
+                    f"{headline.fmt(th[0])}-{headline.fmt(th[-1])}"
+                text += f" (theory {f'{rng} {unit}'.strip()})"
+        parts.append(f"{label}: {text}")
+    if not parts and not any(p.averaged for p in points):
+        return degraded
+    return "; ".join(parts)
+
+
+def draw(points, names=None):
+    """{plot name: (Figure, reading)} of the set's study plots (``names``: default
+    :func:`declared`); plots without data are left out."""
+    out = {}
+    for name in names if names is not None else declared(points):
+        fn, selectors = _plot(name)
+        fig = fn(points)
+        if fig is not None:
+            out[name] = (fig, reading(points, selectors))
+    return out
+
+
+# ----------------------------------------------------------------------- the table
+
+def headline_rows(points):
+    """One row per sweep point: ``point``, ``reps`` (averaged / all) and, per headline
+    metric of the set's scenario, (mean, std over repetitions, theory, unit)."""
+    entries = headline.declared(points[0].run)
+    rows = []
+    for key, reps in _reps_by_key(points).items():
+        row = {"point": _label(key), "reps": f"{sum(p.averaged for p in reps)}/{len(reps)}",
+               "values": []}
+        for entry in entries:
+            mean, sd = _value(reps, entry["metric"], entry.get("agg", "mean"))
+            th = (headline.theory_value(entry["theory"], reps[0].run, reps[0].rows)[0]
+                  if entry.get("theory") else None)
+            unit = next((headline.unit_of(p.rows, entry["metric"]) for p in reps
+                         if headline.unit_of(p.rows, entry["metric"])), "")
+            row["values"].append((mean, sd, th, unit))
+        rows.append(row)
+    return entries, rows
+
+
+def cell(mean, sd, th, unit):
+    """``442 ± 12 ms (theory 751)``."""
+    if mean is None:
+        return ""
+    text = headline.fmt(mean) + (f" ± {headline.fmt(sd)}" if sd else "")
+    text += f" {unit}".rstrip()
+    return text + (f" (theory {headline.fmt(th)})" if th is not None else "")
+
+
+def write_headline_table(points, out_dir, stem):
+    """``STEM.csv`` and ``STEM.md``: the headline metrics per sweep point (mean, std,
+    theory); returns the two paths."""
+    import csv
+    import io
+    entries, rows = headline_rows(points)
+    os.makedirs(out_dir, exist_ok=True)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["point", "reps"] + [f"{e['metric']}{suffix}" for e in entries
+                                    for suffix in ("", ":std", ":theory")])
+    for r in rows:
+        w.writerow([r["point"], r["reps"]] + ["" if x is None else f"{x:.6g}"
+                                              for m, sd, th, _ in r["values"]
+                                              for x in (m, sd, th)])
+    md = ["| point | reps | " + " | ".join(e["label"] for e in entries) + " |",
+          "|" + "---|" * (len(entries) + 2)]
+    md += ["| " + " | ".join([r["point"], r["reps"]] + [cell(*v) for v in r["values"]])
+           + " |" for r in rows]
+    paths = []
+    for ext, text in (("csv", buf.getvalue()), ("md", "\n".join(md) + "\n")):
+        path = os.path.join(out_dir, f"{stem}.{ext}")
+        with open(path, "w") as f:
+            f.write(text)
+        paths.append(path)
+    return paths

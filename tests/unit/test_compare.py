@@ -1,0 +1,86 @@
+"""``bufferbloat compare``: a FIFO run of a2 against a PIE run, and sweeps matched by point."""
+import os
+import re
+
+import numpy as np
+import pytest
+
+from bufferbloat import compare, headline
+from bufferbloat.cli import main
+from bufferbloat.metrics import run_rows
+from bufferbloat.results import load_run
+from plots.sweep import samples
+
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "fixtures", "runs")
+# a2 in the project VM, 10 s each: FIFO 100 packets against PIE target 20 ms, 1.5 Mbit/s
+FIFO = os.path.join(FIXTURES, "a2_fifo")
+PIE = os.path.join(FIXTURES, "a2_pie")
+
+
+def _lines(fig, prefix):
+    return {line.get_gid()[len(prefix):]: line for ax in fig.axes for line in ax.lines
+            if (line.get_gid() or "").startswith(prefix)}
+
+
+def test_pie_lower_rtt_shows_in_the_table():
+    sides = compare.load_sides([FIFO, PIE])
+    direct, rows = compare.table(sides)
+    assert direct
+    rtt = next(r for r in rows if r["metric"] == "ping:rtt_mean_ms")
+    fifo_rtt, pie_rtt = rtt["values"]
+    # the table holds each run's own metric, and PIE's is a fraction of FIFO's
+    assert fifo_rtt == headline.select(run_rows(load_run(FIFO)), "ping:rtt_mean_ms")
+    assert pie_rtt == headline.select(run_rows(load_run(PIE)), "ping:rtt_mean_ms")
+    assert pie_rtt < fifo_rtt / 3
+    line = next(x for x in compare.table_lines(sides, rows) if x.startswith("ping RTT"))
+    assert compare.difference(pie_rtt, fifo_rtt) in line and "-" in line.split()[-2]
+
+
+def test_pie_lower_rtt_shows_in_the_figures():
+    sides = compare.load_sides([FIFO, PIE])
+    figs = compare.figures(sides, True)
+    assert set(figs) == {"rtt-cdf", "queue", "throughput"}
+    cdf = _lines(figs["rtt-cdf"], "cdf:")
+    (fifo_label, fifo_line), (pie_label, pie_line) = sorted(cdf.items())
+    assert fifo_label.startswith("A: a2_pie") and "qdisc=fifo" in fifo_label
+    assert pie_label.startswith("B: a2_pie") and "fifo" not in pie_label
+    # the eCDF's x are the run's RTT samples after its warm-up, sorted
+    np.testing.assert_allclose(fifo_line.get_xdata(), np.sort(samples(load_run(FIFO))[0]))
+    assert np.median(pie_line.get_xdata()) < np.median(fifo_line.get_xdata()) / 3
+    queue = _lines(figs["queue"], "queue:")
+    fifo_q, pie_q = (queue[k].get_ydata() for k in sorted(queue))
+    assert np.nanmean(pie_q) < np.nanmean(fifo_q) / 3
+
+
+def test_compare_command_prints_the_table_and_writes_the_page(tmp_path, capsys):
+    page = tmp_path / "cmp.html"
+    assert main(["compare", FIFO, PIE, "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^ping RTT, mean \(ms\)\s+\d", out, re.M)
+    assert "B-A" in out and str(page) in out
+    html = page.read_text()
+    assert html.count("<img") == 3 and "ping RTT, mean" in html
+
+
+def test_sweeps_are_matched_point_by_point():
+    sweep = os.path.join(FIXTURES, "sweep_fifo_buffer")
+    sides = compare.load_sides([sweep, sweep])
+    direct, rows = compare.table(sides)
+    assert not direct
+    groups = list(dict.fromkeys(r["group"] for r in rows))
+    assert groups == ["a1_fifo buffer_pkts=20", "a1_fifo buffer_pkts=100"]
+    for r in rows:
+        assert r["values"][0] == r["values"][1]
+    # the mean over the point's two repetitions
+    rtt20 = next(r for r in rows if r["group"].endswith("=20")
+                 and r["metric"] == "ping:rtt_mean_ms")["values"][0]
+    reps = [headline.select(run_rows(load_run(os.path.join(sweep, "buffer_pkts=20", d))),
+                            "ping:rtt_mean_ms") for d in ("rep-1", "rep-2")]
+    assert rtt20 == pytest.approx(np.mean(reps))
+
+
+def test_compare_refuses_one_path_or_a_path_without_runs(tmp_path, capsys):
+    assert main(["compare", FIFO]) == 2
+    assert main(["compare", FIFO, str(tmp_path)]) == 2
+    assert "no run" in capsys.readouterr().err
