@@ -26,6 +26,7 @@ import os
 import numpy as np
 
 from .results import SCHEMA_VERSION, load_run, write_json_atomic
+from .stats import loss_figures
 
 METRICS_CSV = "metrics.csv"
 METRICS_JSON = "metrics.json"
@@ -33,7 +34,7 @@ FIELDS = ("scope", "name", "metric", "value", "unit")
 #: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
 NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"}
 TRAFFIC_SERIES = (("tcp", "t"), ("iperf", "t_start"), ("udp", "t_sent"), ("web", "t"),
-                  ("ping", "t"))
+                  ("ping", "t"), ("irtt", "t"))
 PERCENTILES = (50, 95, 99)
 COV_BIN_S = 1.0
 
@@ -468,6 +469,34 @@ def ping_metrics(run, cutoff_s=-math.inf):
     return rows
 
 
+def irtt_metrics(run, cutoff_s=-math.inf):
+    """Per probe label of irtt.csv (probes sent at or after the cut):
+    ``rtt_{mean,p50,p95,p99,max}_ms``, ``owd_up_{mean,p50,p95}_ms`` and
+    ``owd_down_{...}_ms`` (one-way delays client -> server and back) over the answered
+    probes; ``loss_pct`` (probes not answered / sent), ``loss_up_pct`` (requests lost /
+    sent) and ``loss_down_pct`` (replies lost / requests known to have arrived: sent -
+    lost up - lost in no known direction)."""
+    rows = _Rows()
+    if not run.has("irtt"):
+        return rows
+    s = run.series("irtt")
+    lost = s.get("lost")
+    for probe, mask in _groups(s, "probe").items():
+        keep = mask & (s["t"] >= cutoff_s)
+        if not keep.any():
+            continue
+        rows.stats("irtt", probe, "rtt", "ms", s["rtt_ms"][keep], maximum=True)
+        for way in ("up", "down"):
+            rows.stats("irtt", probe, f"owd_{way}", "ms", s[f"owd_{way}_ms"][keep],
+                       pcts=(50, 95))
+        marks = ([""] * int(keep.sum()) if lost is None
+                 else ["" if x in ("", "nan") else x for x in lost[keep].astype(str)])
+        figures = loss_figures(marks)
+        for key in ("loss_pct", "loss_up_pct", "loss_down_pct"):
+            rows.add("irtt", probe, key, figures[key], "%")
+    return rows
+
+
 def _udp_sent(run, stream):
     """Packets sent on ``stream``, if the record's traffic list says."""
     for item in run.record.get("traffic") or []:
@@ -527,6 +556,7 @@ def compute_metrics(run, warmup_s=0.0):
     rows += network_metrics(throughput, delivered_goodput(run, cutoff))
     rows += web_metrics(run, cutoff)
     rows += ping_metrics(run, cutoff)
+    rows += irtt_metrics(run, cutoff)
     rows += udp_metrics(run, cutoff)
     return rows
 

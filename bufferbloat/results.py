@@ -66,6 +66,7 @@ SERIES_COLUMNS = {
               "snd_cwnd_bytes", "rtt_us"],
     "web": ["fetch", "t", "total_s", "connect_s", "ttfb_s", "size_bytes", "http_code", "ok"],
     "udp": ["stream", "seq", "t_sent", "t_recv", "size_bytes"],
+    "irtt": ["probe", "t", "seq", "rtt_ms", "owd_up_ms", "owd_down_ms", "lost"],
 }
 
 #: Columns that are labels: always loaded as strings, even when they look like numbers.
@@ -76,6 +77,7 @@ STRING_COLUMNS = {
     "iperf": {"flow"},
     "web": {"fetch"},
     "udp": {"stream"},
+    "irtt": {"probe", "lost"},
 }
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
