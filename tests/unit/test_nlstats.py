@@ -262,3 +262,14 @@ def test_control_connection_rule():
     assert [r[0] for r in out] == sorted(r[0] for r in out)
     first = out[0]
     assert first[10] is None and first[18] is None  # infinite ssthresh, unlimited pacing
+
+
+def test_ipv4_mapped_addresses_read_as_ipv4():
+    """A dual-stack server socket (iperf3 -s) is AF_INET6 with an IPv4-mapped peer: its
+    addresses are the IPv4 ones (tcp.csv's src/dst of a download, sampled at its server)."""
+    import socket
+    mapped = bytes(10) + b"\xff\xff" + bytes([10, 0, 0, 2])
+    assert nlstats._addr(socket.AF_INET6, mapped) == "10.0.0.2"
+    assert nlstats._addr(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, "fd00::2")) \
+        == "fd00::2"
+    assert nlstats._addr(socket.AF_INET, bytes([10, 0, 0, 1]) + bytes(12)) == "10.0.0.1"
