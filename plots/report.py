@@ -5,8 +5,9 @@ external URL, nothing beside it is needed to view it), the flags (:mod:`plots.fl
 for every set of runs of a scenario the sweep figures and the table of key metrics per
 point (also written beside the page as ``report-tables/SCENARIO.csv`` and ``.md``), and
 for every run its configuration (scenario, params, qdisc, knobs, overrides, machine,
-kernel, host or VM, tools) and its metrics table (``<table class="metrics"
-data-run=...>``).
+kernel, host or VM, tools), its metrics table (``<table class="metrics"
+data-run=...>``) and a link to its flent data file (``report-flent/N-SCENARIO.flent.gz``
+beside the page, :mod:`bufferbloat.flentexport`; ``flent -i FILE -p totals``).
 
 A small inline script counts, once the page has loaded, the images that failed to
 decode and writes the count into ``<div id="image-check" data-images=N data-broken=M>``
@@ -32,6 +33,7 @@ from .flags import flags
 
 REPORT_FILE = "report.html"
 TABLES_DIR = "report-tables"
+FLENT_DIR = "report-flent"
 #: figures of each run in a multi-run report when its scenario names none
 DEFAULT_RUN_FIGURES = ("cwnd", "rtt", "queue")
 
@@ -165,15 +167,33 @@ def _health_html(runs, base):
             f"<ul>{items}</ul></div>")
 
 
-def _run_section(run, idx, names):
+def _flent_export(run, idx, out):
+    """Export the run for flent beside the page; the link's relative path, or None for a
+    run flent has no test for (no TCP flow and no probe)."""
+    from bufferbloat.flentexport import SUFFIX, export_flent
+    scn = (run.record.get("scenario") or {}).get("name") or "run"
+    folder = os.path.join(os.path.dirname(out), FLENT_DIR)
+    os.makedirs(folder, exist_ok=True)
+    try:
+        path = export_flent(run.dir, os.path.join(folder, f"{idx}-{scn}{SUFFIX}"))
+    except UsageError:
+        return None
+    return os.path.relpath(path, os.path.dirname(out))
+
+
+def _run_section(run, idx, names, flent_href=None):
     rows = run_metrics(run)
     warn = flags(run, rows)
     figs = draw_figures(run, names)
     parts = [f'<section class="run" id="run-{idx}"><h2>Run: {_e(run_label(run))}'
              f' [{_e(_verdict(run))}]</h2>',
              f"<p class=muted>{_e(caption(run))}</p>", _flags_html(warn),
-             "<h3>Configuration</h3>", _kv_table(config_pairs(run)),
-             "<h3>Figures</h3>"]
+             "<h3>Configuration</h3>", _kv_table(config_pairs(run))]
+    if flent_href:
+        parts.append(f'<p>For flent: <a class="flent" href="{_e(flent_href)}">'
+                     f"{_e(os.path.basename(flent_href))}</a> "
+                     f"(<code>flent -i FILE -p totals -o totals.png</code>)</p>")
+    parts.append("<h3>Figures</h3>")
     parts += [_img(fig, f"{name}: {run_label(run)}") for name, fig in figs.items()]
     if not figs:
         parts.append("<p class=muted>No series to draw.</p>")
@@ -245,7 +265,7 @@ def write_report(path, out=None):
             names = None
         else:
             names = scenario_figures(run) or [n for n in DEFAULT_RUN_FIGURES if n in FIGURES]
-        section, warn = _run_section(run, i, names)
+        section, warn = _run_section(run, i, names, _flent_export(run, i, out))
         body.append(section)
         all_flags += [f"{run_label(run)} ({os.path.relpath(run.dir, path) or '.'}): {w}"
                       for w in warn]
