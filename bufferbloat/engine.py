@@ -208,6 +208,8 @@ def resolve(scn, overrides, duration_s, out_root, quick, log, run_dir, sample_pe
     caps = probe()
     topo, knobs, traffic = scn.build(overrides, quick=quick, hz=caps.hz,
                                      max_rate_mbit=rate_cap_mbit(scn))
+    for warning in topo.qdisc.warnings:   # e.g. PIE's tupdate rounded to the kernel tick
+        log(f"  warning: {warning}")
     duration, warmup = identity.durations(scn, quick, duration_s)
     if isinstance(sample_period_s, bool) or \
             not isinstance(sample_period_s, (int, float)) or \

@@ -50,7 +50,7 @@ import re
 import numpy as np
 
 from .errors import UsageError
-from .metrics import NOT_LEAF_KINDS, _groups, _receiver, bottleneck_dev_name, traffic_start_s
+from .metrics import NOT_LEAF_KINDS, _groups, _leaf_groups, flow_directions, traffic_start_s
 from .results import load_run
 
 FORMAT_VERSION = 4
@@ -112,34 +112,11 @@ def _natural(label):
 
 
 def _tcp_flows(run):
-    """{label: (direction, source)} of the run's TCP flows: every flow of tcp.csv
-    (source 'acked'), and the TCP flows of iperf.csv the sampler did not see ('iperf';
-    a UDP flow is left out). Direction as the metrics count it: 'down' when the flow's
-    sender is the topology's receiver, else 'up'."""
-    receiver = _receiver(run)
-    flows = {}
-    if run.has("tcp"):
-        tcp = run.series("tcp")
-        for label, mask in _groups(tcp, "flow").items():
-            host = str(tcp["host"][mask][0]) if "host" in tcp else ""
-            flows[label] = ("down" if receiver and host == receiver else "up", "acked")
-    if run.has("iperf"):
-        senders, udp = {}, set()
-        for entry in run.record.get("traffic_results") or []:
-            for s in [entry] + list(entry.get("flows") or []):
-                if not isinstance(s, dict) or "flow" not in s:
-                    continue
-                names = [s["flow"]] + list(s.get("streams") or [])
-                if s.get("udp"):
-                    udp.update(names)
-                for n in names:
-                    senders[n] = s.get("sender")
-        for label in _groups(run.series("iperf"), "flow"):
-            if label in flows or label in udp:
-                continue
-            sender = senders.get(label)
-            flows[label] = ("down" if receiver and sender == receiver else "up", "iperf")
-    return flows
+    """{label: (direction, source)} of the run's TCP flows (metrics.flow_directions):
+    source 'acked' for tcp.csv's, 'iperf' for those only iperf.csv has."""
+    sampled = set(_groups(run.series("tcp"), "flow")) if run.has("tcp") else set()
+    return {label: (way, "acked" if label in sampled else "iperf")
+            for label, way in flow_directions(run).items()}
 
 
 def _test_name(flows):
@@ -352,11 +329,7 @@ def _aqm_devices(run):
     switch port: host s0), then the others (the reverse AQM, in the receiver)."""
     if not run.has("qdisc"):
         return []
-    q = run.series("qdisc")
-    devs = [d for d in dict.fromkeys(q["dev"].tolist())
-            if d and (~np.isin(q["kind"][q["dev"] == d], list(NOT_LEAF_KINDS))).any()]
-    first = bottleneck_dev_name(run.record)
-    devs.sort(key=lambda d: d != first)
+    devs = dict.fromkeys(dev for dev, _, _ in _leaf_groups(run) if dev)
     return [(d.split("-")[0], d) for d in devs]
 
 

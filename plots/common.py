@@ -67,11 +67,24 @@ def series(run, name):
 
 def leaf_groups(run):
     """{(dev, handle, kind): mask} of the AQM leaf qdiscs in qdisc.csv: kinds other than
-    htb/netem/tbf/ingress/clsact, only ``record['bottleneck_dev']``'s when set. The same
-    selection as the link metrics (:mod:`bufferbloat.metrics`)."""
+    htb/netem/tbf/ingress/clsact, the bottleneck egress's first, then the reverse AQM's
+    when it was sampled. The same selection as the link metrics
+    (:mod:`bufferbloat.metrics`)."""
     if series(run, "qdisc") is None:
         return {}
     return _metrics._leaf_groups(run)  # one definition of "the AQM leaf" for both
+
+
+def leaf_name(run, dev, handle, kind, several=False):
+    """A leaf's label: ``dev:kind``; with ``several`` directions' leaves in one figure,
+    followed by the way its packets go (``s0-eth2:pie (h1 -> h2)``)."""
+    name = ":".join(p for p in (dev, kind) if p) or handle
+    if not several:
+        return name
+    topo = ((run.record.get("network") or {}).get("topology") or {})
+    near, far = (topo.get("senders") or ["senders"])[0], topo.get("receiver") or "receiver"
+    way = (near, far) if _metrics.link_direction(run.record, dev) == "up" else (far, near)
+    return f"{name} ({way[0]} -> {way[1]})"
 
 
 def counter_increments(t, counter):
