@@ -49,7 +49,7 @@ CCA_MODULES = {"cubic": "tcp_cubic", "bbr": "tcp_bbr", "vegas": "tcp_vegas"}
 TOOLS = {"iperf3": "iperf3", "ping": "iputils-ping", "curl": "curl", "tc": "iproute2",
          "ip": "iproute2", "ethtool": "ethtool", "mnexec": "mininet",
          "nsenter": "util-linux", "brctl": "bridge-utils",
-         "ovs-vsctl": "openvswitch-switch"}
+         "ovs-vsctl": "openvswitch-switch", "irtt": "irtt"}
 #: Python module -> Debian package that installs it for Debian's /usr/bin/python3
 PYTHON_PACKAGES = {"mininet": "mininet", "numpy": "python3-numpy",
                    "matplotlib": "python3-matplotlib"}

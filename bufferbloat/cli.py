@@ -1,4 +1,4 @@
-"""The ``bufferbloat`` command: check, list, describe, run, sweep, show, plot, report, compare,
+"""The ``bufferbloat`` command: check, list, describe, run, sweep, show, plot, report, compare, export,
 run-all.
 
 Usage errors (bad parameter, unknown scenario, missing kernel feature or tool) print one
@@ -288,6 +288,14 @@ def cmd_compare(args):
     return 0
 
 
+def cmd_export(args):
+    """Write a run in another tool's format: ``--flent``, a .flent.gz flent loads and
+    plots (bufferbloat/flentexport.py)."""
+    from .flentexport import export_flent
+    print(export_flent(args.run_dir, args.output))
+    return 0
+
+
 def catalogue_points(quick, only=None):
     """Every point run_all runs: [(scenario, overrides, varied, rep)]."""
     from .sweep import points
@@ -405,6 +413,14 @@ def parser():
                    help="the page with the table and overlay figures (default: "
                         "compare.html here)")
     m.set_defaults(func=cmd_compare)
+
+    e = sub.add_parser("export", help="a run as a flent data file (--flent)")
+    e.add_argument("--flent", action="store_true", required=True,
+                   help="flent's .flent.gz (the only format so far)")
+    e.add_argument("run_dir")
+    e.add_argument("-o", "--output", metavar="FILE",
+                   help="default: RUN_DIR/run.flent.gz")
+    e.set_defaults(func=cmd_export)
     a = sub.add_parser("run-all", help="run every scenario")
     a.add_argument("--quick", action="store_true")
     a.add_argument("--out", default="results")

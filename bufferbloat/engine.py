@@ -150,12 +150,17 @@ def resolve(scn, overrides, duration_s, out_root, quick, log, run_dir, sample_pe
     caps = probe()
     topo, knobs, traffic = scn.build(overrides, quick=quick, hz=caps.hz,
                                      max_rate_mbit=rate_cap_mbit(scn))
+    for warning in topo.qdisc.warnings:   # e.g. PIE's tupdate rounded to the kernel tick
+        log(f"  warning: {warning}")
     duration, warmup = identity.durations(scn, quick, duration_s)
     check_range("sample period", sample_period_s, *SAMPLE_PERIOD_LIMITS_S, " s")
     check_out_dir(run_dir if run_dir is not None else out_root,
                   "--out" if run_dir is None else "run_dir")
     net = Network(topo, caps=caps)
     net.check()
+    caps.require({tool for spec in traffic
+                  for tool in traffic_base.part_class(spec["kind"]).needs},
+                 hint="install the Debian packages `bufferbloat check` names")
     if run_dir is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = os.path.join(out_root, scn.name, f"{stamp}-{os.getpid()}")

@@ -28,9 +28,10 @@ import os
 import numpy as np
 
 from .atomic import write_json_atomic, write_text_atomic
-from .results import METRICS_CSV, METRICS_JSON, SCHEMA_VERSION, label_groups, load_run
+from .results import (METRICS_CSV, METRICS_JSON, SCHEMA_VERSION, bottleneck_dev_name,
+                      label_groups, load_run)
 from .series import TRAFFIC_TIME_COLUMNS
-from .stats import cov, jain_index, percentiles
+from .stats import cov, jain_index, loss_figures, percentiles
 FIELDS = ("scope", "name", "metric", "value", "unit")
 #: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
 NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"}
@@ -248,8 +249,9 @@ def count_changes(values):
 
 def leaf_groups(run):
     """{(dev, handle, kind): mask} of the AQM leaf qdiscs in qdisc.csv (kinds other than
-    htb/netem/...; only ``record['bottleneck_dev']``'s when the record names it); {}
-    without qdisc.csv. The one definition of "the AQM leaf" (metrics, figures)."""
+    htb/netem/...): the bottleneck egress's (``record['bottleneck_dev']``) first, then
+    those of the other devices the sampler watched (the reverse AQM in the receiver when
+    the bottleneck runs an AQM both ways, B's RRUL)."""
     if not run.has("qdisc"):
         return {}
     q = run.series("qdisc")
@@ -259,11 +261,30 @@ def leaf_groups(run):
     kind = q.get("kind", np.array([""] * n))
     want_dev = run.bottleneck_dev
     out = {}
-    for key in dict.fromkeys(zip(dev.tolist(), handle.tolist(), kind.tolist())):
-        if key[2] in NOT_LEAF_KINDS or (want_dev and key[0] != want_dev):
-            continue
+    keys = [k for k in dict.fromkeys(zip(dev.tolist(), handle.tolist(), kind.tolist()))
+            if k[2] not in NOT_LEAF_KINDS]
+    for key in sorted(keys, key=lambda k: bool(want_dev) and k[0] != want_dev):
         out[key] = (dev == key[0]) & (handle == key[1]) & (kind == key[2])
     return out
+
+
+def link_direction(record, dev):
+    """'up' for the bottleneck's egress (``record['bottleneck_dev']``, towards the
+    receiver: what the senders send, B's uploads), 'down' for another device's AQM (the
+    receiver's egress: what it sends back, B's downloads). ``dev`` may be a link
+    metric's name (``dev:kind``)."""
+    want = bottleneck_dev_name(record)
+    dev = str(dev).split(":")[0]
+    return "up" if not want or dev == want else "down"
+
+
+def link_rate_mbit(run, dev):
+    """The configured rate of the link ``dev`` sends on, Mbit/s: the bottleneck rate
+    towards the receiver, ``reverse_mbit`` (default: the same) the other way."""
+    fwd = run.bottleneck_mbit
+    if link_direction(run.record, dev) == "up":
+        return fwd
+    return run.params.get("reverse_mbit") or fwd
 
 
 def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
@@ -273,13 +294,14 @@ def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
     ``drop_pct`` (drops / (sent + drops)), ``drops_per_s`` (mean) and
     ``drops_per_s_max`` (largest per-interval rate), ``marks``, ``early_drops`` and
     ``utilization`` (sent_bytes delta x 8 / time / rate). ``rate_mbit`` defaults to the
-    record's params ``bottleneck_mbit``."""
+    rate of the link the leaf sends on (:func:`link_rate_mbit`: the bottleneck's, or the
+    reverse rate for the reverse AQM)."""
     rows = _Rows()
     if not run.has("qdisc"):
         return rows
-    rate = rate_mbit if rate_mbit is not None else run.bottleneck_mbit
     q = run.series("qdisc")
     for (dev, handle, kind), mask in leaf_groups(run).items():
+        rate = rate_mbit if rate_mbit is not None else link_rate_mbit(run, dev)
         name = ":".join(p for p in (dev, kind) if p) or handle or "leaf"
         t = q["t"][mask]
         keep = t >= cutoff_s
@@ -336,6 +358,35 @@ def _receiver(run):
     return topo.get("receiver")
 
 
+def flow_directions(run):
+    """{flow label: 'up' | 'down'} of the run's TCP flows: 'down' when the flow's sender
+    is the topology's receiver (B's downloads, sent by h2), else 'up'. tcp.csv's flows
+    (the sender is the sampled host), then iperf.csv's the sampler did not see (the
+    sender from the record's traffic_results); UDP flows are left out."""
+    receiver = _receiver(run)
+    way = lambda sender: "down" if receiver and sender == receiver else "up"  # noqa: E731
+    out = {}
+    if run.has("tcp"):
+        tcp = run.series("tcp")
+        hosts = tcp.get("host", np.array([""] * len(tcp["t"])))
+        for flow, mask in label_groups(tcp, "flow").items():
+            out[flow] = way(hosts[mask][0] if mask.any() else "")
+    if run.has("iperf"):
+        senders, udp = {}, set()
+        for entry in run.record.get("traffic_results") or []:
+            for s in [entry] + list(entry.get("flows") or []):
+                if not isinstance(s, dict) or "flow" not in s:
+                    continue
+                names = [s["flow"]] + list(s.get("streams") or [])
+                if s.get("udp"):
+                    udp.update(names)
+                senders.update(dict.fromkeys(names, s.get("sender")))
+        for flow in label_groups(run.series("iperf"), "flow"):
+            if flow not in out and flow not in udp:
+                out[flow] = way(senders.get(flow))
+    return out
+
+
 def delivered_goodput(run, cutoff_s=-math.inf):
     """{direction: Mbit/s} of what the receivers acknowledged over the run's common
     window: every TCP flow's bytes_acked delta after the cut, summed per direction, / the
@@ -353,13 +404,11 @@ def delivered_goodput(run, cutoff_s=-math.inf):
     span = float(t_all.max()) - lo
     if span <= 0:
         return {}
-    receiver = _receiver(run)
-    hosts = tcp.get("host", np.array([""] * len(tcp["t"])))
-    total = {}
+    directions = flow_directions(run)
+    total = {}  # tcp.csv's flows only: what the receivers acknowledged
     for flow, mask in label_groups(tcp, "flow").items():
         _, acked = counter_delta(tcp["t"][mask], tcp["bytes_acked"][mask], cutoff_s)
-        sender = hosts[mask][0] if mask.any() else ""
-        direction = "down" if receiver and sender == receiver else "up"
+        direction = directions[flow]
         total[direction] = total.get(direction, 0.0) + acked
     return {d: b * 8 / span / 1e6 for d, b in total.items()}
 
@@ -424,6 +473,34 @@ def ping_metrics(run, cutoff_s=-math.inf):
     return rows
 
 
+def irtt_metrics(run, cutoff_s=-math.inf):
+    """Per probe label of irtt.csv (probes sent at or after the cut):
+    ``rtt_{mean,p50,p95,p99,max}_ms``, ``owd_up_{mean,p50,p95}_ms`` and
+    ``owd_down_{...}_ms`` (one-way delays client -> server and back) over the answered
+    probes; ``loss_pct`` (probes not answered / sent), ``loss_up_pct`` (requests lost /
+    sent) and ``loss_down_pct`` (replies lost / requests known to have arrived: sent -
+    lost up - lost in no known direction)."""
+    rows = _Rows()
+    if not run.has("irtt"):
+        return rows
+    s = run.series("irtt")
+    lost = s.get("lost")
+    for probe, mask in label_groups(s, "probe").items():
+        keep = mask & (s["t"] >= cutoff_s)
+        if not keep.any():
+            continue
+        rows.stats("irtt", probe, "rtt", "ms", s["rtt_ms"][keep], maximum=True)
+        for way in ("up", "down"):
+            rows.stats("irtt", probe, f"owd_{way}", "ms", s[f"owd_{way}_ms"][keep],
+                       pcts=(50, 95))
+        marks = ([""] * int(keep.sum()) if lost is None
+                 else ["" if x in ("", "nan") else x for x in lost[keep].astype(str)])
+        figures = loss_figures(marks)
+        for key in ("loss_pct", "loss_up_pct", "loss_down_pct"):
+            rows.add("irtt", probe, key, figures[key], "%")
+    return rows
+
+
 def _udp_sent(run, stream):
     """Packets sent on ``stream``, if its summary in the record's ``traffic_results``
     says (the sender's own count)."""
@@ -483,6 +560,7 @@ def compute_metrics(run, warmup_s=0.0):
     rows += network_metrics(throughput, delivered_goodput(run, cutoff))
     rows += web_metrics(run, cutoff)
     rows += ping_metrics(run, cutoff)
+    rows += irtt_metrics(run, cutoff)
     rows += udp_metrics(run, cutoff)
     return rows
 

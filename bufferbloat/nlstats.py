@@ -497,9 +497,16 @@ def parse_diag_dump(data, dports=None, sports=None):
     return out
 
 
+_V4_MAPPED = bytes(10) + b"\xff\xff"
+
+
 def _addr(fam, raw):
+    """The address as text; an IPv4-mapped IPv6 one (``::ffff:a.b.c.d``, a dual-stack
+    socket's view of an IPv4 peer) as the IPv4 address it is."""
     if fam == socket.AF_INET:
         return socket.inet_ntop(socket.AF_INET, raw[:4])
+    if raw[:12] == _V4_MAPPED:
+        return socket.inet_ntop(socket.AF_INET, raw[12:16])
     return socket.inet_ntop(socket.AF_INET6, raw)
 
 
@@ -541,18 +548,23 @@ class TcpReader:
         self._next_dump = 0.0
         self.dumps = self.lookups = 0
 
+    def answers(self):
+        """The raw dump answers (bytes), one per family: each ends with its own
+        NLMSG_DONE, so each is parsed on its own."""
+        return [self.nl.dump(SOCK_DIAG_BY_FAMILY, r) for r in self._reqs]
+
     def read_raw(self):
-        """The raw dump answers (bytes), one per family, concatenated."""
-        return b"".join(self.nl.dump(SOCK_DIAG_BY_FAMILY, r) for r in self._reqs)
+        """The raw dump answers concatenated (one family: its answer, as captured for
+        the parser fixtures)."""
+        return b"".join(self.answers())
 
     def dump(self):
         """All matching sockets, by dump; they become the known sockets."""
-        data = self.read_raw()
+        answers = self.answers()
         self.dumps += 1
-        if self.filter == "python" and (self.dports or self.sports):
-            socks = parse_diag_dump(data, self.dports, self.sports)
-        else:
-            socks = parse_diag_dump(data)
+        ports = ((self.dports, self.sports)
+                 if self.filter == "python" and (self.dports or self.sports) else ())
+        socks = [s for data in answers for s in parse_diag_dump(data, *ports)]
         self.known = {s["cookie"]: exact_request(s["family"], s["id"]) for s in socks
                       if s["state"] != "TIME-WAIT"}
         return socks

@@ -223,6 +223,8 @@ def make_qdisc(kind, hz=None, **values):
         if p["avpkt_bytes"] > p["min_bytes"]:
             raise ParameterError("red.avpkt_bytes", p["avpkt_bytes"],
                                  f"<= min_bytes ({p['min_bytes']})")
+    # sch_pie keeps tupdate in jiffies (usecs_to_jiffies: rounded up to a whole tick)
+    # but target in psched time (64 ns units): only tupdate moves with CONFIG_HZ
     if kind == "pie" and hz:
         tick_ms = 1000.0 / hz
         ticks = math.ceil(p["tupdate_ms"] / tick_ms - 1e-9)

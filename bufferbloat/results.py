@@ -387,6 +387,15 @@ def read_series_csv(path, string_columns=()):
     return out
 
 
+def bottleneck_dev_name(record):
+    """The bottleneck egress device a record names (``bottleneck_dev``: a name, or an
+    older record's (namespace, dev) pair), or None."""
+    dev = record.get("bottleneck_dev")
+    if isinstance(dev, (list, tuple)):
+        dev = dev[-1] if dev else None
+    return dev
+
+
 class Run:
     """One run directory, loaded: ``record`` (result.json as a dict), ``dir``,
     ``series(name)``, ``has(name)``, ``raw(filename)``, ``metrics()``."""
@@ -498,10 +507,7 @@ class Run:
     def bottleneck_dev(self):
         """The bottleneck egress device the record names (``bottleneck_dev``: a name, or
         an older record's (namespace, dev) pair), or None."""
-        dev = self.record.get("bottleneck_dev")
-        if isinstance(dev, (list, tuple)):
-            dev = dev[-1] if dev else None
-        return dev
+        return bottleneck_dev_name(self.record)
 
     @property
     def health(self):

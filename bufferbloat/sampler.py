@@ -24,7 +24,9 @@ without the helper it says ``"python (why)"`` and the Python loop reads the qdis
 Env ``BUFFERBLOAT_QDISC_SAMPLER``: ``auto`` (default), ``c`` (the helper or fail),
 ``python`` (never the helper).
 
-Flows of interest are given per sender host as destination ports (and/or source ports).
+Flows of interest are given per sender host as destination ports (and/or source ports:
+a server's sending sockets, e.g. iperf3 -R's, which are read in both address families
+since a dual-stack listener's sockets are AF_INET6 with IPv4-mapped peers).
 iperf3 opens a control connection to the same port as its data connections; it carries a
 few hundred bytes. A socket counts as a data flow once its ``bytes_acked`` reaches
 ``min_bytes_acked`` (64 KiB); until then its rows are held back (at most ``hold_s``, 2 s),
@@ -42,6 +44,7 @@ import resource
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -254,8 +257,12 @@ class _FlowGroup:
             if f.get("label"):
                 self.by_dport.update(dict.fromkeys(f["dports"], f["label"]))
                 self.by_sport.update(dict.fromkeys(f["sports"], f["label"]))
+        # a server's sockets (flows given by source port: iperf3 -R's senders) belong to
+        # its listener's family: iperf3 listens on a dual-stack IPv6 socket, so they are
+        # AF_INET6 (an IPv4-mapped peer) and an IPv4-only dump never sees them
+        families = (socket.AF_INET, socket.AF_INET6) if self.sports else (socket.AF_INET,)
         self.reader = nlstats.TcpReader(specs[0]["pid"], self.dports, self.sports, filter,
-                                        discover_s=discover_s)
+                                        families=families, discover_s=discover_s)
         self.min_bytes, self.hold_s = min_bytes_acked, hold_s
         self.data = set()      # cookies of sockets that are flows of interest
         self.ignored = set()   # cookies taken for control connections

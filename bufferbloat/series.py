@@ -30,6 +30,7 @@ SERIES_COLUMNS = {
     "web": ("fetch", "t", "total_s", "connect_s", "ttfb_s", "size_bytes", "http_code",
             "ok"),
     "udp": ("stream", "seq", "t_sent", "t_recv", "size_bytes"),
+    "irtt": ("probe", "t", "seq", "rtt_ms", "owd_up_ms", "owd_down_ms", "lost"),
 }
 
 #: Columns that are labels: always loaded as strings, even when they look like numbers.
@@ -40,12 +41,13 @@ STRING_COLUMNS = {
     "iperf": {"flow"},
     "web": {"fetch"},
     "udp": {"stream"},
+    "irtt": {"probe", "lost"},
 }
 
 #: The series the traffic leaves, each with the column that says when a row happened
 #: (s since the run's t0): the earliest of them is when traffic started.
 TRAFFIC_TIME_COLUMNS = (("tcp", "t"), ("iperf", "t_start"), ("udp", "t_sent"),
-                        ("web", "t"), ("ping", "t"))
+                        ("web", "t"), ("ping", "t"), ("irtt", "t"))
 
 
 def columns_of(name, rows):

@@ -86,3 +86,22 @@ def jain_index(shares):
     if sq == 0:
         return math.nan
     return math.fsum(vals) ** 2 / (len(vals) * sq)
+
+
+def loss_figures(lost):
+    """{sent, received, loss_pct, loss_up_pct, loss_down_pct} from the ``lost`` values
+    of every probe sent ('' answered, 'up', 'down', 'unknown').
+
+    loss_up_pct: requests lost / probes sent; loss_down_pct: replies lost / requests
+    known to have reached the server (sent - lost up - lost with no direction known);
+    loss_pct: every probe not answered / probes sent. None where the count is 0."""
+    lost = list(lost)
+    sent = len(lost)
+    up = sum(1 for x in lost if x == "up")
+    down = sum(1 for x in lost if x == "down")
+    unknown = sum(1 for x in lost if x not in ("", "up", "down"))
+    reached = sent - up - unknown
+    pct = lambda n, d: 100.0 * n / d if d else None  # noqa: E731
+    return {"sent": sent, "received": sent - up - down - unknown,
+            "loss_pct": pct(up + down + unknown, sent), "loss_up_pct": pct(up, sent),
+            "loss_down_pct": pct(down, reached)}

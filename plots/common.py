@@ -53,6 +53,18 @@ def series(run, name):
     return data
 
 
+def leaf_name(run, dev, handle, kind, several=False):
+    """A leaf's label: ``dev:kind``; with ``several`` directions' leaves in one figure,
+    followed by the way its packets go (``s0-eth2:pie (h1 -> h2)``)."""
+    name = ":".join(p for p in (dev, kind) if p) or handle
+    if not several:
+        return name
+    topo = ((run.record.get("network") or {}).get("topology") or {})
+    near, far = (topo.get("senders") or ["senders"])[0], topo.get("receiver") or "receiver"
+    way = (near, far) if _metrics.link_direction(run.record, dev) == "up" else (far, near)
+    return f"{name} ({way[0]} -> {way[1]})"
+
+
 def counter_increments(t, counter):
     """(t_end, delta) per sample interval of a cumulative counter (NaNs skipped, a
     counter that goes backwards counts as reset: its new value is the delta)."""

@@ -3,9 +3,8 @@ cumulative counters, summed into bins; PIE's drop probability when reported."""
 
 import numpy as np
 
-from bufferbloat.metrics import leaf_groups
-
-from .common import bin_edges, caption, counter_increments, legend, new_figure, takes_run
+from .common import (bin_edges, caption, counter_increments, leaf_groups, leaf_name,
+                     legend, new_figure, takes_run)
 from .palette import qdisc_color
 
 BIN_S = 0.5
@@ -26,7 +25,7 @@ def _binned(t, counter, edges):
 @takes_run
 def draw(run, bin_s=BIN_S):
     """Drops, AQM early drops and ECN marks per second (bins of ``bin_s`` s) of each
-    AQM leaf vs t (s); a second axes with PIE's drop probability when qdisc.csv has
+    AQM leaf (both directions' when the reverse AQM was sampled) vs t (s); a second axes with PIE's drop probability when qdisc.csv has
     ``prob``. None without qdisc samples."""
     leaves = leaf_groups(run)
     if not leaves:
@@ -36,8 +35,10 @@ def draw(run, bin_s=BIN_S):
     fig, axes = new_figure("Drops and marks at the bottleneck", caption(run),
                            nrows=2 if has_prob else 1, height=3.0 if has_prob else 4.0)
     ax = axes[0]
-    for (dev, handle, kind), mask in leaves.items():
-        name = ":".join(p for p in (dev, kind) if p) or handle
+    several = len({dev for dev, _, _ in leaves}) > 1
+    for i, ((dev, handle, kind), mask) in enumerate(leaves.items()):
+        name = leaf_name(run, dev, handle, kind, several)
+        alpha = 1.0 if i == 0 else 0.55        # the reverse direction's, lighter
         t = q["t"][mask]
         if not np.isfinite(t).any():
             continue
@@ -48,10 +49,10 @@ def draw(run, bin_s=BIN_S):
                 rate = _binned(t, q[counter][mask], edges) / bin_s
                 ax.plot(centers, rate, color=qdisc_color(kind), linestyle=style,
                         drawstyle="steps-mid", linewidth=1, label=f"{name} {text}",
-                        gid=f"{counter}:{name}")
+                        alpha=alpha, gid=f"{counter}:{name}")
         if has_prob:
             axes[1].plot(t, q["prob"][mask], color=qdisc_color(kind), linewidth=1,
-                         label=f"{name} drop probability", gid=f"prob:{name}")
+                         alpha=alpha, label=f"{name} drop probability", gid=f"prob:{name}")
     ax.set_ylabel(f"packets/s ({bin_s:g} s bins)")
     ax.set_ylim(bottom=0)
     legend(ax, loc="upper left")

@@ -14,7 +14,9 @@ tools; its figures; its metrics table ``<table class="metrics" data-run=...>``).
 The figures are files under the runs and the sets' directories (:mod:`plots.render`:
 drawn once, in parallel, kept while fresh). The studies' figures are embedded (base64
 PNG), the folded ones linked by their relative path, so the page stays small; a one-run
-report embeds all of them. No external URL.
+report embeds all of them. No external URL. Each run links its flent data file
+(``report-flent/N-SCENARIO.flent.gz`` beside the page, :mod:`bufferbloat.flentexport`;
+``flent -i FILE -p totals``).
 
 A small inline script counts, once the page has loaded, the images that failed to
 decode and writes the count into ``<div id="image-check" data-images=N data-broken=M>``
@@ -44,6 +46,8 @@ REPORT_FILE = "report.html"
 TABLES_DIR = "report-tables"
 #: where a report of a plain directory of runs puts its studies' figures (beside it)
 FIGURES_DIR_OF_REPORT = "report-figures"
+#: where the runs' flent data files go, beside the page
+FLENT_DIR = "report-flent"
 
 CSS = """
 body{font-family:sans-serif;margin:1.5em;max-width:1200px;color:#222}
@@ -201,7 +205,21 @@ def _health_html(runs, base):
             f"<ul>{items}</ul></div>")
 
 
-def _run_section(run, idx, rows, warn, figures, base, embed):
+def _flent_export(run, idx, out):
+    """Export the run for flent beside the page; the link's relative path, or None for a
+    run flent has no test for (no TCP flow and no probe)."""
+    from bufferbloat.flentexport import SUFFIX, export_flent
+    scn = (run.record.get("scenario") or {}).get("name") or "run"
+    folder = os.path.join(os.path.dirname(out), FLENT_DIR)
+    os.makedirs(folder, exist_ok=True)
+    try:
+        path = export_flent(run.dir, os.path.join(folder, f"{idx}-{scn}{SUFFIX}"))
+    except (UsageError, KeyError, ValueError, OSError):  # a run flent cannot take (e.g.
+        return None                                       # no wall clock recorded)
+    return os.path.relpath(path, os.path.dirname(out))
+
+
+def _run_section(run, idx, rows, warn, figures, base, embed, flent_href=None):
     """A run's section: caption, flags, configuration, figures (``figures``: {name:
     file}, linked relative to ``base``; with ``embed``, a one-run report, they are the
     study's, embedded above), metrics table."""
@@ -209,7 +227,12 @@ def _run_section(run, idx, rows, warn, figures, base, embed):
     parts = [f'<section class="run" id="run-{idx}"><h3>Run: {esc(label)}'
              f' [{esc(_verdict(run))}]</h3>',
              f"<p class=muted>{esc(caption(run))}</p>", _flags_html(warn),
-             "<h4>Configuration</h4>", _kv_table(config_pairs(run)), "<h4>Figures</h4>"]
+             "<h4>Configuration</h4>", _kv_table(config_pairs(run))]
+    if flent_href:
+        parts.append(f'<p>For flent: <a class="flent" href="{esc(flent_href)}">'
+                     f"{esc(os.path.basename(flent_href))}</a> "
+                     f"(<code>flent -i FILE -p totals -o totals.png</code>)</p>")
+    parts.append("<h4>Figures</h4>")
     if embed:       # a one-run report: its figures stand for its study, above
         parts.append("<p class=muted>Shown above.</p>" if figures else
                      "<p class=muted>No series to draw.</p>")
@@ -361,7 +384,8 @@ def write_report(path, out=None, progress=None):
             run_parts.append({"run": p.run, "figures": run_figs[p.run.dir],
                               "html": _run_section(p.run, idx, p.rows, warn,
                                                    run_figs[p.run.dir], base,
-                                                   embed=kind == "run")})
+                                                   embed=kind == "run",
+                                                   flent_href=_flent_export(p.run, idx, out))})
             idx += 1
         section = _study_html(scn, pts, drawn.get(scn, {"study": {}, "more": {}}), base,
                               out, run_parts, flag_lines)

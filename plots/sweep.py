@@ -21,7 +21,7 @@ import numpy as np
 
 from bufferbloat import identity
 from bufferbloat.errors import UsageError
-from bufferbloat.metrics import traffic_start_s
+from bufferbloat.metrics import flow_directions, link_direction, traffic_start_s
 from bufferbloat.sweep import INDEX_FILE  # noqa: F401 (plots.render, plots.__init__ use it)
 
 #: Env: 1 puts degraded runs (the emulator fell behind) into means and figures too.
@@ -40,13 +40,21 @@ from .throughput import aggregate_rate
 MATHIS_C = math.sqrt(1.5)
 
 #: key -> (scope, metric, axis label with unit). A run's value is the mean over the
-#: scope's names (probes, links, flows).
+#: scope's names (probes, links, flows); ``link`` is the bottleneck's egress (towards
+#: the receiver: B's uploads), ``link:down`` the reverse AQM's (B's downloads).
 KEY_METRICS = {
-    "rtt_mean_ms": ("ping", "rtt_mean_ms", "ping RTT, mean (ms)"),
-    "rtt_p95_ms": ("ping", "rtt_p95_ms", "ping RTT, p95 (ms)"),
+    "rtt_mean_ms": ("ping", "rtt_mean_ms", "ICMP ping RTT, mean (ms)"),
+    "rtt_p95_ms": ("ping", "rtt_p95_ms", "ICMP ping RTT, p95 (ms)"),
+    "udp_rtt_mean_ms": ("irtt", "rtt_mean_ms", "UDP (irtt) RTT, mean (ms)"),
+    "udp_rtt_p95_ms": ("irtt", "rtt_p95_ms", "UDP (irtt) RTT, p95 (ms)"),
     "throughput_mbit": ("network", "aggregate_throughput_mbit",
                         "aggregate throughput (Mbit/s)"),
+    "goodput_down_mbit": ("network", "goodput_down_mbit",
+                          "download goodput, sum of flows (Mbit/s)"),
+    "goodput_up_mbit": ("network", "goodput_up_mbit", "upload goodput, sum of flows (Mbit/s)"),
     "qdelay_p50_ms": ("link", "qdelay_p50_ms", "queueing delay, p50 (ms)"),
+    "qdelay_down_p50_ms": ("link:down", "qdelay_p50_ms",
+                           "queueing delay of the reverse AQM (downloads), p50 (ms)"),
     "aqm_delay_p50_ms": ("link", "aqm_delay_p50_ms", "AQM's delay estimate, p50 (ms)"),
     "drop_pct": ("link", "drop_pct", "drops (% of packets)"),
     "mark_drop_pct": ("link", "mark_drop_pct", "ECN marks + drops (% of packets)"),
@@ -100,8 +108,23 @@ class Point:
         if not self.averaged:
             return None
         scope, metric, _ = KEY_METRICS[key]
-        vals = list(metric_values(self.rows, metric, scope).values())
+        scope, _, way = scope.partition(":")
+        vals = metric_values(self.rows, metric, scope)
+        if scope == "link":             # one direction's AQM (the bottleneck's by default)
+            vals = {n: v for n, v in vals.items()
+                    if link_direction(self.run.record, n) == (way or "up")}
+        vals = list(vals.values())
         return float(np.mean(vals)) if vals else None
+
+    def flow_values(self, direction):
+        """Per-flow throughput (Mbit/s, the flow metric ``throughput_mbit``) of the
+        run's flows going ``direction`` ('up' or 'down'); [] for a run left out of
+        means."""
+        if not self.averaged:
+            return []
+        ways = flow_directions(self.run)
+        return [v for n, v in metric_values(self.rows, "throughput_mbit", "flow").items()
+                if ways.get(n) == direction]
 
 
 # ------------------------------------------------------------------------- loading
@@ -349,9 +372,20 @@ def draw_metric(points, param, key):
                             linestyle="--" if cats is None else "none", marker="_",
                             markersize=20, markeredgewidth=2, color=color, label=name)
             line.set_gid(gid)
-    if key == "throughput_mbit" and points[0].run.bottleneck_mbit:
-        rate = points[0].run.bottleneck_mbit
-        hline(ax, rate, f"link rate {rate:g} Mbit/s", LINK_GID, LINK_COLOR, "-.")
+    first = points[0].run
+    if key in ("throughput_mbit", "goodput_up_mbit", "goodput_down_mbit") and \
+            first.bottleneck_mbit:
+        fwd = first.bottleneck_mbit
+        rev = first.params.get("reverse_mbit") or fwd
+        both = any(p.value("goodput_down_mbit") for p in points) and \
+            any(p.value("goodput_up_mbit") for p in points)
+        if key == "goodput_down_mbit":
+            rate, text = rev, f"link rate {rev:g} Mbit/s"
+        elif key == "throughput_mbit" and both:     # the load runs both ways
+            rate, text = fwd + rev, f"link rates both ways {fwd:g} + {rev:g} Mbit/s"
+        else:
+            rate, text = fwd, f"link rate {fwd:g} Mbit/s"
+        hline(ax, rate, text, LINK_GID, LINK_COLOR, "-.")
     if key == "jain_fairness":
         hline(ax, 1.0, "ideal (1)", THEORY_GID, THEORY_COLOR, ":")
     if cats is not None:
@@ -488,17 +522,26 @@ def draw_all(points):
 
 TABLE_COLUMNS = ("scenario", "setting", "point", "reps", "degraded", "qdisc",
                  "latency_min_ms", "latency_max_ms", "latency_mean_ms", "latency_mean_std_ms",
+                 "udp_latency_mean_ms", "udp_latency_mean_std_ms",
                  "throughput_min_mbit", "throughput_max_mbit", "throughput_mean_mbit",
-                 "throughput_mean_std_mbit", "qdelay_p50_ms", "drop_pct", "utilization",
+                 "throughput_mean_std_mbit",
+                 "download_mean_mbit", "download_mean_std_mbit", "download_flow_min_mbit",
+                 "download_flow_max_mbit", "upload_mean_mbit", "upload_mean_std_mbit",
+                 "upload_flow_min_mbit", "upload_flow_max_mbit",
+                 "qdelay_p50_ms", "qdelay_down_p50_ms", "drop_pct", "utilization",
                  "jain_fairness", "web_total_mean_s")
 
 
 def table_rows(points):
-    """One row per sweep point (EXPERIMENTS.md style): latency range (min-max of the ping
-    RTT samples after warm-up, all repetitions) and mean (mean of the runs' mean RTT,
-    with its std over repetitions), throughput range (min-max of the aggregate 1 s
-    rates) and mean (the runs' aggregate throughput metric, with its std), queueing delay
-    p50, drop %, utilization, Jain's index, web fetch time (means over repetitions)."""
+    """One row per sweep point (EXPERIMENTS.md style): latency range (min-max of the ICMP
+    ping RTT samples after warm-up, all repetitions) and mean (mean of the runs' mean
+    RTT, with its std over repetitions), the UDP (irtt) probe's mean RTT likewise,
+    throughput range (min-max of the aggregate 1 s rates) and mean (the runs' aggregate
+    throughput metric, with its std), download and upload goodput each (the runs' sum
+    over the direction's flows, mean and std; and the range of the per-flow throughputs
+    of all repetitions), queueing delay p50 of the bottleneck's AQM and of the reverse
+    AQM (B's downloads), drop %, utilization, Jain's index, web fetch time (means over
+    repetitions)."""
     out = []
     for scn, pts in by_scenario(points).items():
         for key, reps in by_key(pts).items():
@@ -506,6 +549,7 @@ def table_rows(points):
             rtt = np.concatenate([s[0] for s in samp])
             thr = np.concatenate([s[1] for s in samp])
             lat = stats([p.value("rtt_mean_ms") for p in reps])
+            udp = stats([p.value("udp_rtt_mean_ms") for p in reps])
             tput = stats([p.value("throughput_mbit") for p in reps])
             row = {"scenario": scn, "setting": setting_label(reps), "point": key,
                    "reps": len(reps),
@@ -516,8 +560,16 @@ def table_rows(points):
                    "latency_mean_ms": lat[0], "latency_mean_std_ms": lat[1],
                    "throughput_min_mbit": float(thr.min()) if thr.size else None,
                    "throughput_max_mbit": float(thr.max()) if thr.size else None,
-                   "throughput_mean_mbit": tput[0], "throughput_mean_std_mbit": tput[1]}
-            for col, k in (("qdelay_p50_ms", "qdelay_p50_ms"), ("drop_pct", "drop_pct"),
+                   "throughput_mean_mbit": tput[0], "throughput_mean_std_mbit": tput[1],
+                   "udp_latency_mean_ms": udp[0], "udp_latency_mean_std_ms": udp[1]}
+            for way, what in (("down", "download"), ("up", "upload")):
+                mean, sd, _ = stats([p.value(f"goodput_{way}_mbit") for p in reps])
+                per_flow = [v for p in reps for v in p.flow_values(way)]
+                row.update({f"{what}_mean_mbit": mean, f"{what}_mean_std_mbit": sd,
+                            f"{what}_flow_min_mbit": min(per_flow) if per_flow else None,
+                            f"{what}_flow_max_mbit": max(per_flow) if per_flow else None})
+            for col, k in (("qdelay_p50_ms", "qdelay_p50_ms"),
+                           ("qdelay_down_p50_ms", "qdelay_down_p50_ms"), ("drop_pct", "drop_pct"),
                            ("utilization", "utilization"), ("jain_fairness", "jain_fairness"),
                            ("web_total_mean_s", "web_total_mean_s")):
                 row[col] = stats([p.value(k) for p in reps])[0]
@@ -545,16 +597,28 @@ def table_csv(rows):
 
 def table_markdown(rows):
     """The table rows as a Markdown table: latency and throughput as ``min-max (mean ±
-    std)``."""
-    head = ["scenario", "setting", "point", "reps", "qdisc", "latency ms: range (mean ± std)",
-            "throughput Mbit/s: range (mean ± std)", "qdelay p50 ms", "drops %",
-            "utilization", "Jain", "web fetch s"]
+    std)``, download and upload as ``mean ± std (per flow min-max)``."""
+    head = ["scenario", "setting", "point", "reps", "qdisc",
+            "ICMP latency ms: range (mean ± std)", "UDP latency ms: mean ± std",
+            "throughput Mbit/s: range (mean ± std)",
+            "download Mbit/s: mean ± std (per flow)", "upload Mbit/s: mean ± std (per flow)",
+            "qdelay p50 ms (reverse AQM)", "drops %", "utilization", "Jain", "web fetch s"]
 
     def rng(lo, hi, mean, sd):
         if lo is None and mean is None:
             return ""
         text = f"{_fmt(lo)}-{_fmt(hi)}" if lo is not None else ""
         return f"{text} ({_fmt(mean)} ± {_fmt(sd)})" if mean is not None else text
+    def way(r, what):
+        mean = r.get(f"{what}_mean_mbit")
+        if mean is None:
+            return ""
+        lo, hi = r.get(f"{what}_flow_min_mbit"), r.get(f"{what}_flow_max_mbit")
+        flows = f" ({_fmt(lo)}-{_fmt(hi)})" if lo is not None else ""
+        return f"{_fmt(mean)} ± {_fmt(r.get(f'{what}_mean_std_mbit'))}{flows}"
+
+    def pm(mean, sd):
+        return "" if mean is None else f"{_fmt(mean)} ± {_fmt(sd)}"
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         reps = str(r["reps"]) + (f" ({r['degraded']} degraded, not averaged)"
@@ -562,9 +626,14 @@ def table_markdown(rows):
         cells = [r["scenario"], r["setting"], r["point"], reps, r["qdisc"],
                  rng(r["latency_min_ms"], r["latency_max_ms"], r["latency_mean_ms"],
                      r["latency_mean_std_ms"]),
+                 pm(r.get("udp_latency_mean_ms"), r.get("udp_latency_mean_std_ms")),
                  rng(r["throughput_min_mbit"], r["throughput_max_mbit"],
                      r["throughput_mean_mbit"], r["throughput_mean_std_mbit"]),
-                 _fmt(r["qdelay_p50_ms"]), _fmt(r["drop_pct"]), _fmt(r["utilization"]),
+                 way(r, "download"), way(r, "upload"),
+                 _fmt(r["qdelay_p50_ms"]) + (f" ({_fmt(r['qdelay_down_p50_ms'])})"
+                                             if r.get("qdelay_down_p50_ms") is not None
+                                             else ""),
+                 _fmt(r["drop_pct"]), _fmt(r["utilization"]),
                  _fmt(r["jain_fairness"]), _fmt(r["web_total_mean_s"])]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -50,9 +50,38 @@ def aggregate_rate(run, bin_s=1.0, flows=None):
     return (edges[:-1] + edges[1:]) / 2, total * 8 / width / 1e6
 
 
-def link_lines(ax, run):
-    """The link rate (gid ``link-rate``) and the TCP goodput ceiling (gid ``theory``)."""
-    rate = run.bottleneck_mbit
+@takes_run
+def acked_rates(run, flows, bin_s=1.0):
+    """(bin centres, {flow: Mbit/s}) of each flow's goodput, what its receiver
+    acknowledged (tcp.csv's bytes_acked, interpolated at the edges of whole ``bin_s`` s
+    bins on one grid from the first sample to the last of any of them; 0 outside a
+    flow's own samples); None unless tcp.csv has every one of ``flows``."""
+    tcp = series(run, "tcp")
+    if tcp is None or not flows:
+        return None
+    masks = {f: tcp["flow"] == f for f in flows}
+    if not all(m.any() for m in masks.values()):
+        return None
+    t_all = np.concatenate([tcp["t"][m] for m in masks.values()])
+    t0, t1 = np.nanmin(t_all), np.nanmax(t_all)
+    n = int(np.floor((t1 - t0) / bin_s + 1e-9))
+    if n < 1:
+        return None
+    edges = t0 + bin_s * np.arange(n + 1)
+    out = {}
+    for f, m in masks.items():
+        t, v = tcp["t"][m], tcp["bytes_acked"][m]
+        ok = np.isfinite(t) & np.isfinite(v)
+        order = np.argsort(t[ok], kind="stable")
+        at = np.interp(edges, t[ok][order], v[ok][order])
+        out[f] = np.clip(np.diff(at), 0, None) * 8 / bin_s / 1e6
+    return (edges[:-1] + edges[1:]) / 2, out
+
+
+def link_lines(ax, run, rate=None):
+    """The link rate (gid ``link-rate``; default the bottleneck's) and the TCP goodput
+    ceiling (gid ``theory``)."""
+    rate = rate or run.bottleneck_mbit
     if rate:
         hline(ax, rate, f"link rate {rate:g} Mbit/s", LINK_GID, LINK_COLOR, "-.")
         ceiling = theory.tcp_goodput_ceiling(rate)

@@ -1,7 +1,9 @@
-"""The RRUL-like load's totals: download sum, upload sum and latency vs time.
+"""The RRUL-like load's totals: download and upload (the sum and each flow) and the
+latency of each kind of probe (ICMP ping, irtt's UDP) vs time.
 
 The RRUL traffic labels its flows ``NAME-up-N`` / ``NAME-down-N`` and its ping
-``NAME-ping`` (``bufferbloat.traffic``); the name defaults to ``rrul``.
+``NAME-ping`` (``bufferbloat.traffic``); the name defaults to ``rrul``. irtt's probes
+are irtt.csv's.
 """
 
 import re
@@ -13,7 +15,7 @@ from bufferbloat.results import label_groups
 from .common import (LINK_GID, TARGET_GID, caption, hline, legend, new_figure, series,
                      takes_run)
 from .palette import LINK_COLOR, TARGET_COLOR, flow_color
-from .throughput import aggregate_rate, link_lines
+from .throughput import acked_rates, aggregate_rate, flow_rates, link_lines
 
 UP = re.compile(r"-up-\d+$")
 DOWN = re.compile(r"-down-\d+$")
@@ -21,41 +23,81 @@ DOWN = re.compile(r"-down-\d+$")
 
 @takes_run
 def rrul_flows(run):
-    """(download flow labels, upload flow labels, ping probe labels) of the run."""
-    iperf = series(run, "iperf")
-    flows = list(label_groups(iperf, "flow")) if iperf is not None else []
+    """(download flow labels, upload flow labels, ping probe labels) of the run (flows
+    of iperf.csv or tcp.csv)."""
+    labels = []
+    for name, col in (("iperf", "flow"), ("tcp", "flow")):
+        data = series(run, name)
+        if data is not None:
+            labels += list(label_groups(data, col))
+    flows = list(dict.fromkeys(labels))
     ping = series(run, "ping")
     probes = [p for p in label_groups(ping, "probe") if p.endswith("-ping")] if ping is not None \
         else []
     return ([f for f in flows if DOWN.search(f)], [f for f in flows if UP.search(f)], probes)
 
 
+def direction_rates(run, flows):
+    """(bin centres, {flow: Mbit/s}, source) of ``flows`` over 1 s bins: their goodput
+    from tcp.csv's bytes_acked when the sampler saw every one, else iperf3's intervals
+    (what the senders wrote: per flow at the interval midpoints, and no per-flow
+    dictionary but the sum's)."""
+    got = acked_rates(run, flows)
+    if got is not None:
+        return got[0], got[1], "goodput, bytes_acked"
+    agg = aggregate_rate(run, flows=flows)
+    if agg is None:
+        return None
+    return agg[0], {"sum": agg[1]}, "iperf3, sent"
+
+
 @takes_run
 def draw(run):
-    """Three panels over t (s): the sum of the download flows and of the upload flows
-    (Mbit/s, 1 s bins) with the link rate, and the RRUL ping's RTT (ms) with base RTT
-    + AQM target. None when the run has no ``*-up-N``/``*-down-N`` flows."""
+    """Three panels over t (s): the download flows and the upload flows (Mbit/s, 1 s
+    bins: each flow thin, their sum bold, gid ``total:download``/``total:upload``;
+    goodput from bytes_acked, iperf3's rates where the sampler did not see the flows)
+    with the link rate of that direction, and the RTT (ms) of each probe: the RRUL ping
+    (ICMP) and irtt's UDP probes (gid ``probe:LABEL``), with base RTT + AQM target. None
+    when the run has no ``*-up-N``/``*-down-N`` flows."""
     down, up, probes = rrul_flows(run)
     if not down and not up:
         return None
     fig, (ax_d, ax_u, ax_l) = new_figure("RRUL totals: download, upload, latency",
                                          caption(run), nrows=3, height=2.6)
-    for ax, flows, what, color in ((ax_d, down, "download", flow_color(0)),
-                                   (ax_u, up, "upload", flow_color(1))):
-        if flows:
-            t, mbit = aggregate_rate(run, flows=flows)
-            ax.plot(t, mbit, color=color, label=f"{what}: sum of {len(flows)} flows",
+    reverse = run.params.get("reverse_mbit") or run.bottleneck_mbit
+    for ax, flows, what, color, rate in ((ax_d, down, "download", flow_color(0), reverse),
+                                         (ax_u, up, "upload", flow_color(1), None)):
+        got = direction_rates(run, flows) if flows else None
+        if got is not None:
+            t, per, source = got
+            each = ({f: (t, per[f]) for f in flows} if "sum" not in per else   # else
+                    {f: r for f, r in flow_rates(run).items() if f in flows})  # iperf3's
+            for j, (f, (tf, mbit)) in enumerate(each.items()):
+                ax.plot(tf, mbit, color=flow_color(2 + j), linewidth=0.7, alpha=0.7,
+                        label=f"each flow ({len(each)})" if j == 0 else None,
+                        gid=f"flow:{f}")
+            total = per["sum"] if "sum" in per else np.sum(list(per.values()), axis=0)
+            ax.plot(t, total, color=color, linewidth=2,
+                    label=f"{what}: sum of {len(flows)} flows ({source})",
                     gid=f"total:{what}")
-        link_lines(ax, run)
+        link_lines(ax, run, rate)
         ax.set_ylabel(f"{what} (Mbit/s)")
         ax.set_ylim(bottom=0)
-        legend(ax, loc="lower right")
+        legend(ax, loc="center right")
+    k = 0
     ping = series(run, "ping")
-    for i, probe in enumerate(probes):
+    for probe in probes:
         mask = ping["probe"] == probe
         ok = mask & np.isfinite(ping["rtt_ms"])
-        ax_l.plot(ping["t"][ok], ping["rtt_ms"][ok], color=flow_color(2 + i), linewidth=1,
-                  label=f"{probe} RTT", gid=f"probe:{probe}")
+        ax_l.plot(ping["t"][ok], ping["rtt_ms"][ok], color=flow_color(2 + k), linewidth=1,
+                  label=f"{probe} RTT (ICMP)", gid=f"probe:{probe}")
+        k += 1
+    udp = series(run, "irtt")
+    for probe, mask in (label_groups(udp, "probe").items() if udp is not None else ()):
+        ok = mask & np.isfinite(udp["rtt_ms"])
+        ax_l.plot(udp["t"][ok], udp["rtt_ms"][ok], color=flow_color(2 + k), linewidth=1,
+                  label=f"{probe} RTT (UDP, irtt)", gid=f"probe:{probe}")
+        k += 1
     base = run.base_rtt_ms
     if base:
         hline(ax_l, base, f"base RTT {base:g} ms", LINK_GID, LINK_COLOR, ":")

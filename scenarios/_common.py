@@ -31,6 +31,9 @@ B_NET = dict(bottleneck_mbit=100, delay_ms=5, qdisc="pie", buffer_pkts=1000, cca
              aqm_both_ways=True)
 B_TRAFFIC = (
     {"kind": "rrul", "name": "rrul", "a": "h1", "b": "h2"},
+    # flent's RRUL measures latency with UDP probes (irtt) next to ICMP: one every 0.1 s,
+    # as the load's pings, so the two kinds of probe sample the same queue alike
+    {"kind": "irtt", "name": "irtt", "client": "h1", "server": "h2", "interval_s": 0.1},
     # B.3's extra traffic, chosen with --set extra=none|udp|tcp
     {"kind": "iperf", "name": "flood", "src": "h1", "dst": "h2", "protocol": "udp",
      "rate_mbit": "bottleneck", "when": {"extra": "udp"}},

@@ -1,7 +1,8 @@
 """Family B.1: PIE target 20 ms, tupdate 1/15/30/60 ms under an RRUL-like load (4 TCP
-uploads + 4 downloads + pings) through a 100 Mbit/s bottleneck; with no extra traffic, a
-UDP flood at the link rate, or an extra TCP flow (--set extra=none|udp|tcp). tupdate 1
-ms rounds up to one kernel tick (4 ms at HZ=250): the run records the warning."""
+uploads + 4 downloads + ICMP pings and irtt UDP probes) through a 100 Mbit/s
+bottleneck; with no extra traffic, a UDP flood at the link rate, or an extra TCP flow
+(--set extra=none|udp|tcp). tupdate 1 ms rounds up to one kernel tick (4 ms at HZ=250):
+the run prints and records the warning."""
 from bufferbloat.scenario import Scenario
 
 from ._common import B_NET, B_TRAFFIC, b_study

@@ -206,6 +206,9 @@ class TrafficPart:
     params = ()
     #: a ping-like part: the idle RTT probe prefers its path
     probes_rtt = False
+    #: tools (``bufferbloat check`` names) the kind needs beyond the network's own:
+    #: checked before any network state exists
+    needs = ()
 
     def __init__(self, spec, ctx):
         self.spec, self.ctx = spec, ctx

@@ -100,3 +100,46 @@ def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
     ts = [float(r["t"]) for r in root]
     assert all(b > a for a, b in zip(ts, ts[1:]))
     assert os.path.getsize(series / "sampler.json") > 0
+
+
+def test_download_sampled_at_its_server(net_guard, tmp_path):
+    """A download (iperf3 -R: the server on h2 sends) is sampled from the server's
+    namespace by its source port, as the RRUL load's downloads are. iperf3's server
+    listens on a dual-stack IPv6 socket, so its data socket is AF_INET6 with an
+    IPv4-mapped peer: the sampler must read that family too. Its bytes_acked lies
+    between what iperf3's receiver read and what its sender wrote, grows at the link's
+    goodput, and its addresses read as the IPv4 ones they are."""
+    topo = DumbbellTopo(bottleneck_mbit=10, qdisc="fifo", buffer_pkts=100, cca="cubic",
+                        switch="bridge")
+    with Network(topo) as net:
+        t0 = time.monotonic()
+        flow = Iperf3Flow(net, "h1", "h2", 4, cca="cubic", port=5221, direction="down",
+                          name="down")
+        sampler = Sampler(net, str(tmp_path), t0, period_s=0.01,
+                          flows=[{"host": "h2", "sports": [5221],
+                                  "labels": {5221: "down"}}]).start()
+        flow.start()
+        flow.wait()
+        time.sleep(0.1)
+        stats = sampler.stop()
+        ip1, ip2 = net.ip("h1"), net.ip("h2")
+    _, trows = _read(tmp_path / "series" / "tcp.csv")
+    rows = [r for r in trows if r["flow"] == "down"]
+    assert len(rows) > 0.8 * 4 / 0.01, (len(rows), stats)
+    assert {(r["host"], r["src"], r["sport"], r["dst"]) for r in rows} == {
+        ("h2", ip2, "5221", ip1)}
+    acked = max(int(r["bytes_acked"]) for r in rows)
+    sent = flow.server_result["end"]["sum_sent"]["bytes"]
+    received = flow.result["end"]["sum_received"]["bytes"]
+    print(f"bytes acked {acked}, sent by the server {sent}, received by iperf3 {received}")
+    # what the receiving application read <= what its kernel acknowledged <= what the
+    # sender wrote into its socket
+    assert received <= acked <= sent, (acked, sent, received)
+    # and the acknowledged rate is the link's goodput: 10 Mbit/s x 1448/1514 (headers),
+    # over the middle of the flow, within 5 %
+    ts = [float(r["t"]) for r in rows]
+    mid = [(float(r["t"]), int(r["bytes_acked"])) for r in rows
+           if ts[0] + 1 <= float(r["t"]) <= ts[0] + 3]
+    mbit = (mid[-1][1] - mid[0][1]) * 8 / (mid[-1][0] - mid[0][0]) / 1e6
+    assert abs(mbit - 10 * 1448 / 1514) <= 0.05 * 10 * 1448 / 1514, mbit
+    assert stats["flow_sockets"] == 1 and stats["control_sockets_ignored"] == 1

@@ -248,8 +248,36 @@ def test_bottleneck_dev_selects_the_link(tmp_path):
     run = _write_run(tmp_path / "r")
     run.record["bottleneck_dev"] = ["s0", "s0-eth2"]  # (namespace, dev) works too
     assert {k[1] for k in _by_key(m.link_metrics(run))} == {"s0-eth2:pfifo"}
+    assert m.link_direction(run.record, "s0-eth2:pfifo") == "up"
     run.record["bottleneck_dev"] = "s0-eth9"
-    assert m.link_metrics(run) == []
+    assert m.link_direction(run.record, "s0-eth2:pfifo") == "down"
+
+
+def test_reverse_aqm_reported_at_the_reverse_rate(tmp_path):
+    """B's router runs PIE both ways: the receiver's egress (h2-eth0) is sampled too and
+    has link metrics of its own, at the reverse link's rate; the bottleneck's come
+    first."""
+    w = RunWriter(tmp_path / "r")
+    w.record.update(params={"bottleneck_mbit": 10.0, "reverse_mbit": 5.0},
+                    bottleneck_dev="s0-eth2")
+    rows = []
+    for ti in np.arange(0, 10.01, 0.1):
+        for dev, sent_mbit, backlog in (("h2-eth0", 4.0, 25000), ("s0-eth2", 9.0, 12500)):
+            rows.append({"t": ti, "dev": dev, "handle": "10:", "parent": "1:1",
+                         "kind": "pie", "qlen_pkts": 10, "backlog_bytes": backlog,
+                         "sent_bytes": round(ti * sent_mbit * 1e6 / 8), "drops": 0})
+    w.add_rows("qdisc", SERIES_COLUMNS["qdisc"], rows)
+    w.close("ok")
+    run = load_run(w.dir)
+    got = _by_key(m.link_metrics(run))
+    assert [k[1] for k in got][0] == "s0-eth2:pie"
+    assert got[("link", "s0-eth2:pie", "utilization")] == pytest.approx(0.9, rel=1e-4)
+    assert got[("link", "h2-eth0:pie", "utilization")] == pytest.approx(0.8, rel=1e-4)
+    # 12 500 B at 10 Mbit/s = 10 ms; 25 000 B at 5 Mbit/s = 40 ms
+    assert got[("link", "s0-eth2:pie", "qdelay_p50_ms")] == pytest.approx(10.0)
+    assert got[("link", "h2-eth0:pie", "qdelay_p50_ms")] == pytest.approx(40.0)
+    assert [m.link_direction(run.record, k[1]) for k in got][-1] == "down"
+    assert m.link_rate_mbit(run, "h2-eth0") == 5.0 and m.link_rate_mbit(run, "s0-eth2") == 10
 
 
 def test_link_without_rate_skips_rate_metrics(tmp_path):

@@ -279,3 +279,14 @@ def test_flow_labels_are_given_before_sampling():
     assert g.label(40002, 5201) == "up-2"        # a stream's own label, by its sport
     assert g.label(5301, 40003) == "down"        # the spec's label, by its sport
     assert g.label(40004, 5401) == "h1:40004"    # nobody labelled it
+
+
+def test_ipv4_mapped_addresses_read_as_ipv4():
+    """A dual-stack server socket (iperf3 -s) is AF_INET6 with an IPv4-mapped peer: its
+    addresses are the IPv4 ones (tcp.csv's src/dst of a download, sampled at its server)."""
+    import socket
+    mapped = bytes(10) + b"\xff\xff" + bytes([10, 0, 0, 2])
+    assert nlstats._addr(socket.AF_INET6, mapped) == "10.0.0.2"
+    assert nlstats._addr(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, "fd00::2")) \
+        == "fd00::2"
+    assert nlstats._addr(socket.AF_INET, bytes([10, 0, 0, 1]) + bytes(12)) == "10.0.0.1"

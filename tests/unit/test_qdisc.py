@@ -99,3 +99,33 @@ def test_buffer_units_are_never_converted_silently():
         with_buffer("pie", buffer_bytes=50000)
     # an explicit qdisc limit wins over the topology-level buffer
     assert with_buffer("pie", buffer_pkts=100, limit_pkts=1000) == {"limit_pkts": 1000}
+
+
+def test_run_prints_the_tick_rounding_before_anything_is_built(monkeypatch):
+    """`run` says it when PIE's tupdate is below or not a multiple of the kernel's tick
+    (HZ=250: 4 ms): 1 ms becomes 4 ms, 30 ms 32 ms; 60 ms is 15 ticks, nothing said."""
+    from bufferbloat import engine
+    from bufferbloat.capabilities import Capabilities
+    from scenarios import catalogue
+
+    class Built(Exception):
+        pass
+
+    class NoNetwork:
+        def __init__(self, *a, **k):
+            raise Built()
+
+    monkeypatch.setattr(engine, "probe", lambda: Capabilities([], "test", 250))
+    monkeypatch.setattr(engine, "Network", NoNetwork)
+    scn = catalogue()["b1_pie_tupdate"]
+    for tupdate, said in ((1, "pie tupdate 1 ms becomes 4 ms"),
+                          (30, "pie tupdate 30 ms becomes 32 ms"), (60, None)):
+        lines = []
+        with pytest.raises(Built):
+            engine.resolve(scn, {"qdisc.tupdate_ms": tupdate}, 10, "/tmp", True,
+                           lines.append, None, 0.01, 1)
+        warnings = [x for x in lines if "warning" in x]
+        if said:
+            assert len(warnings) == 1 and said in warnings[0] and "HZ=250" in warnings[0]
+        else:
+            assert warnings == []

@@ -5,6 +5,7 @@ The page's inline script counts, after the load event, the images whose naturalW
 0 and writes the count into ``#image-check``; Chromium's ``--dump-dom`` prints the DOM
 after the scripts ran (``--virtual-time-budget`` lets the load complete first).
 """
+import gzip
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import urllib.parse
 import pytest
 
 from bufferbloat.errors import UsageError
-from plots.report import REPORT_FILE, TABLES_DIR, write_report
+from plots.report import FLENT_DIR, REPORT_FILE, TABLES_DIR, write_report
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "fixtures", "runs")
@@ -136,6 +137,15 @@ def test_report_of_a_results_tree(tmp_path):
     assert "totals: b2_pie_target" in dom
     assert dom.count('<table class="sweep">') == 5
     assert "Jain's index" in dom                  # the 3-flow run's flag
+    # every run links its flent data file, written beside the page
+    links = re.findall(r'<a class="flent" href="([^"]+)"', dom)
+    assert len(links) == len(runs)
+    for href in links:
+        assert href.startswith(FLENT_DIR + "/") and href.endswith(".flent.gz")
+        with gzip.open(out / href, "rt") as f:
+            data = json.load(f)
+        assert data["version"] == 4 and data["raw_values"]
+        assert data["metadata"]["NAME"] in ("tcp_nup", "rrul_be_nflows")
 
 
 def test_report_refuses_what_is_not_a_result(tmp_path):

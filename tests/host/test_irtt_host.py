@@ -1,0 +1,109 @@
+"""The ``irtt`` kind through the real pipeline on the host kernel (HTB + pfifo, Linux
+bridge, no netem: delay 0): UDP probes h1 -> h2 beside ICMP pings, first on the idle
+link, then while one cubic upload fills the 100-packet FIFO of the 10 Mbit/s bottleneck
+(s0 -> h2: the probes' requests queue, their replies do not).
+
+Tolerances: the full FIFO holds 100 x 1514 B = 121 ms at 10 Mbit/s (cubic's sawtooth
+keeps it above 20 ms); irtt's and ping's
+RTT medians over the same loaded seconds agree within 15 % (both cross the same queue;
+they sample it at different instants); on the idle link (no delay configured) an RTT
+is well under 2 ms; the requests' one-way delay carries the queue (within 5 ms of the
+RTT), the replies' does not (< 2 ms)."""
+import gzip
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from bufferbloat.engine import run_point
+from bufferbloat.results import load_run
+from bufferbloat.scenario import Scenario
+
+DURATION_S = 12
+LOAD_FROM = 0.4          # the upload starts 40 % into the run
+INTERVAL_S = 0.05
+
+
+def _irtt_pids():
+    out = subprocess.run(["pgrep", "-x", "irtt"], capture_output=True, text=True).stdout
+    return set(out.split())
+
+
+def test_irtt_probes_idle_then_behind_the_queue(tmp_path, net_guard):
+    before = _irtt_pids()
+    scn = Scenario(
+        name="t_irtt", description="irtt beside ping, idle then under one upload",
+        params=dict(bottleneck_mbit=10, qdisc="fifo", buffer_pkts=100, cca="cubic",
+                    delay_ms=0),
+        traffic=({"kind": "irtt", "name": "udp", "client": "h1", "server": "h2",
+                  "interval_s": INTERVAL_S},
+                 {"kind": "ping", "name": "icmp", "src": "h1", "dst": "h2",
+                  "interval_s": 0.1},
+                 {"kind": "iperf", "name": "up", "src": "h1", "dst": "h2",
+                  "start": LOAD_FROM}),
+        duration_s=DURATION_S, quick_duration_s=DURATION_S)
+    run_dir = run_point(scn, duration_s=DURATION_S, out_root=str(tmp_path),
+                        log=lambda *_: None)
+    assert _irtt_pids() - before == set(), "irtt processes left behind"
+    run = load_run(run_dir)
+    rec = run.record
+    assert rec["status"] == "ok", rec.get("error")
+    s = run.series("irtt")
+    start = rec["traffic_start_s"]
+    # every probe of the run, on schedule: one per interval (but those irtt's timer
+    # skipped, a late wake-up on a busy machine: it counts them), consecutive seqs
+    raw = json.loads(gzip.decompress(run.raw("udp.irtt.json.gz", binary=True)))
+    n = len(s["t"])
+    assert n == raw["stats"]["packets_sent"]
+    assert abs(n + raw["stats"]["timer_misses"] - DURATION_S / INTERVAL_S) <= 1, n
+    assert n >= 0.97 * DURATION_S / INTERVAL_S
+    assert np.array_equal(s["seq"], np.arange(n))
+    assert abs(s["t"][0] - start) < 0.5
+    assert abs(np.median(np.diff(s["t"])) - INTERVAL_S) < 0.005
+    lost = s["lost"] != ""
+    assert lost.sum() <= 0.05 * n, s["lost"][lost]      # tail drops may take a few
+    ok = ~lost
+    # idle: no delay configured, no queue
+    idle = ok & (s["t"] < start + LOAD_FROM * DURATION_S - 0.5)
+    assert idle.sum() >= 0.8 * (LOAD_FROM * DURATION_S - 0.5) / INTERVAL_S
+    assert np.median(s["rtt_ms"][idle]) < 2.0
+    # loaded (the second half): the probe sees the FIFO the ping sees
+    late = s["t"] > start + 0.6 * DURATION_S
+    rtt = np.median(s["rtt_ms"][ok & late])
+    p = run.series("ping")
+    icmp = np.median(p["rtt_ms"][(p["t"] > start + 0.6 * DURATION_S)
+                                 & ~np.isnan(p["rtt_ms"])])
+    # a cubic sawtooth keeps the FIFO between part full and full: never above its
+    # 121 ms, far above the idle link's fraction of a millisecond
+    assert 20 < rtt <= 126, rtt
+    assert abs(rtt - icmp) <= 0.15 * icmp, (rtt, icmp)
+    # the queue is on the requests' way (h1 -> h2), not the replies'
+    up = np.median(s["owd_up_ms"][ok & late])
+    down = np.median(s["owd_down_ms"][ok & late])
+    assert abs(up - rtt) < 5.0 and down < 2.0, (up, down, rtt)
+    # the metrics and the summary
+    rows = {r["metric"]: r["value"] for r in json.load(open(f"{run_dir}/metrics.json"))
+            ["metrics"] if r["scope"] == "irtt" and r["name"] == "udp"}
+    assert {"rtt_p50_ms", "rtt_p95_ms", "rtt_mean_ms", "owd_up_mean_ms",
+            "owd_down_mean_ms", "loss_up_pct", "loss_down_pct"} <= set(rows)
+    entry = next(e for e in rec["traffic_results"] if e.get("probe") == "udp")
+    assert entry["kind"] == "IrttProbe" and entry["sent"] == n and entry["error"] is None
+
+
+def test_missing_irtt_refused_before_any_network_state(tmp_path, monkeypatch, net_guard):
+    from bufferbloat import engine
+    from bufferbloat.capabilities import Capabilities, Capability, probe
+    from bufferbloat.errors import MissingFeature
+    real = probe()
+    rows = [Capability(r.name, r.kind, False, "not found on PATH: install the Debian "
+                       "package irtt") if r.name == "irtt" else r for r in real.rows]
+    monkeypatch.setattr(engine, "probe", lambda: Capabilities(rows, real.kernel_release,
+                                                               real.hz))
+    scn = Scenario(name="t_irtt_missing", description="irtt missing",
+                   params=dict(bottleneck_mbit=10, qdisc="fifo", delay_ms=0),
+                   traffic=({"kind": "irtt", "name": "udp", "client": "h1",
+                             "server": "h2"},), duration_s=5, quick_duration_s=5)
+    with pytest.raises(MissingFeature, match="irtt"):
+        run_point(scn, duration_s=5, out_root=str(tmp_path), log=lambda *_: None)
+    assert not any(tmp_path.iterdir())          # no run directory either
