@@ -62,7 +62,7 @@ SERIES_COLUMNS = {
             "cwnd_pkts", "ssthresh_pkts", "srtt_us", "rttvar_us", "mss_bytes",
             "in_flight_pkts", "retrans_total", "bytes_acked", "delivery_rate_bps",
             "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us", "ca_state",
-            "delivered_ce_pkts"],
+            "delivered_ce_pkts", "min_rtt_us", "data_segs_out", "bytes_sent"],
     "ping": ["probe", "t", "seq", "rtt_ms"],
     "iperf": ["flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",
               "snd_cwnd_bytes", "rtt_us"],

@@ -59,7 +59,10 @@ TCP_COLUMNS = ("t", "flow", "host", "src", "sport", "dst", "dport", "cca", "stat
                "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us",
                # tcpi_ca_state (0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss) and
                # tcpi_delivered_ce (segments delivered with ECE echoed: CE marks seen)
-               "ca_state", "delivered_ce_pkts")
+               "ca_state", "delivered_ce_pkts",
+               # tcpi_min_rtt (the kernel's minimum RTT of the flow), tcpi_data_segs_out
+               # and tcpi_bytes_sent (cumulative, retransmissions included)
+               "min_rtt_us", "data_segs_out", "bytes_sent")
 MIN_PERIOD_S = 0.001
 DEFAULTS = {"period_s": 0.01, "flush_s": 0.5, "min_bytes_acked": 64 * 1024, "hold_s": 2.0,
             "filter": "bytecode", "discover_s": 0.1, "duration_s": None, "rt_priority": 1,
@@ -231,6 +234,12 @@ def qdisc_row(t, dev, q):
             q.get("ctl_updates"))
 
 
+def _min_rtt(info):
+    """tcpi_min_rtt, us; None before the first RTT sample (the kernel reports ~0U)."""
+    v = info.get("min_rtt")
+    return None if not v or v >= 0xFFFFFFFF else v
+
+
 def tcp_row(t, label, host, s):
     """A tcp.csv row from a decoded socket (see :func:`bufferbloat.nlstats.parse_diag_dump`)."""
     i = s["info"]
@@ -248,7 +257,8 @@ def tcp_row(t, label, host, s):
             i["total_retrans"], i["bytes_acked"], None if dr is None else dr * 8,
             None if pacing is None or pacing >= _U64_MAX else pacing * 8,
             None if bw is None else bw * 8, s["bbr_min_rtt_us"], i.get("ca_state"),
-            i.get("delivered_ce"))
+            i.get("delivered_ce"), _min_rtt(i),
+            i.get("data_segs_out"), i.get("bytes_sent"))
 
 
 class _FlowGroup:

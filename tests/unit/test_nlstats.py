@@ -13,7 +13,7 @@ import struct
 import pytest
 
 from bufferbloat import nlstats
-from bufferbloat.sampler import qdisc_row, tcp_row
+from bufferbloat.sampler import TCP_COLUMNS, qdisc_row, tcp_row
 from tests.conftest import FIXTURES
 
 NL = os.path.join(FIXTURES, "netlink")
@@ -169,6 +169,13 @@ def test_diag_dump_matches_ss(case):
                         "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us"),
                        tcp_row(0.25, "h1-1", "h1", s)))
         assert row["in_flight_pkts"] == i["unacked"] - i["sacked"] - i["lost"] + i["retrans"]
+        # study E's fields: the kernel's min RTT, data segments and bytes sent
+        assert i["min_rtt"] == round(float(t["minrtt"]) * 1000)
+        assert i["data_segs_out"] == int(t["data_segs_out"])
+        assert i["bytes_sent"] == int(t["bytes_sent"])
+        full = dict(zip(TCP_COLUMNS, tcp_row(0.25, "h1-1", "h1", s)))
+        assert (full["min_rtt_us"], full["data_segs_out"], full["bytes_sent"]) == \
+            (i["min_rtt"], i["data_segs_out"], i["bytes_sent"])
         assert row["delivery_rate_bps"] == t["delivery_rate"]
         if s["cca"] == "bbr":
             assert row["bbr_bw_bps"] == t["bbr_bw"]
