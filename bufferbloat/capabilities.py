@@ -35,6 +35,7 @@ KERNEL_FEATURES = {
     "bridge": ("CONFIG_BRIDGE", "bridge", "Linux bridge switch"),
     "veth": ("CONFIG_VETH", "veth", "emulated links"),
     "netns": ("CONFIG_NET_NS", None, "network namespaces (Mininet hosts)"),
+    "sctp": ("CONFIG_IP_SCTP", "sctp", "NetPerfMeter's passive side (its control socket)"),
 }
 # the project's own modules: (module, what it is for, where it is built)
 PROJECT_MODULES = {
@@ -48,7 +49,7 @@ CCA_MODULES = {"cubic": "tcp_cubic", "bbr": "tcp_bbr", "vegas": "tcp_vegas"}
 TOOLS = {"iperf3": "iperf3", "ping": "iputils-ping", "curl": "curl", "tc": "iproute2",
          "ip": "iproute2", "ethtool": "ethtool", "mnexec": "mininet",
          "nsenter": "util-linux", "brctl": "bridge-utils",
-         "ovs-vsctl": "openvswitch-switch"}
+         "ovs-vsctl": "openvswitch-switch", "netperfmeter": "netperfmeter"}
 
 
 @dataclass

@@ -373,11 +373,54 @@ def link_rows(run, rows):
             for r in rows if r["scope"] == "link" and r["metric"] == "utilization"]
 
 
+def app_rows(run, cutoff_s):
+    """The application's view of each flow, from a NetPerfMeter part's series:
+    ``app_throughput_mbit`` (npm_msg.csv: bytes of the messages received after the cut
+    x 8 / from the cut, or the first arrival, to the last arrival),
+    ``app_sending_rate_mbit`` (npm.csv: the sending node's bytes written in the
+    intervals starting at or after the cut / their length) and the one-way delay of
+    every message sent after the cut, ``owd_{mean,p50,p95,p99,max}_ms`` (t_recv - t_sent:
+    the sender's timestamp in the message to its arrival, socket buffers included)."""
+    from .metrics import _groups, _Rows  # noqa: PLC0415 (cycle)
+    rows = _Rows()
+    if run.has("npm_msg"):
+        msg = run.series("npm_msg")
+        for flow, mask in _groups(msg, "flow").items():
+            t_recv, t_sent = msg["t_recv"][mask], msg["t_sent"][mask]
+            keep = t_recv >= cutoff_s
+            if keep.sum() >= 2:
+                t = t_recv[keep]
+                lo = max(cutoff_s, float(np.min(t)))
+                span = float(np.max(t)) - lo
+                after = t > lo
+                if span > 0:
+                    rows.add("flow", flow, "app_throughput_mbit",
+                             np.sum(msg["size_bytes"][mask][keep][after]) * 8 / span / 1e6,
+                             "Mbit/s")
+            sent_kept = t_sent >= cutoff_s
+            rows.stats("flow", flow, "owd", "ms", (t_recv - t_sent)[sent_kept] * 1e3,
+                       maximum=True)
+    if run.has("npm"):
+        iv = run.series("npm")
+        for flow, mask in _groups(iv, "flow").items():
+            best = None
+            for node in ("active", "passive"):
+                m = mask & (iv["node"] == node) & (iv["t_start"] >= cutoff_s - 1e-9)
+                sent = np.nansum(iv["sent_bytes"][m])
+                span = np.nansum(iv["t_end"][m] - iv["t_start"][m])
+                if sent > 0 and span > 0 and (best is None or sent > best[0]):
+                    best = (sent, span)
+            if best:
+                rows.add("flow", flow, "app_sending_rate_mbit", best[0] * 8 / best[1] / 1e6,
+                         "Mbit/s")
+    return rows
+
+
 def study_metrics(run, cutoff_s, throughput_mbit, rows=()):
     """Every row this module adds to a run's metrics: flow, link (from the suite's
     ``rows`` computed so far) and network scopes."""
     flows, per_flow = flow_rows(run, cutoff_s, throughput_mbit)
-    return (list(flows) + link_rows(run, rows)
+    return (list(flows) + list(app_rows(run, cutoff_s)) + link_rows(run, rows)
             + list(network_rows(run, cutoff_s, throughput_mbit, per_flow)))
 
 

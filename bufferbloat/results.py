@@ -68,6 +68,9 @@ SERIES_COLUMNS = {
               "snd_cwnd_bytes", "rtt_us"],
     "web": ["fetch", "t", "total_s", "connect_s", "ttfb_s", "size_bytes", "http_code", "ok"],
     "udp": ["stream", "seq", "t_sent", "t_recv", "size_bytes"],
+    "npm": ["flow", "node", "t_start", "t_end", "sent_bytes", "received_bytes",
+            "lost_bytes"],
+    "npm_msg": ["flow", "seq", "t_sent", "t_recv", "size_bytes"],
 }
 
 #: Columns that are labels: always loaded as strings, even when they look like numbers.
@@ -78,6 +81,8 @@ STRING_COLUMNS = {
     "iperf": {"flow"},
     "web": {"fetch"},
     "udp": {"stream"},
+    "npm": {"flow", "node"},
+    "npm_msg": {"flow"},
 }
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")

@@ -232,3 +232,31 @@ def test_old_runs_without_the_new_columns(tmp_path):
     for absent in ("interdeparture_ewma_ms", "sending_rate_mbit", "rto_count",
                    "recovery_time_mean_ms", "bdp_utilization_mean"):
         assert absent not in got
+
+
+def test_application_rows_of_a_netperfmeter_flow(tmp_path):
+    """npm_msg: a 1000-byte message every 10 ms for 10 s, 30 ms one-way (50 ms for those
+    sent before 1.9 s, all received before the 2 s cut); npm: the active node wrote
+    125 000 B per 1 s interval (1 Mbit/s)."""
+    w = RunWriter(tmp_path / "npm")
+    w.record.update(params={"bottleneck_mbit": RATE}, traffic_start_s=0.0)
+    msgs = [{"flow": "s", "seq": i, "t_sent": i * 0.01,
+             "t_recv": i * 0.01 + (0.05 if i * 0.01 < 1.9 else 0.03), "size_bytes": 1000}
+            for i in range(1001)]
+    w.add_rows("npm_msg", SERIES_COLUMNS["npm_msg"], msgs)
+    w.add_rows("npm", SERIES_COLUMNS["npm"],
+               [{"flow": "s", "node": node, "t_start": float(i), "t_end": i + 1.0,
+                 "sent_bytes": 125_000 if node == "active" else 0,
+                 "received_bytes": 0 if node == "active" else 100_000, "lost_bytes": 0}
+                for i in range(10) for node in ("active", "passive")])
+    w.close("ok")
+    got = {r["metric"]: r for r in m.compute_metrics(load_run(tmp_path / "npm"),
+                                                     warmup_s=2.0)}
+    assert got["owd_mean_ms"]["value"] == pytest.approx(30)
+    assert got["owd_max_ms"]["value"] == pytest.approx(30)
+    assert got["owd_mean_ms"]["unit"] == "ms"
+    # 1000 B every 10 ms = 0.8 Mbit/s at the receiver (803 messages after the one at
+    # the cut, t_recv 2.0, to the last at 10.03 s); 1 Mbit/s written by the sender
+    assert got["app_throughput_mbit"]["value"] == pytest.approx(0.8)
+    assert got["app_sending_rate_mbit"]["value"] == pytest.approx(1.0)
+    assert fm.ALIASES[("flow", "owd_mean_ms")] == "mean_owd_l7"
