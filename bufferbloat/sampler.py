@@ -83,8 +83,9 @@ class Sampler:
     ``time.monotonic()`` origin. qdisc_devs: [(ns, dev)] with ns a host name or None (root
     namespace: the switch ports; ``net.bottleneck_dev`` is such a pair); default the
     bottleneck. flows: [{"host": "h1", "dports": [5201], "sports": [...] (optional),
-    "labels": {sport: label} (optional)}]; rows are labelled ``host:sport`` unless
-    labelled. filter: 'bytecode' | 'python' (where the port filter of the socket dump
+    "labels": {sport: label} (optional), "no_control": True (optional: every socket on
+    these ports is a data flow, written from its first sample)}]; rows are labelled
+    ``host:sport`` unless labelled. filter: 'bytecode' | 'python' (where the port filter of the socket dump
     runs). discover_s: how often the sockets are found by dump (a new flow's first row
     comes at most this late; between dumps the known sockets are read by exact lookup,
     see :class:`~bufferbloat.nlstats.TcpReader`); 0: dump every tick. min_bytes_acked,
@@ -125,14 +126,16 @@ class Sampler:
         return None if ns is None else self.net.net[ns].pid
 
     def _flow(self, f):
-        unknown = set(f) - {"host", "dports", "sports", "labels"}
+        unknown = set(f) - {"host", "dports", "sports", "labels", "no_control"}
         if unknown or "host" not in f or not (f.get("dports") or f.get("sports")):
             raise ValueError(f"flow {f!r}: needs 'host' and 'dports' and/or 'sports' "
-                             f"(optional 'labels'); unknown keys {sorted(unknown)}")
+                             f"(optional 'labels', 'no_control'); unknown keys "
+                             f"{sorted(unknown)}")
         return {"host": f["host"], "pid": self._pid(f["host"]),
                 "dports": [int(p) for p in f.get("dports", ())],
                 "sports": [int(p) for p in f.get("sports", ())],
-                "labels": {str(k): v for k, v in (f.get("labels") or {}).items()}}
+                "labels": {str(k): v for k, v in (f.get("labels") or {}).items()},
+                "no_control": bool(f.get("no_control"))}
 
     @property
     def series_dir(self):
@@ -275,6 +278,10 @@ class _FlowGroup:
         self.reader = nlstats.TcpReader(specs[0]["pid"], self.dports, self.sports, filter,
                                         discover_s=discover_s)
         self.min_bytes, self.hold_s = min_bytes_acked, hold_s
+        # ports whose every socket is a data flow (no control connection shares them):
+        # written from their first sample, however little they carried yet
+        self.all_data = {("d", p) for f in specs if f.get("no_control") for p in f["dports"]}
+        self.all_data |= {("s", p) for f in specs if f.get("no_control") for p in f["sports"]}
         self.data = set()      # cookies of sockets that are flows of interest
         self.ignored = set()   # cookies taken for control connections
         self.pending = {}      # cookie -> (first t, [rows]) of undecided sockets
@@ -289,7 +296,8 @@ class _FlowGroup:
             if c in self.data:
                 out.append(row)
             elif (s["info"]["bytes_acked"] is None  # kernel < 4.1 can't tell: keep it
-                  or s["info"]["bytes_acked"] >= self.min_bytes):
+                  or s["info"]["bytes_acked"] >= self.min_bytes
+                  or ("d", s["dport"]) in self.all_data or ("s", s["sport"]) in self.all_data):
                 self.data.add(c)
                 self.ignored.discard(c)
                 held = self.pending.pop(c, None)

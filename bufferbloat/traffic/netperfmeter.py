@@ -632,9 +632,12 @@ class NetPerfMeterPart(TrafficPart):
     def sampled_flows(self):
         hosts = {"up": self.spec["src"], "down": self.spec["dst"]}
         direction = self.spec.get("direction", "up")
+        # the data port carries data connections only (the control connection is on
+        # port + 1): every socket is sampled from its first moment, a flow that starts
+        # late or sends little included
         if direction == "up":
-            return [{"host": hosts["up"], "dports": [self.run.port]}]
-        return [{"host": hosts["down"], "sports": [self.run.port],
+            return [{"host": hosts["up"], "dports": [self.run.port], "no_control": True}]
+        return [{"host": hosts["down"], "sports": [self.run.port], "no_control": True,
                  "labels": {self.run.port: self.run.flows[0].name}}]
 
     def flow_labels(self):

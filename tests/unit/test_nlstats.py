@@ -252,7 +252,7 @@ def test_control_connection_rule():
     from bufferbloat.sampler import _FlowGroup
     g = _FlowGroup.__new__(_FlowGroup)
     g.host, g.labels, g.min_bytes, g.hold_s = "h1", {"40001": "h1-1"}, 65536, 2.0
-    g.data, g.ignored, g.pending = set(), set(), {}
+    g.data, g.ignored, g.pending, g.all_data = set(), set(), {}, set()
     # control (40000) stays at 300 B; data (40001) passes 64 KiB at its third sample
     script = [[_sock(40000, 300, 1), _sock(40001, acked, 2)]
               for acked in (0, 20000, 70000, 90000)]
@@ -269,3 +269,18 @@ def test_control_connection_rule():
     assert [r[0] for r in out] == sorted(r[0] for r in out)
     first = out[0]
     assert first[10] is None and first[18] is None  # infinite ssthresh, unlimited pacing
+
+
+def test_ports_without_control_connections_are_written_from_the_first_sample():
+    """NetPerfMeter's data port carries data connections only: a flow that has sent
+    nothing yet (it starts later, or sends little) is sampled from its first moment."""
+    from bufferbloat.sampler import _FlowGroup
+    g = _FlowGroup.__new__(_FlowGroup)
+    g.host, g.labels, g.min_bytes, g.hold_s = "h1", {}, 65536, 2.0
+    g.data, g.ignored, g.pending = set(), set(), {}
+    g.all_data = {("d", 5201)}
+    g.reader = _FakeReader([[_sock(40002, 0, 3)], [_sock(40002, 300, 3)]])
+    out = []
+    g.sample(0.0, 0.0, out)
+    g.sample(0.1, 0.1, out)
+    assert [r[0] for r in out] == [0.0, 0.1] and g.data == {3} and g.pending == {}
