@@ -36,6 +36,7 @@ KERNEL_FEATURES = {
     "bridge": ("CONFIG_BRIDGE", "bridge", "Linux bridge switch"),
     "veth": ("CONFIG_VETH", "veth", "emulated links"),
     "netns": ("CONFIG_NET_NS", None, "network namespaces (Mininet hosts)"),
+    "sctp": ("CONFIG_IP_SCTP", "sctp", "NetPerfMeter's passive side (its control socket)"),
 }
 # the project's own modules: (module, what it is for, where it is built)
 PROJECT_MODULES = {
@@ -49,7 +50,8 @@ CCA_MODULES = {"cubic": "tcp_cubic", "bbr": "tcp_bbr", "vegas": "tcp_vegas"}
 TOOLS = {"iperf3": "iperf3", "ping": "iputils-ping", "curl": "curl", "tc": "iproute2",
          "ip": "iproute2", "ethtool": "ethtool", "mnexec": "mininet",
          "nsenter": "util-linux", "brctl": "bridge-utils",
-         "ovs-vsctl": "openvswitch-switch", "irtt": "irtt"}
+         "ovs-vsctl": "openvswitch-switch", "irtt": "irtt",
+         "netperfmeter": "netperfmeter"}
 #: Python module -> Debian package that installs it for Debian's /usr/bin/python3
 PYTHON_PACKAGES = {"mininet": "mininet", "numpy": "python3-numpy",
                    "matplotlib": "python3-matplotlib"}

@@ -158,9 +158,7 @@ def resolve(scn, overrides, duration_s, out_root, quick, log, run_dir, sample_pe
                   "--out" if run_dir is None else "run_dir")
     net = Network(topo, caps=caps)
     net.check()
-    caps.require({tool for spec in traffic
-                  for tool in traffic_base.part_class(spec["kind"]).needs},
-                 hint="install the Debian packages `bufferbloat check` names")
+    caps.require(traffic_base.needs_of(traffic))  # the traffic's tools and kernel features
     if run_dir is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = os.path.join(out_root, scn.name, f"{stamp}-{os.getpid()}")

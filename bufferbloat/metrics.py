@@ -562,6 +562,8 @@ def compute_metrics(run, warmup_s=0.0):
     rows += ping_metrics(run, cutoff)
     rows += irtt_metrics(run, cutoff)
     rows += udp_metrics(run, cutoff)
+    from .flowmetrics import study_metrics  # noqa: PLC0415 (it uses this module's helpers)
+    rows += study_metrics(run, cutoff, throughput, rows)
     return rows
 
 
@@ -587,8 +589,10 @@ def write_metrics(run, rows, warmup_s=None):
     csv_path = os.path.join(run_dir, METRICS_CSV)
     write_text_atomic(csv_path, buf.getvalue())
     json_path = os.path.join(run_dir, METRICS_JSON)
+    from .flowmetrics import aliases_of  # noqa: PLC0415
     write_json_atomic(json_path, {"schema_version": SCHEMA_VERSION, "warmup_s": warmup_s,
-                                  "metrics": [dict(r) for r in rows]})
+                                  "metrics": [dict(r) for r in rows],
+                                  "aliases": aliases_of(rows)})
     return csv_path, json_path
 
 

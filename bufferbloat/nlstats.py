@@ -85,14 +85,15 @@ _TI_FIELDS = {
     "rttvar": (72, "I"), "snd_ssthresh": (76, "I"), "snd_cwnd": (80, "I"),
     "total_retrans": (100, "I"), "pacing_rate": (104, "Q"), "bytes_acked": (120, "Q"),
     "min_rtt": (148, "I"), "data_segs_out": (156, "I"), "delivery_rate": (160, "Q"),
-    "ca_state": (1, "B"), "delivered_ce": (196, "I")}
+    "ca_state": (1, "B"), "delivered_ce": (196, "I"), "bytes_sent": (200, "Q")}
 _TI_STRUCTS = {k: (off, struct.Struct("=" + f)) for k, (off, f) in _TI_FIELDS.items()}
-# the fields the sampler needs, in one unpack when the struct is long enough (>= 200 B)
-_TI_MAIN = struct.Struct("=BB14xI4xIIII28xIIII16xIQ8xQ20xI4xIQ28xI")
+# the fields the sampler needs, in one unpack when the struct is long enough (>= 208 B,
+# Linux >= 4.19)
+_TI_MAIN = struct.Struct("=BB14xI4xIIII28xIIII16xIQ8xQ20xI4xIQ28xIQ")
 _TI_MAIN_NAMES = ("state", "ca_state", "snd_mss", "unacked", "sacked", "lost", "retrans",
                   "rtt", "rttvar", "snd_ssthresh", "snd_cwnd", "total_retrans",
                   "pacing_rate", "bytes_acked", "min_rtt", "data_segs_out", "delivery_rate",
-                  "delivered_ce")
+                  "delivered_ce", "bytes_sent")
 
 
 class NetlinkError(OSError):

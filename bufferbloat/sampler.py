@@ -77,7 +77,8 @@ class Sampler:
     bottleneck. flows: [{"host": "h1", "dports": [5201], "sports": [...] (optional),
     "label": label (optional), "labels": {sport: label} (optional)}]: a socket's rows are
     labelled with its source port's entry of ``labels``, else the ``label`` of the spec
-    it matched, else ``host:sport``. filter: 'bytecode' | 'python' (where the port filter of the socket dump
+    it matched, else ``host:sport``; "no_control": True (optional: every socket on these
+    ports is a data flow, written from its first sample). filter: 'bytecode' | 'python' (where the port filter of the socket dump
     runs). discover_s: how often the sockets are found by dump (a new flow's first row
     comes at most this late; between dumps the known sockets are read by exact lookup,
     see :class:`~bufferbloat.nlstats.TcpReader`); 0: dump every tick. min_bytes_acked,
@@ -118,16 +119,17 @@ class Sampler:
         return None if ns is None else self.net.net[ns].pid
 
     def _flow(self, f):
-        unknown = set(f) - {"host", "dports", "sports", "label", "labels"}
+        unknown = set(f) - {"host", "dports", "sports", "label", "labels", "no_control"}
         if unknown or "host" not in f or not (f.get("dports") or f.get("sports")):
             raise ValueError(f"flow {f!r}: needs 'host' and 'dports' and/or 'sports' "
-                             f"(optional 'label', 'labels'); unknown keys "
+                             f"(optional 'label', 'labels', 'no_control'); unknown keys "
                              f"{sorted(unknown)}")
         return {"host": f["host"], "pid": self._pid(f["host"]),
                 "dports": [int(p) for p in f.get("dports", ())],
                 "sports": [int(p) for p in f.get("sports", ())],
                 "label": f.get("label"),
-                "labels": {str(k): v for k, v in (f.get("labels") or {}).items()}}
+                "labels": {str(k): v for k, v in (f.get("labels") or {}).items()},
+                "no_control": bool(f.get("no_control"))}
 
     @property
     def series_dir(self):
@@ -221,6 +223,12 @@ def qdisc_row(t, dev, q):
             q.get("ctl_updates"))
 
 
+def _min_rtt(info):
+    """tcpi_min_rtt, us; None before the first RTT sample (the kernel reports ~0U)."""
+    v = info.get("min_rtt")
+    return None if not v or v >= 0xFFFFFFFF else v
+
+
 def tcp_row(t, label, host, s):
     """A tcp.csv row from a decoded socket (see :func:`bufferbloat.nlstats.parse_diag_dump`)."""
     i = s["info"]
@@ -238,7 +246,8 @@ def tcp_row(t, label, host, s):
             i["total_retrans"], i["bytes_acked"], None if dr is None else dr * 8,
             None if pacing is None or pacing >= _U64_MAX else pacing * 8,
             None if bw is None else bw * 8, s["bbr_min_rtt_us"], i.get("ca_state"),
-            i.get("delivered_ce"))
+            i.get("delivered_ce"), _min_rtt(i),
+            i.get("data_segs_out"), i.get("bytes_sent"))
 
 
 class _FlowGroup:
@@ -264,6 +273,10 @@ class _FlowGroup:
         self.reader = nlstats.TcpReader(specs[0]["pid"], self.dports, self.sports, filter,
                                         families=families, discover_s=discover_s)
         self.min_bytes, self.hold_s = min_bytes_acked, hold_s
+        # ports whose every socket is a data flow (no control connection shares them):
+        # written from their first sample, however little they carried yet
+        self.all_data = {("d", p) for f in specs if f.get("no_control") for p in f["dports"]}
+        self.all_data |= {("s", p) for f in specs if f.get("no_control") for p in f["sports"]}
         self.data = set()      # cookies of sockets that are flows of interest
         self.ignored = set()   # cookies taken for control connections
         self.pending = {}      # cookie -> (first t, [rows]) of undecided sockets
@@ -277,7 +290,8 @@ class _FlowGroup:
             if c in self.data:
                 out.append(row)
             elif (s["info"]["bytes_acked"] is None  # kernel < 4.1 can't tell: keep it
-                  or s["info"]["bytes_acked"] >= self.min_bytes):
+                  or s["info"]["bytes_acked"] >= self.min_bytes
+                  or ("d", s["dport"]) in self.all_data or ("s", s["sport"]) in self.all_data):
                 self.data.add(c)
                 self.ignored.discard(c)
                 held = self.pending.pop(c, None)

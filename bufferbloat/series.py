@@ -23,7 +23,10 @@ SERIES_COLUMNS = {
             "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us",
             # tcpi_ca_state (0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss) and
             # tcpi_delivered_ce (segments delivered with ECE echoed: CE marks seen)
-            "ca_state", "delivered_ce_pkts"),
+            "ca_state", "delivered_ce_pkts",
+            # tcpi_min_rtt (the kernel's minimum RTT of the flow), tcpi_data_segs_out
+            # and tcpi_bytes_sent (cumulative, retransmissions included)
+            "min_rtt_us", "data_segs_out", "bytes_sent"),
     "ping": ("probe", "t", "seq", "rtt_ms"),
     "iperf": ("flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",
               "snd_cwnd_bytes", "rtt_us"),
@@ -31,6 +34,9 @@ SERIES_COLUMNS = {
             "ok"),
     "udp": ("stream", "seq", "t_sent", "t_recv", "size_bytes"),
     "irtt": ("probe", "t", "seq", "rtt_ms", "owd_up_ms", "owd_down_ms", "lost"),
+    "npm": ("flow", "node", "t_start", "t_end", "sent_bytes", "received_bytes",
+            "lost_bytes"),
+    "npm_msg": ("flow", "seq", "t_sent", "t_recv", "size_bytes"),
 }
 
 #: Columns that are labels: always loaded as strings, even when they look like numbers.
@@ -42,6 +48,8 @@ STRING_COLUMNS = {
     "web": {"fetch"},
     "udp": {"stream"},
     "irtt": {"probe", "lost"},
+    "npm": {"flow", "node"},
+    "npm_msg": {"flow"},
 }
 
 #: The series the traffic leaves, each with the column that says when a row happened

@@ -206,8 +206,8 @@ class TrafficPart:
     params = ()
     #: a ping-like part: the idle RTT probe prefers its path
     probes_rtt = False
-    #: tools (``bufferbloat check`` names) the kind needs beyond the network's own:
-    #: checked before any network state exists
+    #: capabilities (bufferbloat.capabilities rows: tools, kernel features) the kind needs
+    #: beyond the network's; the run refuses to start without them
     needs = ()
 
     def __init__(self, spec, ctx):
@@ -249,6 +249,14 @@ class TrafficPart:
     def tools(self):
         """[(tool, at_s, stop_at_s or None)]: offsets from the traffic's origin."""
         raise NotImplementedError
+
+    def flow_starts(self):
+        """(count, length_s, [offset_s of each flow]): the spec's ``count`` flows (default
+        1) start uniformly within ``stagger_s`` (at most 90 % of the part's length)."""
+        count = int(self.spec.get("count", 1))
+        length = self.stop_s - self.start_s
+        stagger = min(float(self.spec.get("stagger_s", 0.0)), 0.9 * length)
+        return count, length, [stagger * i / count for i in range(count)]
 
     # -- running
     def prepare(self):
@@ -367,6 +375,11 @@ def part_class(kind):
     except KeyError:
         raise UsageError(f"unknown traffic kind {kind!r} (known: "
                          f"{', '.join(sorted(KINDS))})") from None
+
+
+def needs_of(specs):
+    """The capabilities the kinds of resolved traffic ``specs`` need (sorted)."""
+    return sorted({n for spec in specs for n in part_class(spec["kind"]).needs})
 
 
 def build(spec, ctx):

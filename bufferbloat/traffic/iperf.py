@@ -507,9 +507,7 @@ class IperfPart(TrafficPart):
 
     def tools(self):
         spec, net = self.spec, self.ctx.net
-        count = int(spec.get("count", 1))
-        length = self.stop_s - self.start_s
-        stagger = min(float(spec.get("stagger_s", 0.0)), 0.9 * length)
+        count, length, offsets = self.flow_starts()
         rate = spec.get("rate_mbit")
         if spec.get("rate_pct") is not None:
             rate = net.topo.bottleneck.rate_mbit * float(spec["rate_pct"]) / 100.0
@@ -519,8 +517,7 @@ class IperfPart(TrafficPart):
             n = max(1, int((length + off) // (on + off)))
             bursts = [(k * (on + off), on, f"-on{k + 1}") for k in range(n)]
         out = []
-        for i in range(count):
-            offset = stagger * i / count
+        for i, offset in enumerate(offsets):
             base = spec["name"] if count == 1 else f"{spec['name']}{i + 1}"
             for at, dur, suffix in bursts:
                 if offset + at >= length:

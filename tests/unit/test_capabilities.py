@@ -28,7 +28,7 @@ def test_host_kernel_has_htb_and_lacks_the_aqms():
     for ok in ("sch_htb", "sch_fifo", "bridge", "veth", "netns", "ifb", "reno", "cubic", "bbr"):
         assert caps.has(ok), ok
     for missing in ("sch_pie", "sch_netem", "sch_red", "sch_codel", "sch_fq_codel",
-                    "openvswitch", "vegas"):
+                    "openvswitch", "vegas", "sctp"):  # no SCTP: no NetPerfMeter passive side
         assert not caps.has(missing), missing
     assert caps.hz == 250
     assert auto_switch(caps) == "bridge"
@@ -55,7 +55,7 @@ def test_debian_guest_kernel_has_everything_as_modules(guest_inputs):
     caps = assess(cfg, dep, builtin, available_ccas="reno cubic",
                   tools={"ovs-vsctl": "/usr/bin/ovs-vsctl"})
     for name in ("sch_pie", "sch_netem", "sch_red", "sch_codel", "sch_fq_codel",
-                 "openvswitch", "vegas", "bbr", "ifb", "sch_htb"):
+                 "openvswitch", "vegas", "bbr", "ifb", "sch_htb", "sctp"):
         assert caps.has(name), name
     assert "loadable module" in {r.detail for r in caps.rows if r.name == "sch_pie"}
     assert auto_switch(caps) == "ovs"

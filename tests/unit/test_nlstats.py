@@ -14,6 +14,9 @@ import pytest
 
 from bufferbloat import nlstats
 from bufferbloat.sampler import qdisc_row, tcp_row
+from bufferbloat.series import SERIES_COLUMNS
+
+TCP_COLUMNS = SERIES_COLUMNS["tcp"]
 from tests.conftest import FIXTURES
 
 NL = os.path.join(FIXTURES, "netlink")
@@ -169,6 +172,13 @@ def test_diag_dump_matches_ss(case):
                         "pacing_rate_bps", "bbr_bw_bps", "bbr_min_rtt_us"),
                        tcp_row(0.25, "h1-1", "h1", s)))
         assert row["in_flight_pkts"] == i["unacked"] - i["sacked"] - i["lost"] + i["retrans"]
+        # study E's fields: the kernel's min RTT, data segments and bytes sent
+        assert i["min_rtt"] == round(float(t["minrtt"]) * 1000)
+        assert i["data_segs_out"] == int(t["data_segs_out"])
+        assert i["bytes_sent"] == int(t["bytes_sent"])
+        full = dict(zip(TCP_COLUMNS, tcp_row(0.25, "h1-1", "h1", s)))
+        assert (full["min_rtt_us"], full["data_segs_out"], full["bytes_sent"]) == \
+            (i["min_rtt"], i["data_segs_out"], i["bytes_sent"])
         assert row["delivery_rate_bps"] == t["delivery_rate"]
         if s["cca"] == "bbr":
             assert row["bbr_bw_bps"] == t["bbr_bw"]
@@ -246,7 +256,7 @@ def test_control_connection_rule():
     g = _FlowGroup.__new__(_FlowGroup)
     g.host, g.labels, g.min_bytes, g.hold_s = "h1", {"40001": "h1-1"}, 65536, 2.0
     g.by_dport, g.by_sport = {}, {}
-    g.data, g.ignored, g.pending = set(), set(), {}
+    g.data, g.ignored, g.pending, g.all_data = set(), set(), {}, set()
     # control (40000) stays at 300 B; data (40001) passes 64 KiB at its third sample
     script = [[_sock(40000, 300, 1), _sock(40001, acked, 2)]
               for acked in (0, 20000, 70000, 90000)]
@@ -290,3 +300,19 @@ def test_ipv4_mapped_addresses_read_as_ipv4():
     assert nlstats._addr(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, "fd00::2")) \
         == "fd00::2"
     assert nlstats._addr(socket.AF_INET, bytes([10, 0, 0, 1]) + bytes(12)) == "10.0.0.1"
+
+
+def test_ports_without_control_connections_are_written_from_the_first_sample():
+    """NetPerfMeter's data port carries data connections only: a flow that has sent
+    nothing yet (it starts later, or sends little) is sampled from its first moment."""
+    from bufferbloat.sampler import _FlowGroup
+    g = _FlowGroup.__new__(_FlowGroup)
+    g.host, g.labels, g.min_bytes, g.hold_s = "h1", {}, 65536, 2.0
+    g.data, g.ignored, g.pending = set(), set(), {}
+    g.by_dport, g.by_sport = {}, {}
+    g.all_data = {("d", 5201)}
+    g.reader = _FakeReader([[_sock(40002, 0, 3)], [_sock(40002, 300, 3)]])
+    out = []
+    g.sample(0.0, 0.0, out)
+    g.sample(0.1, 0.1, out)
+    assert [r[0] for r in out] == [0.0, 0.1] and g.data == {3} and g.pending == {}

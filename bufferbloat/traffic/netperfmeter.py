@@ -1,0 +1,650 @@
+"""NetPerfMeter flows (the tool study D generated its traffic with): many TCP flows in
+one process, on-off on one connection, frame-rate x frame-size paced streams, per-flow
+start times, CCAs and socket buffers; per-message one-way delay from its vector files.
+
+The passive side (``netperfmeter PORT``) runs on the far host ``dst``, the active side on
+the near host ``src`` with one ``-tcp FLOWSPEC`` per flow and ``-control-over-tcp``.
+NetPerfMeter 1.9.4's passive side always opens an SCTP control socket too, so the kernel
+must have SCTP (the project VM's has; this machine kind's host kernel has not:
+``bufferbloat check`` says so). Its outputs (``-vector``/``-scalar``, plain text, both
+nodes' results, which the active side downloads at the end) are written into the run's
+raw/ directory as they are and parsed from there:
+
+* ``NAME-active.vec`` / ``NAME-passive.vec``: per node, per interval (~1 s) and flow,
+  cumulative and per-interval bytes, packets and frames ``Sent``, ``Received``,
+  ``Lost``, stamped with the wall clock (gettimeofday, microseconds);
+* ``NAME-<node>-<flow id, 8 hex>-<stream, 4 hex>.vec``: per flow, one line per message
+  its receiver got, with the message's one-way delay (receive time minus the sender's
+  timestamp in the message, both gettimeofday: Mininet hosts share one clock);
+* ``NAME-<node>.sca``: per flow and node, first/last transmission and reception and
+  byte, packet and frame counts.
+
+Series: ``npm.csv`` (per flow, node and interval: bytes sent/received/lost, see
+:data:`COLUMNS`), ``npm_msg.csv`` (per message received: flow, seq, t_sent, t_recv,
+size_bytes, see :data:`MSG_COLUMNS`; one-way delay = t_recv - t_sent). The TCP sockets
+are sampled like iperf3's (tcp.csv), each labelled with its flow's name: the active
+side prints the socket descriptor of each flow's connection, and its 4-tuple is read
+from /proc while the process runs.
+"""
+
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+
+from ..errors import UsageError
+from ..signals import stop_process
+from ..params import Param
+from ..series import SERIES_COLUMNS
+from ..params import check_number
+from .base import Timed, TrafficPart, exit_problem, register, wait_listening
+
+#: npm.csv: per flow, node (active/passive) and interval of that node's summary vector.
+COLUMNS = tuple(SERIES_COLUMNS["npm"])
+#: npm_msg.csv: one row per message a flow's receiver got (times in run time, s).
+MSG_COLUMNS = tuple(SERIES_COLUMNS["npm_msg"])
+#: NetPerfMeter's largest message (its frames are cut into messages of at most this)
+MAX_MSG_BYTES = 16000
+#: smallest frame: a message carries a 40-byte header (NetPerfMeterDataMessage)
+MIN_FRAME_BYTES = 64
+#: messages not received within this long after the last one count as lost by the tool
+#: (its default, 5 s, is shorter than a deep buffer's delay)
+DEFRAG_TIMEOUT_MS = 600_000
+#: the tool's own runtime beyond the part's stop (which ends it first)
+RUNTIME_SLACK_S = 5.0
+#: grace after SIGINT for the active side to stop the measurement and download the
+#: passive side's results
+STOP_GRACE_S = 20.0
+
+
+# ----------------------------------------------------------------------------- parsers
+
+def _fields(line):
+    """Whitespace-separated fields of a vector line; quoted strings kept whole."""
+    return [a if a else b for a, b in re.findall(r'"([^"]*)"|(\S+)', line)]
+
+
+def parse_summary_vector(text):
+    """A node's summary vector -> [{abs_time_us, rel_time_s, interval_s, flow_id,
+    description, action, abs_bytes, abs_packets, abs_frames, rel_bytes, rel_packets,
+    rel_frames}] (``flow_id`` -1 is the node's total; ``action`` Sent, Received or Lost).
+    The first line is the header; each data line starts with its line number."""
+    out = []
+    for line in text.splitlines()[1:]:
+        f = _fields(line)
+        if len(f) < 14:
+            continue
+        out.append({"abs_time_us": int(f[1]), "rel_time_s": float(f[2]),
+                    "interval_s": float(f[3]), "flow_id": int(f[4]), "description": f[5],
+                    "action": f[7], "abs_bytes": int(f[8]), "abs_packets": int(f[9]),
+                    "abs_frames": int(f[10]), "rel_bytes": int(f[11]),
+                    "rel_packets": int(f[12]), "rel_frames": int(f[13])})
+    return out
+
+
+def parse_flow_vector(text):
+    """A flow's vector (one line per received message) -> [{abs_time_us, rel_time_s,
+    seq, abs_bytes, rel_bytes, delay_ms, delay_diff_ms, jitter_ms}]."""
+    out = []
+    for line in text.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 13:
+            continue
+        out.append({"abs_time_us": int(f[1]), "rel_time_s": float(f[2]), "seq": int(f[3]),
+                    "abs_bytes": int(f[4]), "rel_bytes": int(f[7]),
+                    "delay_ms": float(f[10]), "delay_diff_ms": float(f[11]),
+                    "jitter_ms": float(f[12])})
+    return out
+
+
+def parse_scalars(text):
+    """A scalar file -> {object: {name: value}} (``scalar "OBJ" "NAME" VALUE`` lines;
+    e.g. {"netPerfMeter.active.flow[1]": {"Transmitted Bytes": 123.0, ...}})."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'\s*scalar\s+"([^"]*)"\s+"([^"]*)"\s+(\S+)', line)
+        if m:
+            out.setdefault(m[1], {})[m[2]] = float(m[3])
+    return out
+
+
+def flow_scalars(scalars, node):
+    """{flow id: {name: value}} of one node's ``netPerfMeter.NODE.flow[ID]`` objects."""
+    out = {}
+    for obj, values in scalars.items():
+        m = re.fullmatch(rf"netPerfMeter\.{node}\.flow\[(\d+)\]", obj)
+        if m:
+            out[int(m[1])] = values
+    return out
+
+
+def parse_connections(text):
+    """{flow id: socket descriptor} from the active side's status output
+    (``Flow #N: connecting TCP socket to ... okay <sd=FD>``)."""
+    out = {}
+    for m in re.finditer(r"Flow #(\d+): connecting .*?<sd=(\d+)>", text):
+        out[int(m[1])] = int(m[2])
+    return out
+
+
+def vector_files(names, pattern_stem):
+    """{(node, flow id): filename} of the per-flow vector files among ``names``
+    (``STEM-NODE-XXXXXXXX-YYYY.vec``, flow id and stream id in hex)."""
+    out = {}
+    rx = re.compile(re.escape(pattern_stem) + r"-(active|passive)-([0-9a-f]{8})-([0-9a-f]{4})"
+                    r"\.vec$")
+    for name in names:
+        m = rx.match(name)
+        if m:
+            out[(m[1], int(m[2], 16))] = name
+    return out
+
+
+# ----------------------------------------------------------------------------- flows
+
+def frame_rate(rate_mbit, frame_bytes):
+    """Frames per second that carry ``rate_mbit`` (application payload) in frames of
+    ``frame_bytes``."""
+    return rate_mbit * 1e6 / 8 / frame_bytes
+
+
+def onoff_increments(instants):
+    """NetPerfMeter's ``onoff=`` list for absolute on/off ``instants`` (s): the tool (1.9.4
+    and later) adds each value to the previous event's time (flow.cc: TimeOffset +=
+    value), so the list is the first instant and then the differences; the captured
+    fixtures show it (``onoff=2,3``: on at 2 s, off at 5 s)."""
+    out, prev = [], 0.0
+    for t in instants:
+        out.append(t - prev)
+        prev = t
+    return out
+
+
+def onoff_times(length_s, on_s, off_s, start_s=0.0):
+    """Absolute on/off instants (s since the measurement start) of a flow on ``on_s``,
+    off ``off_s``, from ``start_s`` until ``length_s``: on at start, off at start + on,
+    on again at start + on + off, ... (the last instant before the end)."""
+    out, t = [], start_s
+    while t < length_s:
+        out.append(t)
+        if t + on_s >= length_s:
+            break
+        out.append(t + on_s)
+        t += on_s + off_s
+    return out
+
+
+class NpmFlow:
+    """One flow of a NetPerfMeter process: ``flow_id`` (1..), ``name`` (its label: no
+    spaces, no ':'), ``direction`` 'up' (active -> passive) or 'down', ``rate_mbit``
+    (None: saturated), ``frame_bytes``, ``onoff`` (on, off, on... instants, s after the
+    measurement's start, increasing; None: on for the whole measurement), ``cca``,
+    ``sndbuf_bytes``/``rcvbuf_bytes`` (0: the kernel's autotuning)."""
+
+    def __init__(self, flow_id, name, direction="up", rate_mbit=None, frame_bytes=1448,
+                 onoff=None, cca=None, sndbuf_bytes=0, rcvbuf_bytes=0):
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise UsageError(f"netperfmeter flow name {name!r}: letters, digits, _ . - only")
+        if direction not in ("up", "down"):
+            raise UsageError(f"netperfmeter flow {name}: direction {direction!r} "
+                             "(allowed: up, down)")
+        self.flow_id, self.name, self.direction = int(flow_id), name, direction
+        self.rate_mbit = None if rate_mbit is None else check_number(
+            "rate_mbit", rate_mbit, 0, 100_000, lo_open=True)
+        self.frame_bytes = check_number("frame_bytes", frame_bytes, MIN_FRAME_BYTES,
+                                        MAX_MSG_BYTES, int)
+        self.onoff = None if onoff is None else [float(x) for x in onoff]
+        if self.onoff is not None and (not self.onoff or self.onoff[0] < 0 or any(
+                b <= a for a, b in zip(self.onoff, self.onoff[1:]))):
+            raise UsageError(f"netperfmeter flow {name}: on/off instants {onoff!r} "
+                             "(allowed: increasing, from 0)")
+        self.cca = cca
+        self.sndbuf_bytes = int(sndbuf_bytes or 0)
+        self.rcvbuf_bytes = int(rcvbuf_bytes or 0)
+
+    @property
+    def start_s(self):
+        """When the flow first sends, s after the measurement start."""
+        return self.onoff[0] if self.onoff else 0.0
+
+    def spec(self):
+        """The FLOWSPEC argument: outgoing rate:size:incoming rate:size:options."""
+        rate = "const0" if self.rate_mbit is None else \
+            f"const{frame_rate(self.rate_mbit, self.frame_bytes):.6g}"
+        data = [rate, f"const{self.frame_bytes}"]
+        none = ["const0", "const0"]
+        parts = data + none if self.direction == "up" else none + data
+        parts += [f"id={self.flow_id}", f"description={self.name}",
+                  f"maxmsgsize={min(MAX_MSG_BYTES, self.frame_bytes)}",
+                  f"defragtimeout={DEFRAG_TIMEOUT_MS}",
+                  f"sndbuf={self.sndbuf_bytes}", f"rcvbuf={self.rcvbuf_bytes}"]
+        if self.cca:
+            parts.append(f"cc={self.cca}")
+        if self.onoff is not None:
+            parts.append("onoff=" + ",".join(f"{x:.6g}"
+                                             for x in onoff_increments(self.onoff)))
+        return ":".join(parts)
+
+
+class NetPerfMeterRun(Timed):
+    """One NetPerfMeter measurement: the passive side on ``dst`` (:meth:`prepare`), the
+    active side on ``src`` with ``flows`` (:class:`NpmFlow`) for ``runtime_s``.
+
+    ``out_dir``: where the tool writes its vector and scalar files (the run's raw/;
+    default a temporary directory, removed by :meth:`cleanup`); ``stem``: their name
+    stem. :meth:`start` returns at once; :meth:`wait` waits for the measurement to end
+    by itself; :meth:`stop` ends it early (SIGINT: the tool stops its flows and
+    downloads the passive side's results) and both processes."""
+
+    def __init__(self, net, src, dst, port, flows, runtime_s, *, name, out_dir=None,
+                 t0=None, realtime_minus_monotonic=None):
+        self.net, self.src, self.dst, self.port = net, src, dst, int(port)
+        self.flows = list(flows)
+        self.runtime_s = check_number("runtime_s", runtime_s, 0, 86_400, lo_open=True)
+        self.name = name
+        self._init_clock(t0, realtime_minus_monotonic)
+        self._own_dir = out_dir is None
+        self.out_dir = out_dir or tempfile.mkdtemp(prefix="npm-")
+        self.stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-npm"
+        self.passive = self.active = None
+        self.launched_mono = self.exit_mono = None
+        self.sockets = {}          # flow id -> (local port, remote port)
+        self._watcher = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._finished = False
+        self.stdout = self.stderr = self.passive_out = ""
+
+    # ------------------------------------------------------------ running
+    def active_args(self):
+        """The active side's argument list (without the namespace prefix)."""
+        base = os.path.join(self.out_dir, self.stem)
+        args = ["netperfmeter", f"{self.net.ip(self.dst)}:{self.port}", "-control-over-tcp",
+                f"-runtime={self.runtime_s:.6g}", f"-vector={base}.vec",
+                f"-scalar={base}.sca", f"-config={base}.config",
+                f"-activenodename={self.src}", f"-passivenodename={self.dst}"]
+        for flow in self.flows:
+            args += ["-tcp", flow.spec()]
+        return args
+
+    def prepare(self):
+        """Start the passive side on dst and wait until it listens."""
+        self._pout = tempfile.TemporaryFile(mode="w+")
+        # its cwd: the out dir (the passive side writes nothing the active side does not
+        # download, but any file it makes stays with the run's)
+        self.passive = self.net.popen(self.dst, ["netperfmeter", self.port],
+                                      stdout=self._pout, stderr=subprocess.STDOUT,
+                                      cwd=self.out_dir)
+        wait_listening(self.net, self.dst, self.port)
+
+    def start(self):
+        """Start the active side (its flows connect, then the measurement begins)."""
+        if self.passive is None:
+            self.prepare()
+        self._aout = open(os.path.join(self.out_dir, f"{self.stem}.stdout.txt"), "w+")
+        self._aerr = tempfile.TemporaryFile(mode="w+")
+        with self._lock:
+            if self._stopped:
+                return self
+            self.launched_mono = time.monotonic()
+            self.active = self.net.popen(self.src, self.active_args(), stdout=self._aout,
+                                         stderr=self._aerr, cwd=self.out_dir)
+        self._watcher = threading.Thread(target=self._watch, daemon=True,
+                                         name=f"npm-watch-{self.name}")
+        self._watcher.start()
+        return self
+
+    def _watch(self):
+        """Map each flow's socket descriptor (printed by the tool) to its TCP ports, from
+        /proc/PID/fd and /proc/PID/net/tcp (the active side's namespace), while it runs."""
+        proc, want = self.active, {f.flow_id for f in self.flows}
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline and \
+                set(self.sockets) != want:
+            try:
+                with open(self._aout.name) as f:
+                    fds = parse_connections(f.read())
+                self.sockets.update(socket_ports(proc.pid, fds, set(self.sockets)))
+            except OSError:
+                pass
+            time.sleep(0.05)
+        proc.wait()
+        self.exit_mono = time.monotonic()
+
+    def wait(self, timeout_s=None):
+        """Wait for the active side to end by itself (its runtime, then the download)."""
+        if self.active is None:
+            return
+        try:
+            self.active.wait(timeout=timeout_s or self.runtime_s + 60)
+        finally:
+            self.stop()
+
+    def stop(self):
+        """End the measurement (SIGINT, then by PID after STOP_GRACE_S) and the passive
+        side; read the outputs. Idempotent."""
+        with self._lock:
+            self._stopped = True
+        if self.active is not None and self.active.poll() is None:
+            try:
+                os.kill(self.active.pid, 2)           # SIGINT: stop and download results
+                self.active.wait(timeout=STOP_GRACE_S)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+            stop_process(self.active)
+        if self.passive is not None and self.passive.poll() is None:
+            try:
+                os.kill(self.passive.pid, 2)
+                self.passive.wait(timeout=3)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+            stop_process(self.passive)
+        self._finish()
+
+    def _finish(self):
+        if self._finished:
+            return
+        self._finished = True
+        if self._watcher is not None:
+            self._watcher.join(timeout=5)
+        for attr, out in (("_aout", "stdout"), ("_aerr", "stderr"), ("_pout", "passive_out")):
+            f = getattr(self, attr, None)
+            if f is not None and not f.closed:
+                f.seek(0)
+                setattr(self, out, f.read())
+                f.close()
+
+    # ------------------------------------------------------------ results
+    def _read(self, filename):
+        try:
+            with open(os.path.join(self.out_dir, filename)) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def files(self):
+        """The names of the tool's output files in ``out_dir``."""
+        try:
+            return sorted(n for n in os.listdir(self.out_dir) if n.startswith(self.stem))
+        except OSError:
+            return []
+
+    def scalars(self, node):
+        """{flow id: {name: value}} of ``node``'s (active/passive) scalar file."""
+        return flow_scalars(parse_scalars(self._read(f"{self.stem}-{node}.sca")), node)
+
+    def measurement_start_real(self):
+        """Wall-clock time (s) of the measurement's start: the active side's first
+        statistics event (its scalar file), else its launch."""
+        text = self._read(f"{self.stem}-active.sca")
+        m = re.search(r'"netPerfMeter\.active\.total"\s+"First Statistics Event"\s+(\d+)',
+                      text)
+        if m and int(m[1]) > 0:
+            return int(m[1]) / 1e6
+        return None if self.launched_mono is None else self.launched_mono + self.rmm
+
+    def _run_time_us(self, abs_us):
+        return abs_us / 1e6 - self.rmm - self.t0
+
+    def rows(self):
+        """{"npm": interval rows, "npm_msg": message rows} (run time, s)."""
+        names = {f.flow_id: f.name for f in self.flows}
+        intervals = []
+        for node in ("active", "passive"):
+            by_key = {}
+            for r in parse_summary_vector(self._read(f"{self.stem}-{node}.vec")):
+                if r["flow_id"] not in names:
+                    continue
+                key = (r["flow_id"], r["abs_time_us"])
+                row = by_key.setdefault(key, {
+                    "flow": names[r["flow_id"]], "node": node,
+                    "t_start": round(self._run_time_us(r["abs_time_us"])
+                                     - r["interval_s"], 6),
+                    "t_end": round(self._run_time_us(r["abs_time_us"]), 6),
+                    "sent_bytes": None, "received_bytes": None, "lost_bytes": None})
+                col = {"Sent": "sent_bytes", "Received": "received_bytes",
+                       "Lost": "lost_bytes"}.get(r["action"])
+                if col:
+                    row[col] = r["rel_bytes"]
+            intervals += by_key.values()
+        msgs = []
+        for (node, flow_id), fname in sorted(vector_files(self.files(), self.stem).items()):
+            if flow_id not in names:
+                continue
+            for r in parse_flow_vector(self._read(fname)):
+                t_recv = self._run_time_us(r["abs_time_us"])
+                msgs.append({"flow": names[flow_id], "seq": r["seq"],
+                             "t_sent": round(t_recv - r["delay_ms"] / 1e3, 6),
+                             "t_recv": round(t_recv, 6), "size_bytes": r["rel_bytes"]})
+        return {"npm": intervals, "npm_msg": msgs}
+
+    def raw_outputs(self):
+        """{filename: text}: the tool's files (vectors, scalars, the active side's status
+        output; when ``out_dir`` is the run's raw/ they are there already, and listed in
+        the record by being returned), the passive side's output, the active side's
+        errors."""
+        out = {fname: self._read(fname) for fname in self.files()}
+        out[f"{self.stem}.passive.txt"] = self.passive_out
+        if self.stderr.strip():
+            out[f"{self.stem}.stderr.txt"] = self.stderr
+        return out
+
+    def summary(self):
+        """One entry per flow (``flows``): name, ids, sockets, scheduled start, first
+        transmission (``t_start``/``t_launch``, run time), bytes sent and received by
+        the application, goodput over its reception span; and the tool's error."""
+        start_real = self.measurement_start_real()
+        sent = self.scalars("active")
+        recv = self.scalars("passive")
+        flows = []
+        for f in self.flows:
+            tx, rx = (sent, recv) if f.direction == "up" else (recv, sent)
+            s, r = tx.get(f.flow_id, {}), rx.get(f.flow_id, {})
+            first_tx = s.get("First Transmission") or 0
+            entry = {"flow": f.name, "flow_id": f.flow_id, "direction": f.direction,
+                     "sender": self.src if f.direction == "up" else self.dst,
+                     "cca_requested": f.cca, "rate_mbit": f.rate_mbit,
+                     "sport": (self.sockets.get(f.flow_id) or (None,))[0],
+                     "bytes_sent": s.get("Transmitted Bytes"),
+                     "bytes_received": r.get("Received Bytes"),
+                     "goodput_mbit": (r.get("Received Bit Rate") or 0) / 1e6 or None,
+                     "t_start": round(first_tx / 1e6 - self.rmm - self.t0, 6)
+                     if first_tx else None}
+            entry["t_launch"] = entry["t_start"]
+            if start_real is not None:
+                entry["first_on_s"] = round(start_real - self.rmm - self.t0 + f.start_s, 6)
+            flows.append(entry)
+        return {"flows": flows, "port": self.port, "runtime_s": self.runtime_s,
+                "returncode": None if self.active is None else self.active.poll(),
+                "error": tool_error(self.stdout, self.stderr)}
+
+    def cleanup(self):
+        """Remove the temporary output directory (only one this object made)."""
+        if self._own_dir:
+            for fname in os.listdir(self.out_dir):
+                os.unlink(os.path.join(self.out_dir, fname))
+            os.rmdir(self.out_dir)
+
+
+def tool_error(stdout, stderr):
+    """The first ``ERROR: ...`` line the tool printed, or None."""
+    for line in (stderr + "\n" + stdout).splitlines():
+        if line.strip().startswith("ERROR"):
+            return line.strip()[:500]
+    return None
+
+
+def socket_ports(pid, fds, known=()):
+    """{flow id: (local port, remote port)} of the TCP sockets behind descriptors ``fds``
+    ({flow id: fd}) of process ``pid``, read from /proc (its namespace's net/tcp); flows
+    in ``known`` are skipped."""
+    links = {}
+    for flow_id, fd in fds.items():
+        if flow_id not in known:
+            try:
+                links[flow_id] = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                pass
+    if not links:
+        return {}
+    tables = []
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                tables.append(f.read())
+        except OSError:
+            pass
+    return match_sockets(links, tables)
+
+
+def match_sockets(links, tables):
+    """{flow id: (local port, remote port)} from the descriptors' links ({flow id:
+    'socket:[INODE]'}) and /proc/net/tcp texts (the inode is the 10th column)."""
+    inodes = {}
+    for flow_id, link in links.items():
+        m = re.fullmatch(r"socket:\[(\d+)\]", link)
+        if m:
+            inodes[m[1]] = flow_id
+    out = {}
+    for text in tables:
+        for line in text.splitlines()[1:]:
+            p = line.split()
+            if len(p) > 9 and p[9] in inodes:
+                out[inodes[p[9]]] = (int(p[1].rsplit(":", 1)[1], 16),
+                                     int(p[2].rsplit(":", 1)[1], 16))
+    return out
+
+
+# ----------------------------------------------------------------------------- the kind
+
+@register("netperfmeter")
+class NetPerfMeterPart(TrafficPart):
+    """``count`` TCP flows of one NetPerfMeter process, active side on ``src``, passive
+    on ``dst``: saturated (default), paced at ``rate_mbit`` (x ``rate_scale``) in frames
+    of ``frame_bytes`` (frame rate = rate / frame size), or on-off on ONE connection
+    (``on_off_s`` = (on, off) seconds); started uniformly within ``stagger_s``; with
+    ``cca``, ``sndbuf_bytes``/``rcvbuf_bytes`` per socket (0: autotuning)."""
+
+    needs = ("netperfmeter", "sctp")
+    params = (
+        Param("src", str, None, "the active side (near host)"),
+        Param("dst", str, None, "the passive side (far host)"),
+        Param("count", int, 1, "flows (all in one process)", lo=1, hi=200),
+        Param("direction", str, "up", "up: src sends; down: dst sends",
+              choices=("up", "down")),
+        Param("cca", str, None, "congestion control (default: the sender's)"),
+        Param("rate_mbit", float, None, "pacing rate of each flow (application payload), "
+              "Mbit/s; none: saturated", lo=0, hi=100_000, lo_open=True),
+        Param("rate_scale", float, None, "multiplies rate_mbit (a stream at a fraction of "
+              "a reference rate); needs rate_mbit", lo=0, hi=100, lo_open=True),
+        Param("frame_bytes", int, 1448, "frame (message) size, bytes", lo=MIN_FRAME_BYTES,
+              hi=MAX_MSG_BYTES),
+        Param("on_off_s", tuple, None, "(on, off) seconds: one connection that sends "
+              "on, idles off, repeatedly"),
+        Param("stagger_s", float, 0.0, "the flows start uniformly within this many s",
+              lo=0, hi=86_400),
+        Param("sndbuf_bytes", int, 0, "SO_SNDBUF of each socket, bytes (0: autotuning)",
+              lo=0, hi=1 << 30),
+        Param("rcvbuf_bytes", int, 0, "SO_RCVBUF of each socket, bytes (0: autotuning)",
+              lo=0, hi=1 << 30),
+    )
+
+    @classmethod
+    def check_spec(cls, spec, where="", resolved=True):
+        """Also: ``rate_scale`` needs its reference ``rate_mbit`` (e.g. the matching bulk
+        run's goodput): a missing reference is an error, never a guess."""
+        super().check_spec(spec, where, resolved)
+        if resolved and spec.get("rate_scale") is not None and spec.get("rate_mbit") is None:
+            raise UsageError(
+                f"{where}traffic {spec.get('name', cls.kind)}: rate_scale "
+                f"{spec['rate_scale']} needs a reference rate_mbit, which is not set (a "
+                "stream at a fraction of the bulk run's goodput needs bulk_goodput_mbit: "
+                "a sweep over the bulk load sets it from that run; or --set "
+                "bulk_goodput_mbit=MBIT)")
+        if resolved and spec.get("direction", "up") == "down" and int(spec.get("count", 1)) > 1:
+            # the sampler labels a sending socket by its source port, which all 'down'
+            # flows share (the passive side's port)
+            raise UsageError(f"{where}traffic {spec.get('name', cls.kind)}: direction "
+                             "down takes one flow (count 1)")
+        on_off = spec.get("on_off_s")
+        pair = isinstance(on_off, (tuple, list)) and len(on_off) == 2 and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in on_off)
+        if resolved and on_off is not None and not pair:
+            raise UsageError(f"{where}traffic {spec.get('name', cls.kind)}: on_off_s "
+                             f"{on_off!r} (allowed: two positive numbers of seconds)")
+
+    def tools(self):
+        spec, net = self.spec, self.ctx.net
+        count, length, offsets = self.flow_starts()
+        rate = spec.get("rate_mbit")
+        if rate is not None and spec.get("rate_scale") is not None:
+            rate = float(rate) * float(spec["rate_scale"])
+        direction = spec.get("direction", "up")
+        sender = spec["src"] if direction == "up" else spec["dst"]
+        cca = spec.get("cca") or net.topo.ccas.get(sender)
+        flows = []
+        for i, offset in enumerate(offsets):
+            name = spec["name"] if count == 1 else f"{spec['name']}{i + 1}"
+            onoff = None
+            if spec.get("on_off_s"):
+                on, off = (float(x) for x in spec["on_off_s"])
+                onoff = onoff_times(length, on, off, offset)
+            elif offset > 0:
+                onoff = [offset]
+            flows.append(NpmFlow(i + 1, name, direction, rate,
+                                 int(spec.get("frame_bytes", 1448)), onoff, cca,
+                                 spec.get("sndbuf_bytes", 0), spec.get("rcvbuf_bytes", 0)))
+        # the part's stop ends the measurement (SIGINT: the tool stops its flows and
+        # downloads the passive side's results); its own runtime is a backstop only
+        self.run = NetPerfMeterRun(net, spec["src"], spec["dst"], self.ctx.ports("tcp", 2),
+                                   flows, length + RUNTIME_SLACK_S, name=spec["name"],
+                                   out_dir=self.ctx.raw_dir, **self.ctx.clock)
+        return [(self.run, self.start_s, self.stop_s)]
+
+    def prepare(self):
+        self.run.prepare()
+
+    def tool_problem(self, tool):
+        running = tool.active is not None and tool.active.poll() is None
+        return (exit_problem(f"netperfmeter passive side of {tool.name}", tool.passive,
+                             expect_running=running)
+                or exit_problem(f"netperfmeter active side of {tool.name} "
+                                f"(raw/{tool.stem}.stdout.txt)", tool.active))
+
+    def reported_error(self):
+        err = tool_error(self.run.stdout, self.run.stderr)
+        return None if err is None else f"netperfmeter {self.name}: {err}"
+
+    def rows(self):
+        return self.run.rows()
+
+    def summary(self):
+        entry = {"name": self.name, "kind": "NetPerfMeterRun", **self.run.summary()}
+        if self.run.scheduled_s is not None:
+            # health: each flow was due at the part's start + its first "on"; the time
+            # the process took to connect its flows before the measurement began counts
+            # as lateness
+            for flow, spec in zip(entry["flows"], self.run.flows):
+                flow["scheduled_s"] = round(self.run.scheduled_s + spec.start_s, 6)
+        return [entry]
+
+    def sampled_flows(self):
+        hosts = {"up": self.spec["src"], "down": self.spec["dst"]}
+        direction = self.spec.get("direction", "up")
+        # the data port carries data connections only (the control connection is on
+        # port + 1): every socket is sampled from its first moment, a flow that starts
+        # late or sends little included
+        if direction == "up":
+            return [{"host": hosts["up"], "dports": [self.run.port], "no_control": True}]
+        return [{"host": hosts["down"], "sports": [self.run.port], "no_control": True,
+                 "labels": {self.run.port: self.run.flows[0].name}}]
+
+    def flow_labels(self):
+        out = {}
+        for f in self.run.flows:
+            ports = self.run.sockets.get(f.flow_id)
+            if ports:
+                out[(self.run.src, ports[0])] = f.name
+        return out

@@ -1,0 +1,90 @@
+"""The NetPerfMeter traffic kind through the real pipeline: where the kernel has SCTP (its
+passive side opens an SCTP control socket; the project VM's kernel), a run with three
+flows in one process (two saturated, one on-off on one connection) leaves its series,
+raw outputs, labelled sockets, summaries and metrics; where it has not (this machine
+kind's host kernel), the run is refused before any network state exists, naming SCTP
+(tests/vm/test_netperfmeter_vm.py runs the first case in the VM)."""
+import os
+
+import numpy as np
+import pytest
+
+from bufferbloat.capabilities import probe
+from bufferbloat.engine import run_point
+from bufferbloat.errors import MissingFeature
+from bufferbloat.metrics import compute_metrics
+from bufferbloat.results import load_run
+from bufferbloat.scenario import Scenario
+
+DURATION_S = 10
+ON_OFF_S = (1, 2)
+
+
+def scenario(**params):
+    """A dumbbell with one NetPerfMeter process of two saturated flows, one on-off flow in
+    another, and pings."""
+    return Scenario(name="t_npm", description="NetPerfMeter flows through the pipeline",
+                    params=dict(bottleneck_mbit=10, qdisc="fifo", buffer_pkts=100,
+                                cca="cubic", **params),
+                    traffic=({"kind": "netperfmeter", "name": "bulk", "src": "h1",
+                              "dst": "h2", "count": 2, "cca": "reno"},
+                             {"kind": "netperfmeter", "name": "onoff", "src": "h1",
+                              "dst": "h2", "on_off_s": ON_OFF_S, "start": 0.1},
+                             {"kind": "ping", "name": "ping", "src": "h1", "dst": "h2"}),
+                    duration_s=DURATION_S, quick_duration_s=DURATION_S)
+
+
+def run_and_check(out_root, rate_mbit, delay_ms):
+    """Run it through the engine and check every place the kind reaches."""
+    run_dir = run_point(scenario(delay_ms=delay_ms), duration_s=DURATION_S,
+                        out_root=str(out_root), log=lambda *_: None)
+    run = load_run(run_dir)
+    rec = run.record
+    assert rec["status"] == "ok", rec.get("error")
+    flows = {"bulk1", "bulk2", "onoff"}
+    # the tool's own files in raw/, listed in the record
+    for stem in ("bulk-npm", "onoff-npm"):
+        for suffix in ("-active.vec", "-passive.vec", "-active.sca", "-passive.sca",
+                       "-passive-00000001-0000.vec", ".stdout.txt"):
+            assert stem + suffix in rec["raw"], stem + suffix
+    # every flow's messages and intervals, on the run's clock
+    msg, iv = run.series("npm_msg"), run.series("npm")
+    assert set(msg["flow"]) == flows and set(iv["flow"]) == flows
+    owd_ms = (msg["t_recv"] - msg["t_sent"]) * 1e3
+    one_way_ms = 2 * delay_ms       # two links each way
+    assert np.min(owd_ms) >= one_way_ms - 0.5
+    assert 0 < np.min(msg["t_sent"]) and np.max(msg["t_recv"]) < DURATION_S + 20
+    # the on-off flow: one connection, messages written only in its on windows
+    start = rec["traffic_start_s"] + 0.1 * DURATION_S
+    first = min(msg["t_sent"][msg["flow"] == "onoff"])
+    assert first - start < 2.0                       # its first burst began on time
+    phase = (msg["t_sent"][msg["flow"] == "onoff"] - first) % sum(ON_OFF_S)
+    assert np.all(phase <= ON_OFF_S[0] + 0.25)
+    # the sockets, sampled and labelled with the flows' names
+    tcp = run.series("tcp")
+    assert set(tcp["flow"]) == flows
+    assert len(set(tcp["sport"][tcp["flow"] == "onoff"])) == 1    # ONE connection
+    assert set(tcp["cca"][tcp["flow"] == "bulk1"]) == {"reno"}
+    # summaries, and the health check of every flow's start
+    entry = next(e for e in rec["traffic_results"] if e.get("name") == "bulk")
+    assert [f["flow"] for f in entry["flows"]] == ["bulk1", "bulk2"]
+    assert all(f["bytes_received"] > 0 and f["scheduled_s"] is not None
+               for f in entry["flows"])
+    assert rec["health"]["checks"]["flows_on_time"]["flows"] == 3
+    # the application's metrics next to the transport's
+    rows = {(r["name"], r["metric"]): r["value"] for r in compute_metrics(run)}
+    app = sum(rows[(f, "app_throughput_mbit")] for f in ("bulk1", "bulk2"))
+    assert 0.5 * rate_mbit < app <= 1.02 * rate_mbit
+    assert rows[("onoff", "owd_p50_ms")] >= one_way_ms
+    return run
+
+
+def test_netperfmeter_through_the_pipeline_or_refused_without_sctp(tmp_path, net_guard):
+    if probe().has("sctp"):
+        run_and_check(tmp_path, rate_mbit=10, delay_ms=0)
+        return
+    with pytest.raises(MissingFeature) as err:
+        run_point(scenario(), duration_s=DURATION_S, out_root=str(tmp_path),
+                  log=lambda *_: None)
+    assert "sctp" in str(err.value)
+    assert not os.listdir(tmp_path)                 # no run directory, no network

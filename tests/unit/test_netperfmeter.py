@@ -1,0 +1,186 @@
+"""NetPerfMeter: its argument lists, and its parsers on real output captured in the
+project VM (tests/fixtures/tools/netperfmeter, made by capture.py there: 10 Mbit/s, 10 ms
+each way; flows 1 bulk reno on 0-2 s, 2 on-off 1 s / 1 s on one connection, 3 a
+0.4 Mbit/s stream of 1000-byte frames from 1 s with a 64 kB send buffer, 4 a 2 Mbit/s
+download 2.5-3.5 s)."""
+import json
+import os
+import re
+
+import pytest
+
+from bufferbloat.errors import UsageError
+from bufferbloat.traffic import netperfmeter as npm
+from bufferbloat.traffic.base import part_class
+from conftest import FIXTURES
+
+D = os.path.join(FIXTURES, "tools", "netperfmeter")
+META = json.load(open(os.path.join(D, "meta.json")))
+ONE_WAY_MS = 10.0           # netem delay of each direction in the capture
+
+
+def read(name):
+    with open(os.path.join(D, name)) as f:
+        return f.read()
+
+
+class StubNet:
+    def ip(self, host):
+        return {"near": "10.0.0.1", "far": "10.0.0.2"}[host]
+
+
+def fixture_run():
+    flows = [npm.NpmFlow(f["id"], f["name"], f["direction"], f["rate_mbit"],
+                         f["frame_bytes"], f["onoff"], f["cca"],
+                         int(re.search(r"sndbuf=(\d+)", f["spec"])[1]))
+             for f in META["flows"]]
+    run = npm.NetPerfMeterRun(StubNet(), "near", "far", 9000, flows, META["runtime_s"],
+                              name="cap", out_dir=D, t0=META["t0"],
+                              realtime_minus_monotonic=META["realtime_minus_monotonic"])
+    run.launched_mono = META["launched_mono"]
+    return run
+
+
+# ----------------------------------------------------------------------------- flows
+
+def test_flow_specs_are_what_the_capture_ran():
+    run = fixture_run()
+    assert [f.spec() for f in run.flows] == [f["spec"] for f in META["flows"]]
+    args = run.active_args()
+
+    def same_dir(a):
+        return [re.sub(r"=/\S*/cap-npm", "=DIR/cap-npm", x) for x in a]
+    assert same_dir(args) == same_dir(META["active_args"])
+    assert all(isinstance(a, str) for a in args)   # an argument list, not a shell string
+    assert args.count("-tcp") == 4 and "-control-over-tcp" in args
+
+
+def test_paced_stream_frame_rate_and_on_off_instants():
+    assert npm.frame_rate(4.0, 1000) == 500.0      # 4 Mbit/s in 1000-byte frames
+    flow = npm.NpmFlow(3, "s", rate_mbit=4.0, frame_bytes=1000)
+    assert flow.spec().startswith("const500:const1000:const0:const0:")
+    down = npm.NpmFlow(4, "d", direction="down")
+    assert down.spec().startswith("const0:const0:const0:const1448:")
+    # the study's on-off: on 1 s, off 5 s, on one connection
+    assert npm.onoff_times(20, 1, 5) == [0, 1, 6, 7, 12, 13, 18, 19]
+    assert npm.onoff_times(13, 1, 5, start_s=0.5) == [0.5, 1.5, 6.5, 7.5, 12.5]
+    with pytest.raises(UsageError):
+        npm.NpmFlow(1, "bad name")
+
+
+def test_part_refuses_a_stream_without_its_reference_rate():
+    cls = part_class("netperfmeter")
+    spec = {"kind": "netperfmeter", "name": "stream", "src": "h1", "dst": "h2",
+            "start": 0.0, "stop": 1.0, "rate_scale": 0.5}
+    with pytest.raises(UsageError, match="bulk_goodput_mbit"):
+        cls.check_spec(spec)
+    cls.check_spec(dict(spec, rate_mbit=9.5))
+    with pytest.raises(UsageError, match="count 1"):
+        cls.check_spec(dict(spec, rate_mbit=1, direction="down", count=2))
+    with pytest.raises(UsageError, match="on_off_s"):
+        cls.check_spec(dict(spec, rate_mbit=1, on_off_s=(1, -5)))
+
+
+# ----------------------------------------------------------------------------- parsers
+
+def test_connections_and_socket_ports():
+    fds = npm.parse_connections(read("cap-npm.stdout.txt"))
+    assert sorted(fds) == [1, 2, 3, 4] and len(set(fds.values())) == 4
+    links = {int(k): v for k, v in META["fd_links"].items()}
+    ports = npm.match_sockets(links, [META["proc_net_tcp"]])
+    assert ports == {int(k): tuple(v) for k, v in META["sockets"].items()}
+    assert {p[1] for p in ports.values()} == {9000}     # the data port, not control 9001
+    # independent check: ss shows flow 1's socket with reno and flow 3's with cubic
+    ss = {int(m[1]): m[2] for m in re.finditer(r"10\.0\.0\.1:(\d+)\s+10\.0\.0\.2:9000\s*\n"
+                                               r"\s+(\w+)", META["ss_near"])}
+    assert ss[ports[1][0]] == "reno" and ss[ports[3][0]] == "cubic"
+
+
+def test_summary_vector_is_consistent():
+    for node in ("active", "passive"):
+        rows = npm.parse_summary_vector(read(f"cap-npm-{node}.vec"))
+        assert rows and {r["action"] for r in rows} == {"Sent", "Received", "Lost"}
+        keys = {(r["flow_id"], r["action"]) for r in rows}
+        for key in keys:
+            mine = [r for r in rows if (r["flow_id"], r["action"]) == key]
+            # the per-interval bytes add up to the cumulative count
+            assert sum(r["rel_bytes"] for r in mine) == mine[-1]["abs_bytes"]
+        last = {}
+        for r in rows:
+            last[(r["flow_id"], r["action"])] = r["abs_bytes"]
+        for action in ("Sent", "Received"):
+            assert last[(-1, action)] == sum(v for (f, a), v in last.items()
+                                             if a == action and f > 0)
+
+
+def test_flow_vectors_scalars_and_physics():
+    active = npm.flow_scalars(npm.parse_scalars(read("cap-npm-active.sca")), "active")
+    passive = npm.flow_scalars(npm.parse_scalars(read("cap-npm-passive.sca")), "passive")
+    assert sorted(active) == sorted(passive) == [1, 2, 3, 4]
+    for fid, node, scal in ((1, "passive", passive), (2, "passive", passive),
+                            (3, "passive", passive), (4, "active", active)):
+        msgs = npm.parse_flow_vector(read(f"cap-npm-{node}-{fid:08x}-0000.vec"))
+        assert msgs
+        # the receiver's cumulative bytes end at what its scalar file counted
+        assert msgs[-1]["abs_bytes"] == scal[fid]["Received Bytes"]
+        assert all(b["abs_bytes"] - a["abs_bytes"] == b["rel_bytes"]
+                   for a, b in zip(msgs, msgs[1:]))
+        assert [m["seq"] for m in msgs] == sorted(m["seq"] for m in msgs)
+        # one clock: no message arrives sooner than the path's one-way delay
+        assert min(m["delay_ms"] for m in msgs) >= ONE_WAY_MS
+    # the stream's frames: 1000 bytes each, a message per frame
+    stream = npm.parse_flow_vector(read("cap-npm-passive-00000003-0000.vec"))
+    assert {m["rel_bytes"] for m in stream} == {1000}
+    # nobody receives what was not sent
+    for fid in (1, 2, 3):
+        assert passive[fid]["Received Bytes"] <= active[fid]["Transmitted Bytes"]
+
+
+def test_run_rows_and_summary_on_the_clock():
+    run = fixture_run()
+    rows = run.rows()
+    launched = META["launched_mono"] - META["t0"]
+    msgs = rows["npm_msg"]
+    assert {m["flow"] for m in msgs} == {"bulk", "onoff", "stream", "down"}
+    assert all(launched < m["t_sent"] < m["t_recv"] < launched + 15 for m in msgs)
+    assert all(m["t_recv"] - m["t_sent"] >= ONE_WAY_MS / 1e3 - 1e-6 for m in msgs)
+    by_flow = {}
+    for m in msgs:
+        by_flow[m["flow"]] = by_flow.get(m["flow"], 0) + m["size_bytes"]
+    ivs = rows["npm"]
+    assert set(ivs[0]) == set(npm.COLUMNS) and set(msgs[0]) == set(npm.MSG_COLUMNS)
+    summary = run.summary()
+    flows = {f["flow"]: f for f in summary["flows"]}
+    received = npm.flow_scalars(npm.parse_scalars(read("cap-npm-passive.sca")),
+                                "passive")[1]["Received Bytes"]
+    assert flows["bulk"]["bytes_received"] == received and flows["down"]["sender"] == "far"
+    # neither the passive node's intervals nor the messages recorded after the first
+    # statistics event exceed what it received
+    got = sum(r["received_bytes"] or 0 for r in ivs
+              if r["flow"] == "bulk" and r["node"] == "passive")
+    assert 0.9 * received < got <= received
+    assert 0.9 * received < by_flow["bulk"] <= received
+    sent = sum(r["sent_bytes"] or 0 for r in ivs
+               if r["flow"] == "bulk" and r["node"] == "active")
+    assert sent == flows["bulk"]["bytes_sent"]
+    # the stream was on from 1 s after the measurement's start, the download from 2 s
+    start = run.measurement_start_real() - META["realtime_minus_monotonic"] - META["t0"]
+    # (the tool's own time base is set a little before its first statistics event)
+    assert flows["stream"]["t_start"] - start == pytest.approx(1.0, abs=0.3)
+    assert flows["down"]["t_start"] - start == pytest.approx(2.5, abs=0.3)
+    assert flows["stream"]["first_on_s"] - start == pytest.approx(1.0)
+    assert summary["error"] is None
+
+
+def test_on_off_is_one_connection_sending_in_its_windows():
+    """onoff=0,1,1,1,1 (increments, see onoff_increments): on 0-1, 2-3, 4-5 s. Every
+    message of the on-off flow was written inside an on window, and each window has
+    messages: the tool reads the list as increments, as the spec builds it."""
+    run = fixture_run()
+    start = run.measurement_start_real() - META["realtime_minus_monotonic"] - META["t0"]
+    sent = [m["t_sent"] - start for m in run.rows()["npm_msg"] if m["flow"] == "onoff"]
+    windows = [(0, 1), (2, 3), (4, 5)]
+    slack = 0.2                       # the tool's timers under TCG, and its time base
+    assert all(any(a - slack <= t <= b + slack for a, b in windows) for t in sent)
+    assert all(any(a - slack <= t <= b + slack for t in sent) for a, b in windows)
+    assert len(META["sockets"]) == 4  # one connection per flow, the on-off flow's too
