@@ -25,8 +25,9 @@ def _binned(t, counter, edges):
 @takes_run
 def draw(run, bin_s=BIN_S):
     """Drops, AQM early drops and ECN marks per second (bins of ``bin_s`` s) of each
-    AQM leaf (both directions' when the reverse AQM was sampled) vs t (s); a second axes with PIE's drop probability when qdisc.csv has
-    ``prob``. None without qdisc samples."""
+    AQM leaf (both directions' when the reverse AQM was sampled, the reverse lighter)
+    vs t (s); a second axes with PIE's drop probability when qdisc.csv has ``prob``.
+    None without qdisc samples."""
     leaves = leaf_groups(run)
     if not leaves:
         return None
