@@ -109,22 +109,9 @@ def run_metrics(run):
         return _metrics.compute_metrics(run, warmup_s=0.0)
 
 
-def metric_value(rows, metric, scope=None, name=None):
-    """The value of the first row with ``metric`` (and ``scope``/``name`` when given),
-    else None."""
-    for row in rows:
-        if row.get("metric") == metric and (scope is None or row.get("scope") == scope) \
-                and (name is None or row.get("name") == name):
-            value = row.get("value")
-            return float(value) if value is not None else None
-    return None
-
-
-def metric_values(rows, metric, scope=None):
-    """{name: value} of every row with ``metric`` (and ``scope``)."""
-    return {row["name"]: float(row["value"]) for row in rows
-            if row.get("metric") == metric and (scope is None or row.get("scope") == scope)
-            and row.get("value") is not None}
+# one definition of reading a metric row: bufferbloat.metrics'
+metric_value = _metrics.metric_value
+metric_values = _metrics.metric_values
 
 
 # ----------------------------------------------------------------------- captions
