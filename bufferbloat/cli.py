@@ -95,6 +95,8 @@ def _check_common(args):
         check_range("--time", args.time, *DURATION_LIMITS_S, " s")
     if getattr(args, "repeat", None) is not None:
         check_range("--repeat", args.repeat, *REPEAT_LIMITS)
+    if hasattr(args, "retry_degraded"):
+        _retries(args)
 
 
 def cmd_run(args):
@@ -111,7 +113,7 @@ def cmd_run(args):
     check_range("--sample-ms", args.sample_ms,
                 *(1000 * x for x in SAMPLE_PERIOD_LIMITS_S), " ms")
     from .identity import run_config
-    from .sweep import PointStalled, stall_limit_s, watchdog
+    from .sweep import PointStalled, run_until_healthy, stall_limit_s, watchdog
     # every repetition's configuration (bad input: exit 2 before anything runs)
     configs = [run_config(scn, overrides, quick=args.quick, duration_s=args.time,
                           rep=i + 1, sample_period_s=args.sample_ms / 1000.0)
@@ -124,10 +126,12 @@ def cmd_run(args):
         limit = stall_limit_s(config)
         print(f"[{i + 1}/{args.repeat}] {scn.name} ({config['profile']} profile, "
               f"{config['duration_s']:g} s, stall limit {limit:.4g} s)", flush=True)
-        try:
+        def once():
             with watchdog(limit, f"{scn.name} run {i + 1}"):
-                run_dir = run_point(scn, overrides, args.time, args.out, quick=args.quick,
-                                    sample_period_s=args.sample_ms / 1000.0, rep=i + 1)
+                return run_point(scn, overrides, args.time, args.out, quick=args.quick,
+                                 sample_period_s=args.sample_ms / 1000.0, rep=i + 1)
+        try:
+            run_dir, _ = run_until_healthy(once, _retries(args))
         except (UsageError, KeyboardInterrupt):
             raise
         except PointStalled as exc:
@@ -229,7 +233,7 @@ def cmd_sweep(args):
         return rc
     # --repeat overrides the scenario's own repetitions (None: the scenario's)
     index, failed = run_sweep(scn, vary, args.repeat, args.out, run_point, quick=args.quick,
-                              duration_s=args.time, base=base)
+                              duration_s=args.time, base=base, retries=_retries(args))
     print(f"index: {index}")
     if not args.no_figures:
         from .summary import finish_sweep
@@ -325,7 +329,7 @@ def cmd_run_all(args):
     index_path = os.path.join(args.out, "index.json")
     index, failed = run_points(todo, args.out, run_point, index_path,
                                {"catalogue": sorted({s.name for s, _, _, _ in todo})},
-                               quick=args.quick)
+                               quick=args.quick, retries=_retries(args))
     ok = sum(1 for e in index if e["status"] == "ok")
     from .sweep import degraded
     bad = degraded(index)
@@ -337,6 +341,24 @@ def cmd_run_all(args):
             if e["status"] in ("failed", "stalled")),
             file=sys.stderr)
     return _end_status(failed, [e["run_dir"] for e in bad])
+
+
+def _retry_option(p):
+    """--retry-degraded N: reruns of a run that comes out degraded (bufferbloat/sweep.py)."""
+    p.add_argument("--retry-degraded", type=int, default=None, metavar="N",
+                   help="run a point again, up to N times, when the emulator fell behind "
+                        "(its run kept, marked degraded; default 1, env "
+                        "BUFFERBLOAT_RETRY_DEGRADED; 0 to 10)")
+
+
+def _retries(args):
+    """The number of reruns of a degraded run (validated: UsageError, exit 2)."""
+    from .params import check_range
+    from .sweep import RETRY_DEGRADED_LIMITS, retry_degraded_default
+    n = getattr(args, "retry_degraded", None)
+    if n is None:
+        return retry_degraded_default()
+    return int(check_range("--retry-degraded", n, *RETRY_DEGRADED_LIMITS))
 
 
 def _where_options(p):
@@ -376,6 +398,7 @@ def parser():
                    help="sampler period, ms (1 to 10000; default 10)")
     r.add_argument("--no-figures", action="store_true",
                    help="end with the summary alone: no figures, no report.html")
+    _retry_option(r)
     _where_options(r)
     r.set_defaults(func=cmd_run)
     w = sub.add_parser("sweep", help="vary parameters of a scenario (resumable)")
@@ -391,6 +414,7 @@ def parser():
     w.add_argument("--quick", action="store_true")
     w.add_argument("--no-figures", action="store_true",
                    help="no figures and no report.html at the end")
+    _retry_option(w)
     _where_options(w)
     w.set_defaults(func=cmd_sweep)
     s = sub.add_parser("show", help="a run's metrics table")
@@ -425,6 +449,7 @@ def parser():
     a.add_argument("--quick", action="store_true")
     a.add_argument("--out", default="results")
     a.add_argument("--only", action="append", help="run only these scenarios")
+    _retry_option(a)
     _where_options(a)
     a.set_defaults(func=cmd_run_all)
     return p

@@ -27,10 +27,11 @@ def no_rate_cap(monkeypatch):
     monkeypatch.delenv(sweep.STALL_ALLOWANCE_ENV, raising=False)
 
 
-def fake_runner(calls, interrupt_at=None, fail=None, sleep_s=None):
+def fake_runner(calls, interrupt_at=None, fail=None, sleep_s=None, degraded=None):
     """A run_point that records like the engine (identity, status) without a network.
     ``interrupt_at``: the call that is interrupted; ``fail(overrides)``: raise for it;
-    ``sleep_s(overrides)``: seconds of 'traffic' (a run that never ends: a long sleep)."""
+    ``sleep_s(overrides)``: seconds of 'traffic' (a run that never ends: a long sleep);
+    ``degraded(overrides, call number)``: the run's health verdict is degraded."""
     def run_point(scn, overrides, duration_s=None, quick=False, run_dir=None, log=None,
                   rep=1):
         calls.append(dict(overrides, rep=rep, quick=quick, duration_s=duration_s))
@@ -53,6 +54,10 @@ def fake_runner(calls, interrupt_at=None, fail=None, sleep_s=None):
         except Exception as exc:
             w.close("failed", f"{type(exc).__name__}: {exc}")
             raise
+        bad = degraded is not None and degraded(overrides, len(calls))
+        w.record["health"] = {"verdict": "degraded" if bad else "healthy",
+                              "problems": ["1 started late (f +2.3 s)"] if bad else [],
+                              "checks": {}}
         w.close("ok")
         return run_dir
     return run_point
@@ -387,3 +392,47 @@ def test_run_all_reports_a_stalled_point_and_completes_the_others(tmp_path, monk
     assert all(d["status"] == "ok" for i, d in enumerate(done) if i != 1)
     assert "stall limit 0.5 s)" in out and f"[2/{len(todo)}]" in out
     assert "STALLED" in out and done[1]["run_dir"] in err
+
+
+def test_a_degraded_point_is_kept_aside_and_run_again(tmp_path):
+    """The emulator fell behind on a point's first attempt: that run is kept, renamed
+    rep-N.degraded-1 and listed in the index; the point runs again in place and counts
+    as healthy. With no retries, the degraded run is the point's result."""
+    calls = []
+    first = lambda o, n: o.get("loss_pct") == "1" and n == 2    # noqa: E731
+    index, failed = sweep.run_sweep(SCN, {"loss_pct": ["0", "1"]}, 1, str(tmp_path),
+                                    fake_runner(calls, degraded=first), retries=1,
+                                    **QUIET)
+    done = _index(index)["done"]
+    assert failed == 0 and len(calls) == 3
+    assert [d["health"] for d in done] == ["healthy", "healthy"]
+    aside = done[1]["degraded_attempts"]
+    assert aside == [done[1]["run_dir"] + ".degraded-1"]
+    assert _record(aside[0])["health"]["verdict"] == "degraded"
+    assert _record(done[1]["run_dir"])["health"]["verdict"] == "healthy"
+    assert "degraded_attempts" not in done[0]
+    # always degraded, one retry: two attempts, the last one is the point's (marked)
+    calls = []
+    index, _ = sweep.run_sweep(SCN, {"loss_pct": ["2"]}, 1, str(tmp_path),
+                               fake_runner(calls, degraded=lambda o, n: True), retries=1,
+                               **QUIET)
+    done = _index(index)["done"]
+    assert len(calls) == 2 and done[-1]["health"] == "degraded"
+    assert sweep.degraded(done) == [done[-1]]
+    # no retries: one attempt
+    calls = []
+    sweep.run_sweep(SCN, {"loss_pct": ["3"]}, 1, str(tmp_path),
+                    fake_runner(calls, degraded=lambda o, n: True), retries=0, **QUIET)
+    assert len(calls) == 1
+
+
+def test_retry_degraded_is_validated_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr("bufferbloat.where.require_here", lambda topos: None)
+    for bad in ("-1", "11"):
+        assert cli.main(["sweep", "a4_wifi_loss", "--vary", "loss_pct=1", "--host",
+                         "--retry-degraded", bad, "--out", str(tmp_path)]) == 2
+    monkeypatch.setenv(sweep.RETRY_DEGRADED_ENV, "x")
+    assert cli.main(["run", "a4_wifi_loss", "--host", "--out", str(tmp_path)]) == 2
+    monkeypatch.setenv(sweep.RETRY_DEGRADED_ENV, "3")
+    assert sweep.retry_degraded_default() == 3
+    assert not os.listdir(str(tmp_path))
