@@ -59,6 +59,11 @@ def test_paced_stream_frame_rate_and_on_off_instants():
     assert npm.frame_rate(4.0, 1000) == 500.0      # 4 Mbit/s in 1000-byte frames
     flow = npm.NpmFlow(3, "s", rate_mbit=4.0, frame_bytes=1000)
     assert flow.spec().startswith("const500:const1000:const0:const0:")
+    # a frame above the largest message is n equal messages (the tool pads the last)
+    big = npm.NpmFlow(5, "v", rate_mbit=7.0, frame_bytes=35000)
+    assert (big.messages, big.msg_bytes, big.frame_bytes) == (3, 11667, 35001)
+    assert "maxmsgsize=11667" in big.spec()
+    assert npm.frame_rate(7.0, big.frame_bytes) * big.frame_bytes * 8 == pytest.approx(7e6)
     down = npm.NpmFlow(4, "d", direction="down")
     assert down.spec().startswith("const0:const0:const0:const1448:")
     # the study's on-off: on 1 s, off 5 s, on one connection
