@@ -20,6 +20,8 @@ totals      RRUL download/upload/latency totals                :mod:`.totals`
 ellipsis    latency vs throughput mean + covariance ellipse    :mod:`.ellipsis`
 ecdf        eCDFs of RTT and throughput                        :mod:`.ecdf`
 operating   mean operating point per flow                      :mod:`.operating`
+owd         srtt / ping RTT and the application's one-way delay :mod:`.flowseries`
+flows       in flight, srtt and throughput per flow vs time    :mod:`.flowseries`
 =========== ================================================== ===================
 
 Across runs: :mod:`.sweep` (metric vs swept parameter, box plots, qdisc comparisons,
@@ -31,8 +33,8 @@ import os
 
 from bufferbloat.errors import UsageError
 
-from . import (cwnd, drops, ecdf, ellipsis, operating, queue, rtt, sweep, throughput, totals,
-               udp, web)
+from . import (cwnd, drops, ecdf, ellipsis, flowseries, operating, queue, rtt, sweep,
+               throughput, totals, udp, web)
 from .common import FORMATS, as_run, save
 from .flags import flags
 
@@ -50,6 +52,8 @@ FIGURES = {
     "ellipsis": ellipsis.draw,
     "ecdf": ecdf.draw,
     "operating": operating.draw,
+    "owd": flowseries.draw_owd,
+    "flows": flowseries.draw_flows,
 }
 FIGURES_DIR = "figures"
 

@@ -273,6 +273,16 @@ def legend(ax, **kw):
         ax.legend(fontsize=8, loc=kw.pop("loc", "best"), **kw)
 
 
+def stacked_axes(axes, ylabels, xlabel="time (s)"):
+    """Label stacked panels (a y label each, the x label on the last), start every y
+    axis at 0 and give each its legend."""
+    for ax, label in zip(axes, ylabels):
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        legend(ax, loc="upper left")
+    axes[-1].set_xlabel(xlabel)
+
+
 def include_in_ylim(ax, *values):
     """Extend the y range so reference values stay visible."""
     vals = [v for v in values if v is not None and math.isfinite(v)]
