@@ -297,9 +297,11 @@ class Network:
         from its namespace (for the run record)."""
         out = {}
         for host in sorted(set(self.topo.senders) | {self.topo.receiver}):
-            vals = self.run(host, ["sysctl", "-n", *self.HOST_SYSCTLS], check=False)
-            out[host] = dict(zip(self.HOST_SYSCTLS,
-                                 (" ".join(v.split()) for v in vals.splitlines())))
+            # "key = value" lines: a key the namespace lacks (net.core.default_qdisc in
+            # a namespace of the 6.1 kernel) is left out, never paired with the next value
+            text = self.run(host, ["sysctl", *self.HOST_SYSCTLS], check=False)
+            out[host] = {k.strip(): " ".join(v.split()) for k, sep, v in
+                         (line.partition(" = ") for line in text.splitlines()) if sep}
         return out
 
     def offloads_off(self, ns, dev):

@@ -447,9 +447,10 @@ class NetPerfMeterRun(Timed):
         return out
 
     def summary(self):
-        """One entry per flow (``flows``): name, ids, sockets, scheduled start, first
-        transmission (``t_start``/``t_launch``, run time), bytes sent and received by
-        the application, goodput over its reception span; and the tool's error."""
+        """One entry per flow (``flows``): name, ids, sockets, the launch of its process
+        plus its first "on" (``t_launch``) and its first transmission (``t_start``), run
+        time; bytes sent and received by the application, goodput over its reception
+        span; and the tool's error."""
         start_real = self.measurement_start_real()
         sent = self.scalars("active")
         recv = self.scalars("passive")
@@ -467,7 +468,13 @@ class NetPerfMeterRun(Timed):
                      "goodput_mbit": (r.get("Received Bit Rate") or 0) / 1e6 or None,
                      "t_start": round(first_tx / 1e6 - self.rmm - self.t0, 6)
                      if first_tx else None}
-            entry["t_launch"] = entry["t_start"]
+            # launched: the active side's process start plus the flow's first "on" (as
+            # iperf3's client launch); its first transmission (t_start) follows once the
+            # tool has connected its flows and exchanged their configuration over the
+            # control connection, a few round trips through the path's queue (recorded,
+            # as iperf3's handshake is)
+            entry["t_launch"] = (None if self.launched_mono is None else
+                                 round(self.launched_mono - self.t0 + f.start_s, 6))
             if start_real is not None:
                 entry["first_on_s"] = round(start_real - self.rmm - self.t0 + f.start_s, 6)
             flows.append(entry)

@@ -174,6 +174,10 @@ def test_run_rows_and_summary_on_the_clock():
     assert flows["stream"]["t_start"] - start == pytest.approx(1.0, abs=0.3)
     assert flows["down"]["t_start"] - start == pytest.approx(2.5, abs=0.3)
     assert flows["stream"]["first_on_s"] - start == pytest.approx(1.0)
+    # launched with its process (plus its first "on"), before its first transmission
+    launched = META["launched_mono"] - META["t0"]
+    assert flows["stream"]["t_launch"] == pytest.approx(launched + 1.0)
+    assert all(f["t_launch"] <= f["t_start"] for f in flows.values())
     assert summary["error"] is None
 
 
