@@ -283,6 +283,15 @@ def stacked_axes(axes, ylabels, xlabel="time (s)"):
     axes[-1].set_xlabel(xlabel)
 
 
+def xy_from_zero(ax, xlabel, ylabel, loc="best"):
+    """Label a scatter-like plane whose axes both start at 0, and give it its legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    legend(ax, loc=loc)
+
+
 def include_in_ylim(ax, *values):
     """Extend the y range so reference values stay visible."""
     vals = [v for v in values if v is not None and math.isfinite(v)]

@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from .common import base_rtt_ms, caption, groups, legend, new_figure, series, takes_run
+from .common import (base_rtt_ms, caption, groups, new_figure, series, takes_run,
+                     xy_from_zero)
 from .palette import cca_color, flow_color
 from .throughput import link_lines
 
@@ -50,9 +51,5 @@ def draw(run):
             marker="D", markersize=9, linestyle="none", color="0.45",
             label="joint (mean srtt, summed throughput)", gid="joint")
     link_lines(ax, run)
-    ax.set_xlabel("mean srtt (ms)")
-    ax.set_ylabel("mean throughput (Mbit/s)")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    legend(ax, loc="lower right")
+    xy_from_zero(ax, "mean srtt (ms)", "mean throughput (Mbit/s)", loc="lower right")
     return fig

@@ -490,6 +490,11 @@ def draw_all(points):
                           ("study-c-queue", study_c.draw_queue_overlay(points))):
             if fig is not None:
                 out[name] = fig
+    if family == "D":
+        from . import study_d
+        fig = study_d.draw_bag(points)
+        if fig is not None:
+            out["study-d-bag"] = fig
     for name, fig in (("box", draw_box(points, ",".join(swept_params(points)) or None)),
                       ("compare-qdiscs", draw_comparison(points)),
                       ("ellipsis", draw_ellipsis(points))):
@@ -595,4 +600,8 @@ def write_tables(points, out_dir, stem="table"):
         with open(path, "w") as f:
             f.write(text)
         paths.append(path)
+    scn = points[0].run.record.get("scenario") if points else None
+    if isinstance(scn, dict) and scn.get("family") == "D":    # the study's own table
+        from . import study_d
+        paths += study_d.write_table(points, out_dir, f"{stem}-study-d")
     return paths
