@@ -45,9 +45,10 @@ def _needs(names):
     from .network import Network
     caps = probe()
     needed = set()
+    from .traffic.base import needs_of
     for name in names:
-        topo = _scenario(name).build(hz=caps.hz)[0]
-        needed |= set(Network(topo, caps=caps).features)
+        topo, _, traffic = _scenario(name).build(hz=caps.hz)
+        needed |= set(Network(topo, caps=caps).features) | set(needs_of(traffic))
     return caps, sorted(needed)
 
 

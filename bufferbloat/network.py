@@ -273,6 +273,10 @@ class Network:
             self.run(host, ["sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"])
             if self.topo.ecn:   # the qdisc marks: connections must be ECN-capable
                 self.run(host, ["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"])
+            ssai = self.topo.params.get("slow_start_after_idle")
+            if ssai is not None:   # 1: the window restarts after an idle RTO (RFC 2861)
+                self.run(host, ["sysctl", "-q", "-w",
+                                f"net.ipv4.tcp_slow_start_after_idle={int(ssai)}"])
             sndbuf = self.topo.params.get("sndbuf_bytes")
             if sndbuf:   # a limited sender buffer caps the window at sndbuf / 2 or so
                 self.run(host, ["sysctl", "-q", "-w",
@@ -285,16 +289,18 @@ class Network:
 
     HOST_SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem",
                     "net.ipv4.tcp_wmem", "net.ipv4.tcp_ecn", "net.ipv4.tcp_no_metrics_save",
-                    "net.core.default_qdisc")
+                    "net.core.default_qdisc", "net.ipv4.tcp_slow_start_after_idle")
 
     def sysctls(self):
         """{host: {sysctl: value}} of the TCP settings every host runs with, as read back
         from its namespace (for the run record)."""
         out = {}
         for host in sorted(set(self.topo.senders) | {self.topo.receiver}):
-            vals = self.run(host, ["sysctl", "-n", *self.HOST_SYSCTLS], check=False)
-            out[host] = dict(zip(self.HOST_SYSCTLS,
-                                 (" ".join(v.split()) for v in vals.splitlines())))
+            # "key = value" lines: a key the namespace lacks (net.core.default_qdisc in
+            # a namespace of the 6.1 kernel) is left out, never paired with the next value
+            text = self.run(host, ["sysctl", *self.HOST_SYSCTLS], check=False)
+            out[host] = {k.strip(): " ".join(v.split()) for k, sep, v in
+                         (line.partition(" = ") for line in text.splitlines()) if sep}
         return out
 
     def offloads_off(self, ns, dev):

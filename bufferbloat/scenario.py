@@ -57,8 +57,12 @@ KNOBS = {k.name: k for k in (
     Param("stagger_s", float, 0.0, "flows start uniformly within this many seconds",
           lo=0, hi=86400),
     Param("load", str, "bulk", "what the sender sends: bulk (saturating), onoff (1 s on, "
-          "5 s off), stream50/stream25 (paced at 50/25 % of the bottleneck rate)",
+          "5 s off on one connection), stream50/stream25 (paced at 50/25 % of the goodput "
+          "of the matching bulk run, bulk_goodput_mbit)",
           choices=("bulk", "onoff", "stream50", "stream25")),
+    Param("bulk_goodput_mbit", float, None, "goodput of the matching bulk run, Mbit/s "
+          "(before any rate scaling): the streams' reference; a sweep sets it from that "
+          "run's record", lo=0, lo_open=True, hi=100_000),
 )}
 
 
@@ -90,6 +94,10 @@ class Scenario:
     expect: str = ""
     headline: tuple = ()
     reproduce: tuple = ()
+    #: knobs a sweep fills from another point's recorded metric (bufferbloat/derive.py):
+    #: {knob: {"when": {knob: values}, "from": {knob: value}, "metric": (scope, name,
+    #: metric)}}
+    derived: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.topology not in TOPOLOGIES:

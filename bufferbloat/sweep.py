@@ -30,7 +30,7 @@ import shutil
 import signal
 import time
 
-from . import identity
+from . import derive, identity
 from .errors import UsageError
 from .params import REPEAT_LIMITS, check_range, env_number
 from .health import verdict_of
@@ -263,9 +263,13 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
     under its own watchdog. Each point goes to ``OUT/SCENARIO/sweep/<varied>/<profile>-<key>/rep-N``.
     Writes ``index_path`` after every point. Returns (index entries, number failed or
     stalled)."""
-    # every configuration first: validates every point before anything runs
-    configs = [identity.run_config(scn, overrides, quick=quick, duration_s=duration_s,
-                                   rep=rep) for scn, overrides, _, rep in todo]
+    # points whose knobs come from another point's result run after it (derive.py)
+    todo = derive.providers_first(todo)
+    # every configuration first: validates every point before anything runs (a derived
+    # knob with a stand-in value; its configuration is made again once it is known)
+    configs = [identity.run_config(scn, derive.placeholders(scn, overrides), quick=quick,
+                                   duration_s=duration_s, rep=rep)
+               for scn, overrides, _, rep in todo]
     os.makedirs(os.path.dirname(index_path), exist_ok=True)
     index, failed, ran = [], 0, 0
     t0 = time.monotonic()
@@ -276,6 +280,21 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
                                            wall_s=time.monotonic() - t0, done=index,
                                            configs=group_configs(index)))
     for i, ((scn, overrides, varied, rep), config) in enumerate(zip(todo, configs), 1):
+        if derive.needs(scn, overrides):
+            try:
+                overrides = derive.fill(scn, overrides, varied, rep,
+                                        os.path.join(out_root, scn.name, "sweep"),
+                                        point_dir, quick=quick, duration_s=duration_s)
+            except UsageError as exc:     # its provider failed or is missing: this point
+                index.append({"scenario": scn.name, "overrides": overrides,  # fails
+                              "varied": dict(varied), "rep": rep, "status": "failed",
+                              "error": str(exc)})
+                failed += 1
+                log(f"[{i}/{len(todo)}] {scn.name} {_fmt(varied)} rep {rep}: FAILED: {exc}")
+                save()
+                continue
+            config = identity.run_config(scn, overrides, quick=quick,
+                                         duration_s=duration_s, rep=rep)
         key = identity.run_key(config)
         path, reuse = place(point_dir(os.path.join(out_root, scn.name, "sweep"), varied,
                                       rep, config), key)

@@ -92,6 +92,9 @@ _COMMON = (
           "link, as Mininet's TCLink makes it)", lo=0, lo_open=True, hi=100_000),
     Param("sndbuf_bytes", int, 0, "largest TCP send buffer of every host (the maximum of "
           "net.ipv4.tcp_wmem); 0: the kernel's autotuning (unlimited)", lo=0, hi=1 << 30),
+    Param("slow_start_after_idle", int, None, "net.ipv4.tcp_slow_start_after_idle of "
+          "every host: 1 restarts an idle connection's window from the initial window "
+          "(RFC 2861), 0 keeps it; default: the kernel's (1)", lo=0, hi=1),
     Param("aqm_both_ways", bool, False, "the bottleneck's reverse direction (receiver -> "
           "s0, e.g. RRUL downloads) queues in the same AQM too, instead of a plain FIFO"),
     Param("ecn", bool, None, "hosts negotiate ECN (net.ipv4.tcp_ecn=1); default: on when "

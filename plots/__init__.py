@@ -20,6 +20,8 @@ totals      RRUL download/upload/latency totals                :mod:`.totals`
 ellipsis    latency vs throughput mean + covariance ellipse    :mod:`.ellipsis`
 ecdf        eCDFs of RTT and throughput                        :mod:`.ecdf`
 operating   mean operating point per flow                      :mod:`.operating`
+owd         srtt / ping RTT and the application's one-way delay :mod:`.flowseries`
+flows       in flight, srtt and throughput per flow vs time    :mod:`.flowseries`
 =========== ================================================== ===================
 
 Across runs: :mod:`.sweep` (metric vs swept parameter, box plots, qdisc comparisons,
@@ -33,8 +35,8 @@ import os
 from bufferbloat.errors import UsageError
 from bufferbloat.results import RESULT_FILE
 
-from . import (cwnd, drops, ecdf, ellipsis, operating, queue, rtt, sweep, throughput, totals,
-               udp, web)
+from . import (cwnd, drops, ecdf, ellipsis, flowseries, operating, queue, rtt, sweep,
+               throughput, totals, udp, web)
 from .common import FORMATS, as_run, save
 from .flags import flags
 
@@ -52,6 +54,8 @@ FIGURES = {
     "ellipsis": ellipsis.draw,
     "ecdf": ecdf.draw,
     "operating": operating.draw,
+    "owd": flowseries.draw_owd,
+    "flows": flowseries.draw_flows,
 }
 FIGURES_DIR = "figures"
 #: figures of each run of a sweep when its scenario names none

@@ -193,6 +193,38 @@ def legend(ax, **kw):
         ax.legend(fontsize=8, loc=kw.pop("loc", "best"), **kw)
 
 
+def stacked_axes(axes, ylabels, xlabel="time (s)"):
+    """Label stacked panels (a y label each, the x label on the last), start every y
+    axis at 0 and give each its legend."""
+    for ax, label in zip(axes, ylabels):
+        ax.set_ylabel(label)
+        ax.set_ylim(bottom=0)
+        legend(ax, loc="upper left")
+    axes[-1].set_xlabel(xlabel)
+
+
+def xy_from_zero(ax, xlabel, ylabel, loc="best"):
+    """Label a scatter-like plane whose axes both start at 0, and give it its legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    legend(ax, loc=loc)
+
+
+def write_csv_md(out_dir, stem, csv_text, md_text):
+    """``STEM.csv`` and ``STEM.md`` with these texts in ``out_dir`` (made if missing);
+    returns the two paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    for ext, text in (("csv", csv_text), ("md", md_text)):
+        path = os.path.join(out_dir, f"{stem}.{ext}")
+        with open(path, "w") as f:
+            f.write(text)
+        paths.append(path)
+    return paths
+
+
 def include_in_ylim(ax, *values):
     """Extend the y range so reference values stay visible."""
     vals = [v for v in values if v is not None and math.isfinite(v)]

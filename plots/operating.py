@@ -4,7 +4,7 @@ import numpy as np
 
 from bufferbloat.results import label_groups
 
-from .common import caption, legend, new_figure, series, takes_run
+from .common import caption, new_figure, series, takes_run, xy_from_zero
 from .palette import cca_color, flow_color
 from .throughput import link_lines
 
@@ -32,7 +32,10 @@ def points(run):
 @takes_run
 def draw(run):
     """Each flow at (mean srtt ms, mean throughput Mbit/s) with 1-std error bars, the
-    marker edge in its CCA's colour; the link rate. None without tcp and iperf data."""
+    marker edge in its CCA's colour; the link rate; study E's reference points: the
+    optimal one (base RTT, link rate / k: a fair share without a queue, gid ``optimal``)
+    and the joint one (the flows' mean srtt, their summed throughput, gid ``joint``).
+    None without tcp and iperf data."""
     pts = points(run)
     if not pts:
         return None
@@ -41,10 +44,13 @@ def draw(run):
         ax.errorbar([rtt], [mbit], xerr=[rtt_sd], yerr=[mbit_sd], marker="o",
                     color=flow_color(i), markeredgecolor=cca_color(cca), markeredgewidth=2,
                     capsize=3, label=f"{flow} ({cca})", gid=f"flow:{flow}")
+    rate, base = run.bottleneck_mbit, run.base_rtt_ms
+    if rate and base is not None:
+        ax.plot([base], [rate / len(pts)], marker="*", markersize=14, linestyle="none",
+                color="black", label=f"optimal (base RTT, rate / {len(pts)})", gid="optimal")
+    ax.plot([float(np.mean([p[2] for p in pts]))], [float(sum(p[4] for p in pts))],
+            marker="D", markersize=9, linestyle="none", color="0.45",
+            label="joint (mean srtt, summed throughput)", gid="joint")
     link_lines(ax, run)
-    ax.set_xlabel("mean srtt (ms)")
-    ax.set_ylabel("mean throughput (Mbit/s)")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    legend(ax, loc="lower right")
+    xy_from_zero(ax, "mean srtt (ms)", "mean throughput (Mbit/s)", loc="lower right")
     return fig

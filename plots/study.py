@@ -33,8 +33,9 @@ from bufferbloat.scenario import study_file
 
 from . import overlay
 from . import study_c as _study_c
+from . import study_d as _study_d
 from . import sweep as _sweep
-from .common import legend, new_figure, series
+from .common import legend, new_figure, series, write_csv_md
 from .palette import flow_color
 from .throughput import aggregate_rate
 
@@ -278,6 +279,8 @@ PLOTS = {
                                             "link:utilization")),
     "red-vs-pi-queue": (_study_c.draw_queue_overlay, ("link:qlen_mean_pkts",)),
     "cca": (cca, ("network:all:aggregate_throughput_mbit", "flow:srtt_mean_ms")),
+    # study D's own (plots/study_d.py)
+    "srtt-owd-bag": (_study_d.draw_bag, ("flow:srtt_mean_ms", "flow:owd_mean_ms")),
     "compare-qdiscs": (_sweep.draw_comparison, ("network:all:aggregate_throughput_mbit",
                                                 "network:all:jain_fairness",
                                                 "link:qdelay_mean_ms")),
@@ -408,7 +411,6 @@ def write_headline_table(points, out_dir, stem):
     import csv
     import io
     entries, rows = headline_rows(points)
-    os.makedirs(out_dir, exist_ok=True)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["point", "reps"] + [f"{e['metric']}{suffix}" for e in entries
@@ -421,10 +423,4 @@ def write_headline_table(points, out_dir, stem):
           "|" + "---|" * (len(entries) + 2)]
     md += ["| " + " | ".join([r["point"], r["reps"]] + [cell(*v) for v in r["values"]])
            + " |" for r in rows]
-    paths = []
-    for ext, text in (("csv", buf.getvalue()), ("md", "\n".join(md) + "\n")):
-        path = os.path.join(out_dir, f"{stem}.{ext}")
-        with open(path, "w") as f:
-            f.write(text)
-        paths.append(path)
-    return paths
+    return write_csv_md(out_dir, stem, buf.getvalue(), "\n".join(md) + "\n")

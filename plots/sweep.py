@@ -31,7 +31,8 @@ from bufferbloat.sweep import read_index
 
 from . import ellipsis as _ellipsis
 from .common import (LINK_GID, TARGET_GID, THEORY_GID, caption, full_queue_rtt_ms, hline,
-                     legend, metric_values, new_figure, run_metrics, series)
+                     legend, metric_values, new_figure, run_metrics, series,
+                     write_csv_md)
 from .palette import LINK_COLOR, QDISC_COLORS, TARGET_COLOR, THEORY_COLOR, flow_color, \
     qdisc_color, qdisc_kind
 from .throughput import aggregate_rate
@@ -640,14 +641,12 @@ def table_markdown(rows):
 
 
 def write_tables(points, out_dir, stem="table"):
-    """Write ``STEM.csv`` and ``STEM.md`` of :func:`table_rows` into ``out_dir``;
-    returns the two paths."""
-    os.makedirs(out_dir, exist_ok=True)
+    """Write ``STEM.csv`` and ``STEM.md`` of :func:`table_rows` into ``out_dir`` (and a
+    study's own table beside them: D's, ``STEM-study-d``); returns the paths."""
     rows = table_rows(points)
-    paths = []
-    for ext, text in (("csv", table_csv(rows)), ("md", table_markdown(rows))):
-        path = os.path.join(out_dir, f"{stem}.{ext}")
-        with open(path, "w") as f:
-            f.write(text)
-        paths.append(path)
+    paths = write_csv_md(out_dir, stem, table_csv(rows), table_markdown(rows))
+    scn = points[0].run.record.get("scenario") if points else None
+    if isinstance(scn, dict) and scn.get("family") == "D":    # the study's own table
+        from . import study_d
+        paths += study_d.write_table(points, out_dir, f"{stem}-study-d")
     return paths

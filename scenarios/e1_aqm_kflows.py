@@ -1,15 +1,18 @@
-"""Family E: k greedy flows (k = 5, 15 ms RTT each) through an 80 Mbit/s bottleneck with
-a 100-packet queue for 15 s, qdisc FIFO, RED, CoDel, FQ-CoDel or PIE; per-flow, per-link
-and per-network metrics (throughput, srtt, cwnd, in-flight, retransmissions, CoV, Jain's
-index, utilization)."""
+"""Family E: k greedy flows (k = 1, 2, 5, 10 or 20; 15 ms RTT each) through an 80 Mbit/s
+bottleneck with a 100-packet queue for 15 s, qdisc FIFO, RED, CoDel, FQ-CoDel or PIE, the
+study's default CCA NewReno (``reno``; ``--set cca=...`` or ``ccas=`` per sender);
+per-flow, per-link and per-network metrics, the study's whole set (bufferbloat/
+flowmetrics.py: in-flight, delivery and sending rate, estimated queueing delay,
+inter-departure time, power, recovery time, RTOs, utilities, utilization of the bandwidth
+and of the BDP, Jain's, entropy and product fairness...)."""
 from bufferbloat.scenario import Scenario
 
 SCENARIO = Scenario(
     name="e1_aqm_kflows", family="E",
-    description="k=5 flows x {fifo, red, codel, fq_codel, pie}, 80 Mbit/s, 100 pkts",
+    description="k=1..20 flows x {fifo, red, codel, fq_codel, pie}, 80 Mbit/s, 100 pkts",
     topology="kdumbbell",
     params=dict(k=5, rtt_ms="15", bottleneck_mbit=80, qdisc="fifo", buffer_pkts=100,
-                cca="cubic"),
+                cca="reno"),
     traffic=({"kind": "iperf", "name": "flow", "src": "senders", "dst": "receiver"},
              {"kind": "ping", "name": "ping", "src": "h1", "dst": "receiver",
               "interval_s": 0.1}),
@@ -18,15 +21,16 @@ SCENARIO = Scenario(
     variants={"fifo": dict(qdisc="fifo"), "codel": dict(qdisc="codel"),
               "fq_codel": dict(qdisc="fq_codel"), "pie": dict(qdisc="pie"),
               "red": dict(qdisc="red", buffer_pkts=None, buffer_bytes=151_400)},
-    sweep={"variant": ["fifo", "red", "codel", "fq_codel", "pie"]},
-    figures=("cwnd", "rtt", "queue", "fairness"),
+    sweep={"variant": ["fifo", "red", "codel", "fq_codel", "pie"], "k": [1, 2, 5, 10, 20]},
+    quick_sweep={"variant": ["fifo", "red", "codel", "fq_codel", "pie"]},
+    figures=("cwnd", "rtt", "queue", "fairness", "flows", "operating", "ecdf"),
     # srtt, cwnd and in-flight time series at 50 ms; the queue every 10 ms
     tcp_sample_ms=50,
-    study="E: k = 5 flows, 15 ms RTT, 80 Mbit/s, 100 packets, under FIFO, RED, CoDel, "
-          "FQ-CoDel and PIE",
+    study="E: k = 1, 2, 5, 10 and 20 NewReno flows (5 in the quick profile), 15 ms RTT, "
+          "80 Mbit/s, 100 packets, under FIFO, RED, CoDel, FQ-CoDel and PIE",
     expect="Every qdisc keeps the link ~95 % used; FIFO fills its 100 packets (~15 ms "
            "of queue), the AQMs hold a few ms (CoDel/FQ-CoDel ~5 ms, PIE ~15 ms); "
-           "FQ-CoDel shares most equally (Jain ~1).",
+           "FQ-CoDel shares most equally (Jain ~1, entropy ~ln k).",
     headline=(
         {"metric": "network:all:aggregate_throughput_mbit", "label": "goodput",
          "theory": "goodput_ceiling_mbit", "expect": "~95 % of the link for every qdisc"},
@@ -46,6 +50,6 @@ SCENARIO = Scenario(
         {"figure": "per run: in-flight, srtt and throughput over time, each flow's "
                    "operating point, eCDFs",
          "command": "bufferbloat run e1_aqm_kflows --set variant=QDISC",
-         "files": "results/e1_aqm_kflows/STAMP/figures/{cwnd,operating,ecdf}.png"},
+         "files": "results/e1_aqm_kflows/STAMP/figures/{cwnd,flows,operating,ecdf}.png"},
     ),
 )

@@ -47,6 +47,9 @@ COLUMNS = tuple(SERIES_COLUMNS["npm"])
 MSG_COLUMNS = tuple(SERIES_COLUMNS["npm_msg"])
 #: NetPerfMeter's largest message (its frames are cut into messages of at most this)
 MAX_MSG_BYTES = 16000
+#: largest frame (the tool cuts a frame into messages of at most MAX_MSG_BYTES, each
+#: stamped with the frame's send time)
+MAX_FRAME_BYTES = 1 << 20
 #: smallest frame: a message carries a 40-byte header (NetPerfMeterDataMessage)
 MIN_FRAME_BYTES = 64
 #: messages not received within this long after the last one count as lost by the tool
@@ -55,8 +58,9 @@ DEFRAG_TIMEOUT_MS = 600_000
 #: the tool's own runtime beyond the part's stop (which ends it first)
 RUNTIME_SLACK_S = 5.0
 #: grace after SIGINT for the active side to stop the measurement and download the
-#: passive side's results
-STOP_GRACE_S = 20.0
+#: passive side's results (over the emulated path's reverse direction: a 60 s bulk flow's
+#: messages, ~7 MB at 15 Mbit/s, take ~4 s)
+STOP_GRACE_S = 60.0
 
 
 # ----------------------------------------------------------------------------- parsers
@@ -193,8 +197,14 @@ class NpmFlow:
         self.flow_id, self.name, self.direction = int(flow_id), name, direction
         self.rate_mbit = None if rate_mbit is None else check_number(
             "rate_mbit", rate_mbit, 0, 100_000, lo_open=True)
-        self.frame_bytes = check_number("frame_bytes", frame_bytes, MIN_FRAME_BYTES,
-                                        MAX_MSG_BYTES, int)
+        frame = check_number("frame_bytes", frame_bytes, MIN_FRAME_BYTES, MAX_FRAME_BYTES,
+                             int)
+        # the tool sends every message of a frame at full message size (transfer.cc: the
+        # last chunk is not cut to what remains: 35 000 B frames in 16 000 B messages went
+        # out as 48 000 B, measured in the VM): a frame is n equal messages
+        self.messages = -(-frame // MAX_MSG_BYTES)
+        self.msg_bytes = -(-frame // self.messages)
+        self.frame_bytes = self.messages * self.msg_bytes
         self.onoff = None if onoff is None else [float(x) for x in onoff]
         if self.onoff is not None and (not self.onoff or self.onoff[0] < 0 or any(
                 b <= a for a, b in zip(self.onoff, self.onoff[1:]))):
@@ -217,7 +227,7 @@ class NpmFlow:
         none = ["const0", "const0"]
         parts = data + none if self.direction == "up" else none + data
         parts += [f"id={self.flow_id}", f"description={self.name}",
-                  f"maxmsgsize={min(MAX_MSG_BYTES, self.frame_bytes)}",
+                  f"maxmsgsize={self.msg_bytes}",
                   f"defragtimeout={DEFRAG_TIMEOUT_MS}",
                   f"sndbuf={self.sndbuf_bytes}", f"rcvbuf={self.rcvbuf_bytes}"]
         if self.cca:
@@ -253,6 +263,7 @@ class NetPerfMeterRun(Timed):
         self.sockets = {}          # flow id -> (local port, remote port)
         self._watcher = None
         self._lock = threading.Lock()
+        self._stop_lock = threading.Lock()
         self._stopped = False
         self._finished = False
         self.stdout = self.stderr = self.passive_out = ""
@@ -324,7 +335,12 @@ class NetPerfMeterRun(Timed):
 
     def stop(self):
         """End the measurement (SIGINT, then by PID after STOP_GRACE_S) and the passive
-        side; read the outputs. Idempotent."""
+        side; read the outputs. Idempotent, and safe from two threads (the part's
+        schedule and the run's teardown)."""
+        with self._stop_lock:
+            self._stop()
+
+    def _stop(self):
         with self._lock:
             self._stopped = True
         if self.active is not None and self.active.poll() is None:
@@ -432,9 +448,10 @@ class NetPerfMeterRun(Timed):
         return out
 
     def summary(self):
-        """One entry per flow (``flows``): name, ids, sockets, scheduled start, first
-        transmission (``t_start``/``t_launch``, run time), bytes sent and received by
-        the application, goodput over its reception span; and the tool's error."""
+        """One entry per flow (``flows``): name, ids, sockets, the launch of its process
+        plus its first "on" (``t_launch``) and its first transmission (``t_start``), run
+        time; bytes sent and received by the application, goodput over its reception
+        span; and the tool's error."""
         start_real = self.measurement_start_real()
         sent = self.scalars("active")
         recv = self.scalars("passive")
@@ -452,7 +469,13 @@ class NetPerfMeterRun(Timed):
                      "goodput_mbit": (r.get("Received Bit Rate") or 0) / 1e6 or None,
                      "t_start": round(first_tx / 1e6 - self.rmm - self.t0, 6)
                      if first_tx else None}
-            entry["t_launch"] = entry["t_start"]
+            # launched: the active side's process start plus the flow's first "on" (as
+            # iperf3's client launch); its first transmission (t_start) follows once the
+            # tool has connected its flows and exchanged their configuration over the
+            # control connection, a few round trips through the path's queue (recorded,
+            # as iperf3's handshake is)
+            entry["t_launch"] = (None if self.launched_mono is None else
+                                 round(self.launched_mono - self.t0 + f.start_s, 6))
             if start_real is not None:
                 entry["first_on_s"] = round(start_real - self.rmm - self.t0 + f.start_s, 6)
             flows.append(entry)
@@ -539,8 +562,10 @@ class NetPerfMeterPart(TrafficPart):
               "Mbit/s; none: saturated", lo=0, hi=100_000, lo_open=True),
         Param("rate_scale", float, None, "multiplies rate_mbit (a stream at a fraction of "
               "a reference rate); needs rate_mbit", lo=0, hi=100, lo_open=True),
-        Param("frame_bytes", int, 1448, "frame (message) size, bytes", lo=MIN_FRAME_BYTES,
-              hi=MAX_MSG_BYTES),
+        Param("frame_bytes", int, 1448, "frame size, bytes (cut into messages of at most "
+              "16000 B)", lo=MIN_FRAME_BYTES, hi=MAX_FRAME_BYTES),
+        Param("frame_rate_hz", float, None, "frames per second of a paced flow (its frame "
+              "size then follows from the rate)", lo=0, hi=10_000, lo_open=True),
         Param("on_off_s", tuple, None, "(on, off) seconds: one connection that sends "
               "on, idles off, repeatedly"),
         Param("stagger_s", float, 0.0, "the flows start uniformly within this many s",
@@ -584,6 +609,10 @@ class NetPerfMeterPart(TrafficPart):
         direction = spec.get("direction", "up")
         sender = spec["src"] if direction == "up" else spec["dst"]
         cca = spec.get("cca") or net.topo.ccas.get(sender)
+        frame = int(spec.get("frame_bytes", 1448))
+        if rate is not None and spec.get("frame_rate_hz"):
+            frame = max(MIN_FRAME_BYTES, min(MAX_FRAME_BYTES, round(
+                rate * 1e6 / 8 / float(spec["frame_rate_hz"]))))
         flows = []
         for i, offset in enumerate(offsets):
             name = spec["name"] if count == 1 else f"{spec['name']}{i + 1}"
@@ -593,8 +622,7 @@ class NetPerfMeterPart(TrafficPart):
                 onoff = onoff_times(length, on, off, offset)
             elif offset > 0:
                 onoff = [offset]
-            flows.append(NpmFlow(i + 1, name, direction, rate,
-                                 int(spec.get("frame_bytes", 1448)), onoff, cca,
+            flows.append(NpmFlow(i + 1, name, direction, rate, frame, onoff, cca,
                                  spec.get("sndbuf_bytes", 0), spec.get("rcvbuf_bytes", 0)))
         # the part's stop ends the measurement (SIGINT: the tool stops its flows and
         # downloads the passive side's results); its own runtime is a backstop only
@@ -605,6 +633,12 @@ class NetPerfMeterPart(TrafficPart):
 
     def prepare(self):
         self.run.prepare()
+
+    def waited(self):
+        """Nothing: the part's stop ends the measurement (its schedule sends SIGINT at the
+        part's end), and the download of the passive side's results that follows is not
+        traffic the run waits for (:meth:`stop` completes it)."""
+        return []
 
     def tool_problem(self, tool):
         running = tool.active is not None and tool.active.poll() is None

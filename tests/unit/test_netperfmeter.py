@@ -59,6 +59,11 @@ def test_paced_stream_frame_rate_and_on_off_instants():
     assert npm.frame_rate(4.0, 1000) == 500.0      # 4 Mbit/s in 1000-byte frames
     flow = npm.NpmFlow(3, "s", rate_mbit=4.0, frame_bytes=1000)
     assert flow.spec().startswith("const500:const1000:const0:const0:")
+    # a frame above the largest message is n equal messages (the tool pads the last)
+    big = npm.NpmFlow(5, "v", rate_mbit=7.0, frame_bytes=35000)
+    assert (big.messages, big.msg_bytes, big.frame_bytes) == (3, 11667, 35001)
+    assert "maxmsgsize=11667" in big.spec()
+    assert npm.frame_rate(7.0, big.frame_bytes) * big.frame_bytes * 8 == pytest.approx(7e6)
     down = npm.NpmFlow(4, "d", direction="down")
     assert down.spec().startswith("const0:const0:const0:const1448:")
     # the study's on-off: on 1 s, off 5 s, on one connection
@@ -169,6 +174,10 @@ def test_run_rows_and_summary_on_the_clock():
     assert flows["stream"]["t_start"] - start == pytest.approx(1.0, abs=0.3)
     assert flows["down"]["t_start"] - start == pytest.approx(2.5, abs=0.3)
     assert flows["stream"]["first_on_s"] - start == pytest.approx(1.0)
+    # launched with its process (plus its first "on"), before its first transmission
+    launched = META["launched_mono"] - META["t0"]
+    assert flows["stream"]["t_launch"] == pytest.approx(launched + 1.0)
+    assert all(f["t_launch"] <= f["t_start"] for f in flows.values())
     assert summary["error"] is None
 
 

@@ -282,6 +282,14 @@ def test_ecdf_ends_at_one_and_operating_points():
     for flow, cca, rtt, _, mbit, _ in plots.operating.points(r):
         assert rtt == pytest.approx(np.nanmean(tcp["srtt_us"][tcp["flow"] == flow]) / 1e3)
     assert op.get_xlabel() == "mean srtt (ms)"
+    # study E's optimal point (base RTT, rate / k) and joint point (mean srtt, sum)
+    pts = plots.operating.points(r)
+    opt = gid_line(op, "optimal")
+    assert opt.get_xdata()[0] == pytest.approx(r.base_rtt_ms)
+    assert opt.get_ydata()[0] == pytest.approx(r.bottleneck_mbit / 3)
+    joint = gid_line(op, "joint")
+    assert joint.get_xdata()[0] == pytest.approx(np.mean([p[2] for p in pts]))
+    assert joint.get_ydata()[0] == pytest.approx(sum(p[4] for p in pts))
 
 
 def test_udp_figure_from_a_synthetic_stream(tmp_path):
