@@ -277,6 +277,12 @@ class Network:
             if ssai is not None:   # 1: the window restarts after an idle RTO (RFC 2861)
                 self.run(host, ["sysctl", "-q", "-w",
                                 f"net.ipv4.tcp_slow_start_after_idle={int(ssai)}"])
+            advmss = self.topo.params.get("advmss_bytes")
+            if advmss:   # both ends advertise it: each side's segments are at most it
+                for route in self.run(host, ["ip", "-4", "route", "show"]).splitlines():
+                    if route.strip():
+                        self.run(host, ["ip", "route", "change", *route.split(),
+                                        "advmss", str(int(advmss))])
             sndbuf = self.topo.params.get("sndbuf_bytes")
             if sndbuf:   # a limited sender buffer caps the window at sndbuf / 2 or so
                 self.run(host, ["sysctl", "-q", "-w",
@@ -293,7 +299,7 @@ class Network:
 
     def sysctls(self):
         """{host: {sysctl: value}} of the TCP settings every host runs with, as read back
-        from its namespace (for the run record)."""
+        from its namespace (for the run record), and its routes (``ip -4 route``)."""
         out = {}
         for host in sorted(set(self.topo.senders) | {self.topo.receiver}):
             # "key = value" lines: a key the namespace lacks (net.core.default_qdisc in
@@ -301,6 +307,10 @@ class Network:
             text = self.run(host, ["sysctl", *self.HOST_SYSCTLS], check=False)
             out[host] = {k.strip(): " ".join(v.split()) for k, sep, v in
                          (line.partition(" = ") for line in text.splitlines()) if sep}
+            # its IPv4 routes too: an advertised MSS (advmss_bytes) shows there
+            out[host]["ip -4 route"] = "; ".join(
+                " ".join(r.split()) for r in self.run(host, ["ip", "-4", "route", "show"],
+                                                      check=False).splitlines() if r.strip())
         return out
 
     def offloads_off(self, ns, dev):

@@ -52,6 +52,9 @@ KNOBS = {k.name: k for k in (
     Param("ping_interval_s", float, 0.1, "ping period, s", lo=0.01, hi=60),
     Param("mss_bytes", int, None, "TCP maximum segment size of the iperf3 flows, bytes",
           lo=88, hi=1460),
+    Param("tool", str, "iperf", "the long flows' tool: iperf (iperf3, a client and a "
+          "server process per flow) or netperfmeter (every flow in one process each side)",
+          choices=("iperf", "netperfmeter")),
     Param("extra", str, "none", "additional traffic next to the main load",
           choices=("none", "udp", "tcp")),
     Param("stagger_s", float, 0.0, "flows start uniformly within this many seconds",

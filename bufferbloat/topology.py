@@ -95,6 +95,10 @@ _COMMON = (
     Param("slow_start_after_idle", int, None, "net.ipv4.tcp_slow_start_after_idle of "
           "every host: 1 restarts an idle connection's window from the initial window "
           "(RFC 2861), 0 keeps it; default: the kernel's (1)", lo=0, hi=1),
+    Param("advmss_bytes", int, None, "the TCP maximum segment size every host advertises "
+          "on its routes (ip route ... advmss): every TCP connection, whatever tool opened "
+          "it, sends segments of at most this payload; default: from the MTU (1448 with "
+          "timestamps)", lo=88, hi=9000),
     Param("aqm_both_ways", bool, False, "the bottleneck's reverse direction (receiver -> "
           "s0, e.g. RRUL downloads) queues in the same AQM too, instead of a plain FIFO"),
     Param("ecn", bool, None, "hosts negotiate ECN (net.ipv4.tcp_ecn=1); default: on when "

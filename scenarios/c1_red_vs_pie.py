@@ -12,15 +12,21 @@ from bufferbloat.scenario import Scenario
 SCENARIO = Scenario(
     name="c1_red_vs_pie", family="C",
     description="RED vs PI (and PIE) with ECN, 20-80 staggered flows, 10 Mbit/s, 50 kB buffer",
+    # 536-byte segments whatever the tool: every host advertises that MSS (iperf3's -M
+    # sets it on its sockets too)
     params=dict(bottleneck_mbit=10, delay_ms=10, qdisc="red", buffer_bytes=50_000,
-                cca="reno"),
+                cca="reno", advmss_bytes=536),
     qdisc_params=dict(min_bytes=4000, max_bytes=12000, probability=0.02, avpkt_bytes=576,
                       ecn=True),
     traffic=({"kind": "iperf", "name": "flow", "src": "h1", "dst": "h2", "count": "$flows",
-              "stagger_s": "$stagger_s", "mss_bytes": "$mss_bytes"},
+              "stagger_s": "$stagger_s", "mss_bytes": "$mss_bytes",
+              "when": {"tool": "iperf"}},
+             {"kind": "netperfmeter", "name": "flow", "src": "h1", "dst": "h2",
+              "count": "$flows", "stagger_s": "$stagger_s",
+              "when": {"tool": "netperfmeter"}},
              {"kind": "ping", "name": "ping", "src": "h1", "dst": "h2",
               "interval_s": 0.1}),
-    knobs=dict(flows=20, stagger_s=60, mss_bytes=536),
+    knobs=dict(flows=20, stagger_s=60, mss_bytes=536, tool="iperf"),
     variants={"red": {"qdisc": "red", "qdisc.min_bytes": 4000, "qdisc.max_bytes": 12000,
                       "qdisc.probability": 0.02, "qdisc.avpkt_bytes": 576, "qdisc.ecn": True},
               # PI's queue and limit are in packets: 576 B each (536 + 40 B of headers)

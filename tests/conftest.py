@@ -1,5 +1,6 @@
 """Shared pytest setup: the repository root on sys.path and the fixture directory."""
 import os
+import signal
 import subprocess
 import sys
 
@@ -9,6 +10,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+# Started as a background job of a non-interactive shell, the suite inherits SIGINT
+# ignored, and so would every run it starts (an ignored signal stays ignored across exec):
+# the Ctrl-C tests would then test nothing. A terminal's Ctrl-C always reaches a run, so the
+# suite restores the default (a caught signal is reset to default in the children).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # one network per machine: a test waits for another one's network rather than failing
 os.environ.setdefault("BUFFERBLOAT_NETWORK_WAIT_S", "1800")
 
