@@ -15,6 +15,7 @@ import textwrap
 
 from . import headline
 from .qdisc import KINDS
+from .results import Run
 from .scenario import KNOBS, study_path
 from .topology import TOPOLOGIES
 
@@ -58,16 +59,15 @@ def _fmt(value, none="-"):
     return str(value)
 
 
-class _Configured:
-    """The default setting of a scenario, shaped like a recorded run for the theory
-    functions (``record``, ``params``, ``bottleneck_mbit``)."""
+class _Configured(Run):
+    """The default setting of a scenario as a run record that was never run: the theory
+    and headline functions read it through :class:`bufferbloat.results.Run`'s accessors,
+    as they read a recorded run."""
 
     def __init__(self, topo, knobs, traffic):
-        self.params = dict(topo.params)
-        self.bottleneck_mbit = float(topo.params["bottleneck_mbit"])
-        self.record = {"params": self.params, "qdisc": topo.qdisc.to_dict(),
-                       "base_rtt_ms": topo.base_rtt_ms(), "traffic": traffic,
-                       "knobs": dict(knobs)}
+        super().__init__("", {"params": dict(topo.params), "qdisc": topo.qdisc.to_dict(),
+                              "base_rtt_ms": topo.base_rtt_ms(), "traffic": traffic,
+                              "knobs": dict(knobs)})
 
 
 def key_rows(scn):

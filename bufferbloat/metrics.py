@@ -567,16 +567,6 @@ def compute_metrics(run, warmup_s=0.0):
     return rows
 
 
-def metrics_of(run):
-    """The metric rows of ``run`` (a Run): the ones it stored (metrics.json), else, for a
-    run that stored none (one that did not end ok), computed from its series with the
-    record's warm-up, not written."""
-    rows = run.metrics()
-    if rows is not None:
-        return rows
-    return compute_metrics(run, warmup_s=run.warmup_s)
-
-
 def write_metrics(run, rows, warmup_s=None):
     """Write ``rows`` as metrics.csv and metrics.json into the run directory (each
     atomically); returns the two paths."""
@@ -597,21 +587,15 @@ def write_metrics(run, rows, warmup_s=None):
 
 
 def run_rows(run):
-    """The run's metric rows: its metrics.json when present, else computed from its
-    series with the record's warm-up (:func:`compute_metrics`)."""
-    path = os.path.join(run.dir, METRICS_JSON)
-    if os.path.isfile(path):
-        try:
-            with open(path) as f:
-                data = json.load(f)
-            rows = data["metrics"] if isinstance(data, dict) else data
-            if isinstance(rows, list):
-                return rows
-        except (OSError, ValueError, KeyError):
-            pass
-    warmup = run.record.get("warmup_s") or 0.0
+    """The metric rows of ``run`` (a Run): the ones it stored (metrics.json), else, for a
+    run that stored none (one that did not end ok), computed from its series with the
+    record's warm-up, not written; an odd record's warm-up falls back to none (a report
+    must not stop at one run)."""
+    rows = run.metrics()
+    if rows is not None:
+        return rows
     try:
-        return compute_metrics(run, warmup_s=float(warmup))
+        return compute_metrics(run, warmup_s=run.warmup_s)
     except Exception:  # noqa: BLE001 - an odd run must not stop a report
         return compute_metrics(run, warmup_s=0.0)
 

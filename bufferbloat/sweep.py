@@ -87,6 +87,11 @@ def run_until_healthy(run_once, retries, log=print, set_aside=None):
     raise AssertionError("unreachable")
 
 
+def set_aside(path):
+    """True for a degraded attempt a sweep set aside (``rep-N.degraded-K``)."""
+    return re.search(r"\.degraded-\d+$", os.path.normpath(str(path))) is not None
+
+
 def set_aside_degraded(path):
     """Rename the degraded run in ``path`` to ``path.degraded-K`` (the first K free);
     returns the new directory."""

@@ -43,50 +43,30 @@ def tcp_goodput_ceiling(rate_mbit):
 
 
 # ------------------------------------------------------------- of a recorded run
-# What theory says about one run, from its record (a results.Run or anything with
-# ``record``, ``params`` and ``bottleneck_mbit``): the figures draw these lines, the
+# What theory says about one run, from its record (a results.Run: a recorded run, or a
+# scenario's default setting for ``describe``): the figures draw these lines, the
 # headline metrics (bufferbloat/headline.py) print them next to the measurements.
-
-#: qdisc kinds whose parameters include a queueing-delay target (``target_ms``).
-TARGET_KINDS = ("pie", "codel", "fq_codel")
 
 
 def qdisc_info(run):
-    """(kind, params) of the bottleneck AQM as the record states it (``record['qdisc']``,
-    else the params' ``qdisc``)."""
-    q = run.record.get("qdisc")
-    if isinstance(q, dict):
-        return str(q.get("kind") or ""), dict(q.get("params") or {})
-    return str(run.params.get("qdisc") or ""), {}
+    """(kind, params) of the bottleneck AQM (:attr:`bufferbloat.results.Run.qdisc`)."""
+    return run.qdisc
 
 
 def target_ms(run):
-    """The AQM's queueing-delay target, ms (PIE/CoDel/FQ-CoDel), else None."""
-    kind, params = qdisc_info(run)
-    value = params.get("target_ms")
-    if kind in TARGET_KINDS and isinstance(value, (int, float)):
-        return float(value)
-    return None
+    """The AQM's queueing-delay target, ms, else None (``Run.aqm_target_ms``)."""
+    return run.aqm_target_ms
 
 
 def base_rtt_ms(run):
-    """The propagation RTT of the path, ms: the record's ``base_rtt_ms``, else 4 x
-    ``delay_ms`` (two links, both ways)."""
-    value = run.record.get("base_rtt_ms")
-    if isinstance(value, (int, float)):
-        return float(value)
-    delay = run.params.get("delay_ms")
-    return 4.0 * float(delay) if isinstance(delay, (int, float)) else None
+    """The propagation RTT of the path, ms (``Run.base_rtt_ms``)."""
+    return run.base_rtt_ms
 
 
 def ping_interval_s(run):
-    """The ping period of the run's (first) ping traffic, s, or None."""
-    for spec in run.record.get("traffic") or []:
-        if isinstance(spec, dict) and spec.get("kind") == "ping":
-            value = spec.get("interval_s")
-            if isinstance(value, (int, float)):
-                return float(value)
-    return None
+    """The ping period of the run's (first) ping traffic, s, or None
+    (``Run.ping_interval_s``)."""
+    return run.ping_interval_s
 
 
 def fifo_buffer(run):

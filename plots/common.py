@@ -100,16 +100,8 @@ def full_queue_rtt_ms(run):
     return None
 
 
-def run_metrics(run):
-    """The run's metric rows (:func:`bufferbloat.metrics.metrics_of`: stored, else
-    computed with the record's warm-up, else without one)."""
-    try:
-        return _metrics.metrics_of(run)
-    except Exception:  # noqa: BLE001 - an odd run must not stop a report
-        return _metrics.compute_metrics(run, warmup_s=0.0)
-
-
-# one definition of reading a metric row: bufferbloat.metrics'
+# one definition of a run's metric rows and of reading one: bufferbloat.metrics'
+run_metrics = _metrics.run_rows
 metric_value = _metrics.metric_value
 metric_values = _metrics.metric_values
 
@@ -279,10 +271,6 @@ def mean_per_bin(t, values, edges):
         if sel.size:
             out[i] = sel.mean()
     return out
-
-
-#: {label: mask} of a series by a label column (results.label_groups)
-groups = label_groups
 
 
 def leaf_groups(run):

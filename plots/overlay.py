@@ -11,7 +11,9 @@ import numpy as np
 
 from bufferbloat.metrics import queue_delay_ms, traffic_start_s
 
-from .common import groups, leaf_groups, legend, new_figure, series
+from bufferbloat.results import label_groups
+
+from .common import leaf_groups, legend, new_figure, series
 from .ecdf import ecdf
 from .palette import flow_color
 from .sweep import samples
@@ -117,7 +119,7 @@ def timeseries(pairs, title="cwnd, RTT and queue over time", cap=None):
         color, t0 = flow_color(i), _t0(run)
         tcp = series(run, "tcp")
         if tcp is not None and "cwnd_pkts" in tcp:
-            flow, mask = next(iter(groups(tcp, "flow").items()))
+            flow, mask = next(iter(label_groups(tcp, "flow").items()))
             ax_c.plot(tcp["t"][mask] - t0, tcp["cwnd_pkts"][mask], color=color,
                       linewidth=1, label=f"{label} ({flow})", gid=f"cwnd:{label}")
         ping = series(run, "ping")

@@ -34,6 +34,7 @@ import urllib.parse
 from bufferbloat import headline, identity
 from bufferbloat.errors import UsageError
 from bufferbloat.metrics import format_value
+from bufferbloat.sweep import set_aside
 from bufferbloat.results import load_run
 
 from . import DEFAULT_RUN_FIGURES, FIGURES, scenario_figures, set_targets, tree_kind
@@ -196,7 +197,8 @@ def _health_html(runs, base):
         return f"<p class=ok>Health: {esc(text)}.</p>"
     items = "".join(
         f"<li>{esc(run_label(r))} <span class=muted>({esc(os.path.relpath(r.dir, base))})"
-        f"</span>: {esc('; '.join((r.record.get('health') or {}).get('problems', [])))}</li>"
+        f"</span>{' (set aside: its point was run again)' if set_aside(r.dir) else ''}: "
+        f"{esc('; '.join((r.record.get('health') or {}).get('problems', [])))}</li>"
         for r in bad)
     return (f"<div class=flags><p><b>Health: {esc(text)}.</b> In a degraded run the "
             "emulator fell behind: it measured the emulator, not the network. Such runs are "

@@ -45,9 +45,14 @@ class WebServer:
                                    stdout=subprocess.PIPE, stderr=self._log, cwd=REPO_ROOT)
         line = self.proc.stdout.readline()
         if not line.startswith("READY"):
+            try:       # its output ended: it is exiting (e.g. killed), and says how
+                self.proc.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                pass
+            how = exit_problem("the web server", self.proc, expect_running=True)
             self.stop()
-            raise RuntimeError(f"web server on {self.host}:{self.port} did not start: "
-                               f"{self.raw.strip()[:500]}")
+            raise RuntimeError(f"web server on {self.host}:{self.port} did not start"
+                               f"{': ' + how if how else ''}: {self.raw.strip()[:500]}")
         self.raw = line
         return self
 

@@ -161,3 +161,27 @@ def test_the_page_served_by_the_sender_waits_in_the_bloated_queue(tmp_path, net_
         if server == "h1":
             assert means["h1"] >= 4 * qdelay_s, (means, qdelay_s)
     assert means["h1"] >= 2 * means["h2"], means
+
+
+def test_advmss_sets_every_tcp_flows_segment_size(tmp_path, net_guard):
+    """``advmss_bytes``: every host's routes advertise it, so a flow whose tool sets no
+    MSS (iperf3 without -M, NetPerfMeter, which has no such option) sends segments of at
+    most that payload (tcpi_snd_mss: 536 less the 12 bytes of timestamps); without it,
+    segments are the MTU's (1448)."""
+    def mss_of(**params):
+        scn = Scenario(name="t_advmss", description="one flow",
+                       params=dict(bottleneck_mbit=10, delay_ms=0, qdisc="fifo",
+                                   buffer_pkts=100, cca="cubic", **params),
+                       traffic=({"kind": "iperf", "name": "long", "src": "h1",
+                                 "dst": "h2"},),
+                       duration_s=3, quick_duration_s=3)
+        run = load_run(run_point(scn, duration_s=3, out_root=str(tmp_path),
+                                 log=lambda *_: None))
+        assert run.record["status"] == "ok", run.record.get("error")
+        return run, set(run.series("tcp")["mss_bytes"].tolist())
+    run, mss = mss_of(advmss_bytes=536)
+    assert mss == {524.0}, mss
+    for host in ("h1", "h2"):
+        assert "advmss 536" in run.record["sysctls"][host]["ip -4 route"]
+    _, mss = mss_of()
+    assert mss == {1448.0}, mss

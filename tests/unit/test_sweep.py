@@ -409,6 +409,7 @@ def test_a_degraded_point_is_kept_aside_and_run_again(tmp_path):
     aside = done[1]["degraded_attempts"]
     assert aside == [done[1]["run_dir"] + ".degraded-1"]
     assert _record(aside[0])["health"]["verdict"] == "degraded"
+    assert sweep.set_aside(aside[0]) and not sweep.set_aside(done[1]["run_dir"])
     assert _record(done[1]["run_dir"])["health"]["verdict"] == "healthy"
     assert "degraded_attempts" not in done[0]
     # always degraded, one retry: two attempts, the last one is the point's (marked)

@@ -32,6 +32,9 @@ def test_an_overloaded_run_is_degraded_marked_and_fails_the_sweep(tmp_path):
                         # holds 4-12 kB, less than the 25 kB the link sends in 10 ms)
                         "--set", "qdisc=fifo",
                         "--repeat", "1", "--time", "10", "--out", out,
+                        # one attempt: this test is about marking it (the rerun of a
+                        # degraded point: tests/unit/test_sweep.py)
+                        "--retry-degraded", "0",
                         BUFFERBLOAT_MAX_MBIT="0")
     print(proc.stdout[-3000:], proc.stderr[-3000:])
     assert proc.returncode == EXIT_DEGRADED, proc.returncode
