@@ -190,7 +190,7 @@ def check_sampler(record):
 
 def check_flows(record):
     """Every scheduled flow started on time and moved data."""
-    late, never, empty, total = [], [], [], 0
+    late, early, never, empty, total = [], [], [], [], 0
     worst = handshake = 0.0
     summaries = []
     for s in record.get("traffic_results") or []:
@@ -200,7 +200,12 @@ def check_flows(record):
         if "scheduled_s" not in s or "flow" not in s:
             continue
         total += 1
-        started = s.get("t_launch") if _num(s.get("t_launch")) else s.get("t_start")
+        # when the flow was due to send by its tool's own clock (NetPerfMeter: its
+        # measurement's start + the flow's first "on"; the connecting before that is the
+        # tool's), else its client's launch (iperf3: its handshake behind the queue is
+        # physics, see MAX_START_LATE_S), else its first transmission
+        started = next((s[k] for k in ("first_on_s", "t_launch", "t_start")
+                        if _num(s.get(k))), None)
         if not _num(started):
             never.append(s["flow"])
             continue
@@ -210,23 +215,28 @@ def check_flows(record):
         worst = max(worst, lag)
         if lag > MAX_START_LATE_S:
             late.append(f"{s['flow']} +{lag:.1f} s")
+        elif lag < -MAX_START_LATE_S:    # a pre-connected tool's schedule ran ahead
+            early.append(f"{s['flow']} {lag:.1f} s")
         moved = s.get("bytes_received") or s.get("bytes_sent")
         if not moved:
             empty.append(s["flow"])
     if not total:
         return {}
-    ok = not (late or never or empty)
+    ok = not (late or early or never or empty)
     parts = []
     if late:
         parts.append(f"{len(late)} started late ({', '.join(late[:4])}"
                      f"{', ...' if len(late) > 4 else ''})")
+    if early:
+        parts.append(f"{len(early)} started early ({', '.join(early[:4])})")
     if never:
         parts.append(f"{len(never)} never started ({', '.join(never[:4])})")
     if empty:
         parts.append(f"{len(empty)} carried no data ({', '.join(empty[:4])})")
     return {"flows_on_time": {
         "value": round(worst, 3), "limit": f"start <= {MAX_START_LATE_S} s late",
-        "ok": ok, "flows": total, "late": len(late), "never_started": len(never),
+        "ok": ok, "flows": total, "late": len(late), "early": len(early),
+        "never_started": len(never),
         "no_data": len(empty), "time_zero_after_launch_max_s": round(handshake, 3),
         "what": "; ".join(parts) or f"all {total} flows started within "
                                     f"{MAX_START_LATE_S:g} s of their schedule"}}

@@ -57,6 +57,19 @@ MIN_FRAME_BYTES = 64
 DEFRAG_TIMEOUT_MS = 600_000
 #: the tool's own runtime beyond the part's stop (which ends it first)
 RUNTIME_SLACK_S = 5.0
+#: A part whose flows start with the traffic (its start 0) launches the tool before the
+#: clock's origin (:meth:`NetPerfMeterPart.prepare`): it connects every flow and exchanges
+#: its configuration over the control connection first, ~6 round trips per flow, one
+#: flow after the other (40 flows over C's 40 ms path: 10.5 s measured in the TCG VM, so
+#: flows launched at the origin began 10.5 s late and the run lost a third of its
+#: traffic). Its flows then wait this long after the measurement starts, and the run's
+#: origin is set there (:attr:`NetPerfMeterPart.origin_at`): the sampler starts in
+#: between (1-2 s in the TCG VM).
+PRECONNECT_LEAD_S = 4.0
+#: the longest the tool may take to connect its flows before the measurement starts
+PRECONNECT_TIMEOUT_S = 180.0
+#: the tool's line when its measurement starts (after it connected every flow)
+MEASUREMENT_STARTED = re.compile(r"^Starting measurement \.\.\..*okay", re.M)
 #: grace after SIGINT for the active side to stop the measurement and download the
 #: passive side's results (over the emulated path's reverse direction: a 60 s bulk flow's
 #: messages, ~7 MB at 15 Mbit/s, take ~4 s)
@@ -219,8 +232,10 @@ class NpmFlow:
         """When the flow first sends, s after the measurement start."""
         return self.onoff[0] if self.onoff else 0.0
 
-    def spec(self):
-        """The FLOWSPEC argument: outgoing rate:size:incoming rate:size:options."""
+    def spec(self, lead_s=0.0):
+        """The FLOWSPEC argument: outgoing rate:size:incoming rate:size:options; with
+        ``lead_s`` > 0 the flow's instants come that much later (its first "on" at least
+        there: a flow the measurement would start at once waits for it)."""
         rate = "const0" if self.rate_mbit is None else \
             f"const{frame_rate(self.rate_mbit, self.frame_bytes):.6g}"
         data = [rate, f"const{self.frame_bytes}"]
@@ -232,9 +247,11 @@ class NpmFlow:
                   f"sndbuf={self.sndbuf_bytes}", f"rcvbuf={self.rcvbuf_bytes}"]
         if self.cca:
             parts.append(f"cc={self.cca}")
-        if self.onoff is not None:
-            parts.append("onoff=" + ",".join(f"{x:.6g}"
-                                             for x in onoff_increments(self.onoff)))
+        onoff = self.onoff
+        if lead_s > 0:
+            onoff = [x + lead_s for x in (self.onoff or [0.0])]
+        if onoff is not None:
+            parts.append("onoff=" + ",".join(f"{x:.6g}" for x in onoff_increments(onoff)))
         return ":".join(parts)
 
 
@@ -251,12 +268,19 @@ class NetPerfMeterRun(Timed):
     def __init__(self, net, src, dst, port, flows, runtime_s, *, name, out_dir=None,
                  t0=None, realtime_minus_monotonic=None):
         self.net, self.src, self.dst, self.port = net, src, dst, int(port)
+        #: every flow's instants come this much later than its own (a pre-connected
+        #: start, :meth:`preconnect`); 0: the flows' instants as they are
+        self.lead_s = 0.0
+        #: monotonic time the tool's measurement was seen to start (preconnect)
+        self.measurement_seen_mono = None
         self.flows = list(flows)
         self.runtime_s = check_number("runtime_s", runtime_s, 0, 86_400, lo_open=True)
         self.name = name
         self._init_clock(t0, realtime_minus_monotonic)
         self._own_dir = out_dir is None
-        self.out_dir = out_dir or tempfile.mkdtemp(prefix="npm-")
+        # absolute: the tool runs with this directory as its cwd, and a run's raw/ is
+        # often relative (the default --out results)
+        self.out_dir = os.path.abspath(out_dir or tempfile.mkdtemp(prefix="npm-"))
         self.stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-npm"
         self.passive = self.active = None
         self.launched_mono = self.exit_mono = None
@@ -277,7 +301,7 @@ class NetPerfMeterRun(Timed):
                 f"-scalar={base}.sca", f"-config={base}.config",
                 f"-activenodename={self.src}", f"-passivenodename={self.dst}"]
         for flow in self.flows:
-            args += ["-tcp", flow.spec()]
+            args += ["-tcp", flow.spec(self.lead_s)]
         return args
 
     def prepare(self):
@@ -290,8 +314,44 @@ class NetPerfMeterRun(Timed):
                                       cwd=self.out_dir)
         wait_listening(self.net, self.dst, self.port)
 
+    def preconnect(self, lead_s, timeout_s=PRECONNECT_TIMEOUT_S):
+        """Start the active side now with every flow ``lead_s`` later than its own
+        instants, and return once its measurement has started (its flows connected):
+        the monotonic time from which the flows' own instants count (the measurement's
+        start + ``lead_s``). RuntimeError when the tool ends or takes longer than
+        ``timeout_s`` to connect."""
+        self.lead_s = float(lead_s)
+        self.start()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with open(self._aout.name) as f:
+                    if MEASUREMENT_STARTED.search(f.read()):
+                        break
+            except OSError:
+                pass
+            if self.active is None or self.active.poll() is not None:
+                raise RuntimeError(f"netperfmeter {self.name}: the active side ended "
+                                   f"before its measurement started (raw/{self.stem}"
+                                   ".stdout.txt)")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"netperfmeter {self.name}: its {len(self.flows)} "
+                                   f"flows did not connect within {timeout_s:g} s")
+            time.sleep(0.02)
+        self.measurement_seen_mono = time.monotonic()
+        # every flow's socket known (the watcher maps them from the tool's output): the
+        # sampler then labels each flow's rows from its first sample
+        want = {f.flow_id for f in self.flows}
+        until = time.monotonic() + 10.0
+        while set(self.sockets) != want and time.monotonic() < until:
+            time.sleep(0.02)
+        return self.measurement_seen_mono + self.lead_s
+
     def start(self):
-        """Start the active side (its flows connect, then the measurement begins)."""
+        """Start the active side (its flows connect, then the measurement begins); a
+        no-op once started (:meth:`preconnect`)."""
+        if self.active is not None:
+            return self
         if self.passive is None:
             self.prepare()
         self._aout = open(os.path.join(self.out_dir, f"{self.stem}.stdout.txt"), "w+")
@@ -477,9 +537,13 @@ class NetPerfMeterRun(Timed):
             entry["t_launch"] = (None if self.launched_mono is None else
                                  round(self.launched_mono - self.t0 + f.start_s, 6))
             if start_real is not None:
-                entry["first_on_s"] = round(start_real - self.rmm - self.t0 + f.start_s, 6)
+                entry["first_on_s"] = round(start_real - self.rmm - self.t0 + self.lead_s
+                                            + f.start_s, 6)
             flows.append(entry)
         return {"flows": flows, "port": self.port, "runtime_s": self.runtime_s,
+                "preconnect_lead_s": self.lead_s,
+                "measurement_seen_s": (None if self.measurement_seen_mono is None else
+                                       round(self.measurement_seen_mono - self.t0, 6)),
                 "returncode": None if self.active is None else self.active.poll(),
                 "error": tool_error(self.stdout, self.stderr)}
 
@@ -631,8 +695,20 @@ class NetPerfMeterPart(TrafficPart):
                                    out_dir=self.ctx.raw_dir, **self.ctx.clock)
         return [(self.run, self.start_s, self.stop_s)]
 
+    #: monotonic time the part's schedule must start at (its flows' instants count from
+    #: there: a pre-connected start), or None
+    origin_at = None
+
     def prepare(self):
+        """The passive side listens; a part whose flows start with the traffic (its
+        start 0) also connects them now (:meth:`NetPerfMeterRun.preconnect`), so that
+        they start on schedule however long connecting takes: the run's origin waits
+        for them (:attr:`origin_at`)."""
         self.run.prepare()
+        if self.start_s == 0:
+            # a backstop only (the part's stop ends the tool), from the tool's launch
+            self.run.runtime_s += PRECONNECT_LEAD_S + PRECONNECT_TIMEOUT_S
+            self.origin_at = self.run.preconnect(PRECONNECT_LEAD_S)
 
     def waited(self):
         """Nothing: the part's stop ends the measurement (its schedule sends SIGINT at the
@@ -671,7 +747,14 @@ class NetPerfMeterPart(TrafficPart):
         # port + 1): every socket is sampled from its first moment, a flow that starts
         # late or sends little included
         if direction == "up":
-            return [{"host": hosts["up"], "dports": [self.run.port], "no_control": True}]
+            # a pre-connected part's sockets are known before the sampler starts
+            # (prepare): each flow's rows carry its name; otherwise host:port
+            # (a part of one flow: its port's name, known before it connects)
+            labels = {str(ports[0]): f.name for f in self.run.flows
+                      if (ports := self.run.sockets.get(f.flow_id))}
+            one = {"label": self.run.flows[0].name} if len(self.run.flows) == 1 else {}
+            return [{"host": hosts["up"], "dports": [self.run.port], "no_control": True,
+                     "labels": labels, **one}]
         return [{"host": hosts["down"], "sports": [self.run.port], "no_control": True,
                  "labels": {self.run.port: self.run.flows[0].name}}]
 

@@ -186,6 +186,24 @@ def test_lateness_is_the_launch_not_the_handshake_behind_a_full_queue(tmp_path):
     assert hl.assess(run)["verdict"] == "degraded"
 
 
+def test_a_tools_own_clock_is_judged_when_it_has_one(tmp_path):
+    """NetPerfMeter connects all its flows before its measurement starts (~6 round trips
+    each, one after the other: 10.5 s for 40 flows on a 40 ms path). A flow's due time is
+    the measurement's start + its first "on" (``first_on_s``), not its process's launch:
+    10 s of connecting is lateness; a pre-connected tool whose schedule ran ahead of the
+    run's origin started early."""
+    run = _write(tmp_path / "r")
+    for s in run.record["traffic_results"]:
+        s["t_launch"], s["first_on_s"], s["t_start"] = 1.0, 1.1, 1.2
+    assert hl.assess(run)["checks"]["flows_on_time"]["ok"]
+    run.record["traffic_results"][1]["first_on_s"] = 11.5       # launched on time
+    check = hl.assess(run)["checks"]["flows_on_time"]
+    assert not check["ok"] and check["late"] == 1 and check["value"] == 10.5
+    run.record["traffic_results"][1]["first_on_s"] = -2.5        # 3.5 s before it was due
+    check = hl.assess(run)["checks"]["flows_on_time"]
+    assert not check["ok"] and check["early"] == 1 and "started early" in check["what"]
+
+
 def test_overrun_beyond_the_flows_start_up_is_judged(tmp_path):
     run = _write(tmp_path / "r")
     run.record["traffic_overrun_s"] = 4.5

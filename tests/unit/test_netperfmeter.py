@@ -55,6 +55,33 @@ def test_flow_specs_are_what_the_capture_ran():
     assert args.count("-tcp") == 4 and "-control-over-tcp" in args
 
 
+def test_a_lead_delays_every_flows_instants_and_the_start_line_is_recognised():
+    onoff = npm.NpmFlow(2, "o", onoff=[1.0, 2.0, 7.0])
+    assert onoff.spec(0).endswith(onoff.spec().split(":")[-1])
+    # onoff= gives increments: on at 1 + 4, off 1 s later, on 5 s after that
+    assert onoff.spec(4.0).split(":")[-1] == "onoff=" + ",".join(
+        f"{x:.6g}" for x in npm.onoff_increments([5.0, 6.0, 11.0]))
+    bulk = npm.NpmFlow(1, "b")
+    assert "onoff" not in bulk.spec() and bulk.spec(4.0).endswith("onoff=4")
+    with open(os.path.join(D, "cap-npm.stdout.txt")) as f:
+        text = f.read()
+    assert npm.MEASUREMENT_STARTED.search(text)
+    assert not npm.MEASUREMENT_STARTED.search(text.split("Starting measurement")[0])
+
+
+def test_output_files_are_absolute_whatever_the_run_dir(tmp_path, monkeypatch):
+    """The tool runs in its out dir: a relative run directory (the default --out
+    results) must not be taken relative to it (the tool then fails to create its
+    vectors)."""
+    monkeypatch.chdir(tmp_path)
+    run = npm.NetPerfMeterRun(StubNet(), "near", "far", 9000, [npm.NpmFlow(1, "f")], 5,
+                              name="rel", out_dir=os.path.join("results", "raw"))
+    assert run.out_dir == str(tmp_path / "results" / "raw")
+    for arg in run.active_args():
+        if arg.startswith(("-vector=", "-scalar=", "-config=")):
+            assert os.path.isabs(arg.split("=", 1)[1]), arg
+
+
 def test_paced_stream_frame_rate_and_on_off_instants():
     assert npm.frame_rate(4.0, 1000) == 500.0      # 4 Mbit/s in 1000-byte frames
     flow = npm.NpmFlow(3, "s", rate_mbit=4.0, frame_bytes=1000)
