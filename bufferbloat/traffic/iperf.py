@@ -147,35 +147,43 @@ class Iperf3Flow(Timed):
         self.server = self.net.popen(self.dst, ["iperf3", "-s", "-1", "-p", self.port, "-J"],
                                      stdout=self.server_out, stderr=subprocess.STDOUT)
 
-    def _start_client(self):
+    def _start_client(self, poll_established=True):
+        """Launch the client and its watcher; ``poll_established`` False: another thread
+        notes when its connections are established (:func:`watch_established`)."""
         self.client_out = tempfile.TemporaryFile(mode="w+")
         self.client_err = tempfile.TemporaryFile(mode="w+")
         self.launched_real = time.time()
         self.client = self.net.popen(self.src, self.client_args(), stdout=self.client_out,
                                      stderr=self.client_err)
-        self._watcher = threading.Thread(target=self._watch, daemon=True,
-                                         name=f"iperf3-watch-{self.name}")
+        self._watcher = threading.Thread(target=self._watch, args=(poll_established,),
+                                         daemon=True, name=f"iperf3-watch-{self.name}")
         self._watcher.start()
 
-    def _watch(self):
+    def established_count(self, lines):
+        """(connections of this client established in ``lines`` of /proc/net/tcp, how
+        many make it established)."""
+        port_hex = f":{self.port:04X}"
+        n = sum(1 for line in lines
+                if (parts := line.split()) and parts[2].endswith(port_hex)
+                and parts[3] == "01")
+        return n, 1 if self.udp else self.parallel + 1
+
+    def _watch(self, poll_established=True):
         """Note when every connection of the client is established and when it exits
         (monotonic): they bound iperf3's time zero (see :meth:`time_zero_mono`).
 
         Reads ``/proc/PID/net/tcp`` (the client's namespace, no fork) every 20 ms: 40 flows
         starting together under TCG must not spend the CPU their packets need."""
-        proc, want = self.client, 1 if self.udp else self.parallel + 1
-        port_hex = f":{self.port:04X}"
+        proc = self.client
         path = f"/proc/{proc.pid}/net/tcp"
         deadline = time.monotonic() + 30
-        while proc.poll() is None and time.monotonic() < deadline:
+        while poll_established and proc.poll() is None and time.monotonic() < deadline:
             try:
                 with open(path) as f:
                     lines = f.read().splitlines()[1:]
             except OSError:
                 break
-            n = sum(1 for line in lines
-                    if (parts := line.split()) and parts[2].endswith(port_hex)
-                    and parts[3] == "01")
+            n, want = self.established_count(lines)
             if n >= want:
                 self.established_mono = time.monotonic()
                 break
@@ -400,6 +408,40 @@ def iperf3_rows(doc, name, labels, offset_s, port_key="local_port"):
             rows.append(row(name, iv["sum"]))
     return rows
 
+
+
+def watch_established(flows, timeout_s=30.0):
+    """Note each flow's ``established_mono`` (all its connections established), for
+    flows whose clients run in ONE namespace, from one read of its /proc/net/tcp per
+    20 ms: a watcher polling per client (8 for RRUL, launched together) spent the CPU
+    the later launches needed under TCG (their last client launched 2.1-2.3 s late).
+    Returns when every flow is established, or its client ended, or after
+    ``timeout_s``; clients not launched yet are waited for."""
+    pending = list(flows)
+    deadline = time.monotonic() + timeout_s
+    while pending and time.monotonic() < deadline:
+        live = [f for f in pending if f.client is not None and f.client.poll() is None]
+        lines = None
+        for f in live:
+            try:
+                with open(f"/proc/{f.client.pid}/net/tcp") as fh:
+                    lines = fh.read().splitlines()[1:]
+                break
+            except OSError:
+                continue
+        now = time.monotonic()
+        for f in list(pending):
+            if f.client is None:
+                continue
+            if lines is not None:
+                n, want = f.established_count(lines)
+                if n >= want:
+                    f.established_mono = now
+                    pending.remove(f)
+                    continue
+            if f.client.poll() is not None:
+                pending.remove(f)
+        time.sleep(0.02)
 
 
 def prepare_servers(flows, timeout_s=30.0):
