@@ -49,7 +49,9 @@ def test_netem_delay_gives_the_base_rtt(net_guard):
     print(f"base RTT: configured 20 ms; measured median {med:.2f} ms (min {min(res.rtts):.2f},"
           f" max {max(res.rtts):.2f}); the emulator's own RTT {own:.2f} ms; netem added "
           f"{added:.2f} ms")
-    assert abs(added - 20) <= 1.0
+    # never less than configured; above it by each of the 4 netem stages' timer wake-up
+    # under TCG (~0.3 ms each, docs/HEALTH.md): 0.4-1.05 ms measured over the CI runs
+    assert -0.5 <= added - 20 <= 1.5
     assert own < 2.0  # the emulator's own share stays small next to the delays we emulate
 
 
