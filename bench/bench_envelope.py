@@ -5,7 +5,12 @@ missed ticks and CPU share, the worst flow start lag and the health verdict
 (bufferbloat/health.py). Meant for the project VM:
 
     vm/run -- python3 bench/bench_envelope.py [--rates 10,20] [--flows 1,5,40]
-        [--mss 1448,536] [--dirs up,both] [--time 15] [--tcp-ms 10] [--rt 0]
+        [--mss 1448,536] [--dirs up,both] [--tool iperf,netperfmeter] [--time 15]
+        [--tcp-ms 10] [--rt 0]
+
+--tool: iperf (a client and a server per flow) or netperfmeter (every flow of a
+direction in one process, connected before the clock starts; 536 B segments come from
+the hosts' advertised MSS, as in study C; one flow for a loaded reverse direction).
 
 --tcp-ms: how often the sockets are sampled (the queue always every 10 ms); --rt: the
 sampler's SCHED_FIFO priority (0: none). docs/HEALTH.md keeps the table.
@@ -26,20 +31,27 @@ from bufferbloat.results import load_run  # noqa: E402
 from bufferbloat.scenario import Scenario  # noqa: E402
 
 
-def scenario(rate, flows, mss, dirs, tcp_ms, delay_ms=10, switch="auto"):
-    """A dumbbell at ``rate`` with ``flows`` greedy flows each loaded direction, 10 ms per
-    link (40 ms base RTT), a 200-packet FIFO, segments of ``mss`` bytes."""
-    traffic = [{"kind": "iperf", "name": "up", "src": "h1", "dst": "h2", "count": flows,
-                "mss_bytes": mss},
+def scenario(rate, flows, mss, dirs, tcp_ms, delay_ms=10, switch="auto", tool="iperf"):
+    """A dumbbell at ``rate`` with ``flows`` greedy flows each loaded direction (by
+    ``tool``), 10 ms per link (40 ms base RTT), a 200-packet FIFO, segments of ``mss``
+    bytes."""
+    params = dict(bottleneck_mbit=rate, delay_ms=delay_ms, qdisc="fifo", buffer_pkts=200,
+                  cca="cubic", aqm_both_ways=dirs == "both", switch=switch)
+    if tool == "iperf":
+        load = {"kind": "iperf", "count": flows, "mss_bytes": mss}
+    else:
+        load = {"kind": "netperfmeter", "count": flows}
+        if mss < 1448:
+            params["advmss_bytes"] = mss
+    traffic = [{**load, "name": "up", "src": "h1", "dst": "h2"},
                {"kind": "ping", "name": "ping", "src": "h1", "dst": "h2",
                 "interval_s": 0.1}]
     if dirs == "both":
-        traffic.append({"kind": "iperf", "name": "down", "src": "h1", "dst": "h2",
-                        "count": flows, "mss_bytes": mss, "direction": "down"})
+        traffic.append({**load, "name": "down", "src": "h1", "dst": "h2",
+                        "direction": "down",
+                        "count": flows if tool == "iperf" else 1})
     return Scenario(name="envelope", description="envelope benchmark point",
-                    params=dict(bottleneck_mbit=rate, delay_ms=delay_ms, qdisc="fifo",
-                                buffer_pkts=200, cca="cubic",
-                                aqm_both_ways=dirs == "both", switch=switch),
+                    params=params,
                     traffic=tuple(traffic), duration_s=30, quick_duration_s=15,
                     tcp_sample_ms=tcp_ms)
 
@@ -54,6 +66,7 @@ def main():
     ap.add_argument("--flows", default="1,5,40")
     ap.add_argument("--mss", default="1448,536")
     ap.add_argument("--dirs", default="up")
+    ap.add_argument("--tool", default="iperf", help="comma list of iperf, netperfmeter")
     ap.add_argument("--time", type=float, default=15)
     ap.add_argument("--tcp-ms", type=float, default=10)
     ap.add_argument("--rt", default="0")
@@ -61,6 +74,8 @@ def main():
     ap.add_argument("--switch", default="auto", help="auto, ovs or bridge")
     ap.add_argument("--json", help="also write the rows to this file")
     args = ap.parse_args()
+    if not set(args.tool.split(",")) <= {"iperf", "netperfmeter"}:
+        ap.error(f"--tool {args.tool!r}: a comma list of iperf, netperfmeter")
     os.environ[SAMPLER_RT_ENV] = args.rt
     os.environ["BUFFERBLOAT_MAX_MBIT"] = "0"   # the point is to see the real rate
     out = tempfile.mkdtemp(prefix="bb-envelope-")
@@ -68,20 +83,21 @@ def main():
     print(f"# envelope on the {where} ({os.environ.get('BUFFERBLOAT_GUEST_ACCEL', '-')}), "
           f"{args.time:g} s per point, sockets every {args.tcp_ms:g} ms, sampler "
           f"SCHED_FIFO {args.rt}, switch {args.switch}")
-    cols = ("rate", "flows", "mss", "dirs", "wc_fwd", "wc_rev", "missed", "smp_cpu",
+    cols = ("tool", "rate", "flows", "mss", "dirs", "wc_fwd", "wc_rev", "missed", "smp_cpu",
             "late_s", "idle_p50", "goodput", "verdict", "wall_s")
     print(" | ".join(cols), flush=True)
     rows = []
     grid = itertools.product(_floats(args.rates), [int(x) for x in _floats(args.flows)],
-                             [int(x) for x in _floats(args.mss)], args.dirs.split(","))
-    for rate, flows, mss, dirs in grid:
+                             [int(x) for x in _floats(args.mss)], args.dirs.split(","),
+                             args.tool.split(","))
+    for rate, flows, mss, dirs, tool in grid:
         t = time.monotonic()
         try:
             run = load_run(run_point(scenario(rate, flows, mss, dirs, args.tcp_ms, args.delay_ms,
-                                              args.switch), {},
+                                              args.switch, tool), {},
                                      duration_s=args.time, out_root=out, log=lambda *_: None))
         except Exception as exc:  # noqa: BLE001 - a benchmark prints what happened
-            print(f"{rate:g} | {flows} | {mss} | {dirs} | failed: {exc}", flush=True)
+            print(f"{tool} | {rate:g} | {flows} | {mss} | {dirs} | failed: {exc}", flush=True)
             continue
         h = run.record.get("health") or {}
         c = h.get("checks", {})
@@ -89,7 +105,7 @@ def main():
         smp = c.get("sampler_missed_ticks", {})
         good = sum(v.get("goodput_mbit", 0) for k, v in c.items()
                    if k.startswith("goodput_possible"))
-        row = dict(rate=rate, flows=flows, mss=mss, dirs=dirs,
+        row = dict(tool=tool, rate=rate, flows=flows, mss=mss, dirs=dirs,
                    wc_fwd=wc[0]["value"] if wc else None,
                    wc_rev=wc[1]["value"] if len(wc) > 1 else None,
                    missed=smp.get("value"), smp_cpu=smp.get("cpu_share"),

@@ -185,6 +185,16 @@ def legend(ax, **kw):
         ax.legend(fontsize=8, loc=kw.pop("loc", "best"), **kw)
 
 
+def finish_axes(ax, xlabel, ylabel, loc="best", y_from_zero=True):
+    """Label one panel, start its y axis at 0 (unless told not to) and give it its
+    legend."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if y_from_zero:
+        ax.set_ylim(bottom=0)
+    legend(ax, loc=loc)
+
+
 def stacked_axes(axes, ylabels, xlabel="time (s)"):
     """Label stacked panels (a y label each, the x label on the last), start every y
     axis at 0 and give each its legend."""
@@ -197,11 +207,8 @@ def stacked_axes(axes, ylabels, xlabel="time (s)"):
 
 def xy_from_zero(ax, xlabel, ylabel, loc="best"):
     """Label a scatter-like plane whose axes both start at 0, and give it its legend."""
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
     ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    legend(ax, loc=loc)
+    finish_axes(ax, xlabel, ylabel, loc)
 
 
 def write_csv_md(out_dir, stem, csv_text, md_text):

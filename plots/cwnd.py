@@ -2,7 +2,7 @@
 
 from bufferbloat.results import label_groups
 
-from .common import caption, legend, new_figure, series, takes_run
+from .common import caption, finish_axes, new_figure, series, takes_run
 from .palette import flow_color
 
 
@@ -18,8 +18,5 @@ def draw(run):
         cca = tcp["cca"][mask][0] if "cca" in tcp and mask.any() else ""
         ax.plot(tcp["t"][mask], tcp["cwnd_pkts"][mask], color=flow_color(i), linewidth=1,
                 label=f"{flow} ({cca})" if cca else flow, gid=f"flow:{flow}")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("cwnd (packets)")
-    ax.set_ylim(bottom=0)
-    legend(ax, loc="upper left")
+    finish_axes(ax, "time (s)", "cwnd (packets)", "upper left")
     return fig

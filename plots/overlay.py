@@ -13,7 +13,7 @@ from bufferbloat.metrics import queue_delay_ms, traffic_start_s
 
 from bufferbloat.results import label_groups
 
-from .common import leaf_groups, legend, new_figure, series
+from .common import finish_axes, leaf_groups, legend, new_figure, series
 from .ecdf import ecdf
 from .palette import flow_color
 from .sweep import samples
@@ -72,10 +72,7 @@ def queue_delay(pairs, title="Queueing delay at the bottleneck", cap=None):
                 color=flow_color(i), linewidth=1, label=label, gid=f"queue:{label}")
     if fig is None:
         return None
-    ax.set_xlabel("time since the traffic started (s)")
-    ax.set_ylabel("queueing delay (ms)")
-    ax.set_ylim(bottom=0)
-    legend(ax, loc="upper left")
+    finish_axes(ax, "time since the traffic started (s)", "queueing delay (ms)", "upper left")
     return fig
 
 
@@ -100,10 +97,7 @@ def throughput(pairs, title="Aggregate throughput (1 s bins)", cap=None):
     for rate in sorted(rates):
         ax.axhline(rate, color="#444444", linestyle="-.", linewidth=1,
                    label=f"link rate {rate:g} Mbit/s").set_gid("link-rate")
-    ax.set_xlabel("time since the traffic started (s)")
-    ax.set_ylabel("throughput (Mbit/s)")
-    ax.set_ylim(bottom=0)
-    legend(ax, loc="lower right")
+    finish_axes(ax, "time since the traffic started (s)", "throughput (Mbit/s)", "lower right")
     return fig
 
 

@@ -5,7 +5,7 @@ import numpy as np
 from bufferbloat.results import label_groups
 
 from .common import (LINK_GID, TARGET_GID, THEORY_GID, caption, full_queue_rtt_ms, hline,
-                     include_in_ylim, legend, new_figure, series, takes_run)
+                     finish_axes, include_in_ylim, new_figure, series, takes_run)
 from .palette import LINK_COLOR, TARGET_COLOR, THEORY_COLOR, flow_color
 
 
@@ -38,9 +38,6 @@ def draw(run):
     if target is not None:
         hline(ax, (base or 0) + target, f"base RTT + target ({(base or 0) + target:g} ms)",
               TARGET_GID, TARGET_COLOR)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("RTT (ms)")
-    ax.set_ylim(bottom=0)
+    finish_axes(ax, "time (s)", "RTT (ms)", "upper left")
     include_in_ylim(ax, full)
-    legend(ax, loc="upper left")
     return fig

@@ -14,7 +14,7 @@ of means and traces as everywhere, :attr:`Point.averaged`).
 """
 import numpy as np
 
-from .common import THEORY_GID, hline, legend, new_figure
+from .common import THEORY_GID, finish_axes, hline, legend, new_figure
 from .palette import THEORY_COLOR, qdisc_color
 
 #: the study's packet: a 536 B segment with 40 B of TCP/IP headers
@@ -133,8 +133,5 @@ def draw_queue_overlay(points, flows=None):
     if not chosen:
         return None
     _thresholds(ax, chosen)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("queue (packets)")
-    ax.set_ylim(bottom=0)
-    legend(ax, loc="upper right")
+    finish_axes(ax, "time (s)", "queue (packets)", "upper right")
     return fig

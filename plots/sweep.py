@@ -30,8 +30,8 @@ from bufferbloat.results import Run, find_runs, is_run_dir, load_run
 from bufferbloat.sweep import read_index
 
 from . import ellipsis as _ellipsis
-from .common import (LINK_GID, TARGET_GID, THEORY_GID, caption, full_queue_rtt_ms, hline,
-                     legend, metric_values, new_figure, run_metrics, series,
+from .common import (LINK_GID, TARGET_GID, THEORY_GID, caption, finish_axes,
+                     full_queue_rtt_ms, hline, legend, metric_values, new_figure, run_metrics, series,
                      write_csv_md)
 from .palette import LINK_COLOR, QDISC_COLORS, TARGET_COLOR, THEORY_COLOR, flow_color, \
     qdisc_color, qdisc_kind
@@ -392,10 +392,7 @@ def draw_metric(points, param, key):
     if cats is not None:
         ax.set_xticks(range(len(cats)))
         ax.set_xticklabels(cats)
-    ax.set_xlabel(param)
-    ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=0)
-    legend(ax)
+    finish_axes(ax, param, ylabel)
     return fig
 
 

@@ -8,8 +8,8 @@ from bufferbloat.stats import jain_index
 
 from bufferbloat.results import label_groups
 
-from .common import (takes_run, LINK_GID, THEORY_GID, caption, hline, include_in_ylim,
-                     legend, new_figure, series, spread_over_bins)
+from .common import (takes_run, LINK_GID, THEORY_GID, caption, finish_axes, hline,
+                     include_in_ylim, legend, new_figure, series, spread_over_bins)
 from .palette import LINK_COLOR, THEORY_COLOR, flow_color
 
 AGGREGATE_GID = "aggregate"
@@ -106,11 +106,8 @@ def draw(run):
         t, mbit = aggregate_rate(run)
         ax.plot(t, mbit, color="black", linewidth=1.5, label="aggregate", gid=AGGREGATE_GID)
     rate = link_lines(ax, run)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("throughput (Mbit/s)")
-    ax.set_ylim(bottom=0)
+    finish_axes(ax, "time (s)", "throughput (Mbit/s)", "lower right")
     include_in_ylim(ax, rate)
-    legend(ax, loc="lower right")
     return fig
 
 

@@ -6,7 +6,7 @@ from bufferbloat.metrics import _truthy  # the same reading of "ok" as the metri
 
 from bufferbloat.results import label_groups
 
-from .common import caption, legend, new_figure, series, takes_run
+from .common import caption, finish_axes, new_figure, series, takes_run
 from .palette import flow_color
 
 
@@ -30,8 +30,5 @@ def draw(run):
             ax.plot(web["t"][bad], np.nan_to_num(web["total_s"][bad]), linestyle="none",
                     marker="x", markersize=8, color="red", label=f"{fetch} failed",
                     gid=f"failed:{fetch}")
-    ax.set_xlabel("fetch start time (s)")
-    ax.set_ylabel("fetch time (s)")
-    ax.set_ylim(bottom=0)
-    legend(ax, loc="upper left")
+    finish_axes(ax, "fetch start time (s)", "fetch time (s)", "upper left")
     return fig

@@ -6,9 +6,9 @@ emulator fell behind in is the emulator's, docs/HEALTH.md):
   net.ipv4.tcp_slow_start_after_idle=0 and restarts from the initial window with 1;
 * D: a stream at 50 % of the matching bulk run's goodput (the sweep runs bulk first and
   reads it back) delivers that rate within 5 %;
-* D: the application's one-way delay on an idle path is the configured one (never less;
-  within 1.5 ms of ICMP's measure of the same path, 2.5 ms of the configured delay under
-  TCG: the issue's 1 ms is not what this emulator holds, see the test);
+* D: the one-way delay an idle path adds, as the application measures it (the median
+  minus the same tool's median over the path without delay), is the configured one
+  within 1 ms; never less than it, and the raw median within 2.5 ms of it under TCG;
 * E: k equal flows under FQ-CoDel share equally: entropy fairness within 2 % of ln k,
   Jain's index above 0.98.
 """
@@ -122,13 +122,12 @@ def test_d_stream_at_half_the_bulk_goodput(tmp_path):
     assert got == pytest.approx(0.5 * goodput, rel=0.05)
 
 
-def test_d_one_way_delay_at_idle_is_the_configured_one(tmp_path):
-    """100-byte messages 10 times a second over an idle 10 Mbit/s path whose one-way
-    delay is 10 ms, set on the bottleneck link alone (one netem stage each way: under TCG
-    each stage adds its timer's wake-up, ~0.3 ms; the serialization of a 166-byte frame
-    at 10 Mbit/s is 0.13 ms)."""
-    one_way_ms = 10.0
-    scn = Scenario(name="t_owd", description="a sparse probe stream on an idle path",
+def _idle_owd_ms(tmp_path, one_way_ms):
+    """(the messages' one-way delays in ms, the run) of 100-byte messages 10 times a
+    second over an idle 10 Mbit/s path whose one-way delay ``one_way_ms`` is set on the
+    bottleneck link alone (one netem stage each way)."""
+    scn = Scenario(name=f"t_owd_{one_way_ms:g}", description="a sparse probe stream on an "
+                   "idle path",
                    params=dict(bottleneck_mbit=10, delay_ms=0,
                                bottleneck_delay_ms=one_way_ms, qdisc="fifo",
                                buffer_pkts=100, cca="cubic"),
@@ -139,19 +138,30 @@ def test_d_one_way_delay_at_idle_is_the_configured_one(tmp_path):
     run = healthy(load_run(point(scn, duration_s=8, out_root=str(tmp_path))))
     msg = run.series("npm_msg")
     owd_ms = (msg["t_recv"] - msg["t_sent"]) * 1e3
-    p50 = float(np.median(owd_ms))
-    print(f"{owd_ms.size} messages of 100 B, one-way delay p50 {p50:.3f} ms, "
-          f"min {owd_ms.min():.3f} ms (configured {one_way_ms:g} ms); idle ping RTT p50 "
-          f"{run.record['idle_rtt']['p50_ms']} ms")
     assert owd_ms.size >= 50
-    assert owd_ms.min() >= one_way_ms - 0.05        # never faster than the path
-    # The issue asks for the configured delay within 1 ms. Under TCG the path itself
-    # costs more: the idle ICMP RTT (kernel to kernel) runs 1.2-1.9 ms above its 20 ms,
-    # and the application's two user-space crossings (a wake-up each) add 0.9-1.4 ms
-    # more: p50 11.6-12.2 ms measured in six runs. So: within 1.5 ms of the one-way delay
-    # ICMP measures on the same path in the same run (what the application adds), and
-    # within 2.5 ms of the configured one (what this emulator can hold).
+    return owd_ms, run
+
+
+def test_d_one_way_delay_at_idle_is_the_configured_one(tmp_path):
+    """The delay the path adds, as the application measures it, is the configured one
+    within 1 ms: the median one-way delay over a 10 ms path minus the median over the
+    same path without delay (what this emulator costs the application by itself: under
+    TCG its two user-space wake-ups and the namespaces' forwarding, ~1 ms; the serializ-
+    ation of a 166-byte frame at 10 Mbit/s, 0.13 ms, is in both). The raw median is
+    bounded too: within 1.5 ms of the one-way delay ICMP measures on the same path in
+    the same run, and within 2.5 ms of the configured one (measured p50 11.0-11.9 ms in
+    eight runs, with or without the guest's idle=poll)."""
+    one_way_ms = 10.0
+    own, _ = _idle_owd_ms(tmp_path, 0.0)
+    owd_ms, run = _idle_owd_ms(tmp_path, one_way_ms)
+    p50, own50 = float(np.median(owd_ms)), float(np.median(own))
     icmp_one_way = run.record["idle_rtt"]["p50_ms"] / 2
+    print(f"{owd_ms.size} messages of 100 B, one-way delay p50 {p50:.3f} ms, min "
+          f"{owd_ms.min():.3f} ms (configured {one_way_ms:g} ms); without delay p50 "
+          f"{own50:.3f} ms: the path added {p50 - own50:.3f} ms; idle ping RTT p50 "
+          f"{run.record['idle_rtt']['p50_ms']} ms")
+    assert owd_ms.min() >= one_way_ms - 0.05        # never faster than the path
+    assert abs(p50 - own50 - one_way_ms) <= 1.0
     assert p50 - icmp_one_way <= 1.5, (p50, icmp_one_way)
     assert p50 - one_way_ms <= 2.5
 
