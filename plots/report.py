@@ -315,12 +315,13 @@ def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
     parts += figs
     parts += ["<h3>Headline metrics</h3>", _headline_table_html(pts)]
     table_rows = _sweep.table_rows(pts)
-    csv_path, md_path = _sweep.write_tables(pts, os.path.join(os.path.dirname(out),
-                                                              TABLES_DIR), stem=name)
+    # the sweep table, and a study's own beside it (D's): a CSV and a Markdown file each
+    paths = _sweep.write_tables(pts, os.path.join(os.path.dirname(out), TABLES_DIR),
+                                stem=name)
     rel = lambda p: os.path.relpath(p, os.path.dirname(out))  # noqa: E731
-    parts += ["<h3>Table</h3>", _sweep_table_html(table_rows),
-              f'<p>Tables: <a href="{esc(rel(csv_path))}">CSV</a>, '
-              f'<a href="{esc(rel(md_path))}">Markdown</a></p>']
+    links = ", ".join(f'<a href="{esc(rel(p))}">{esc(os.path.basename(p))}</a>'
+                      for p in paths)
+    parts += ["<h3>Table</h3>", _sweep_table_html(table_rows), f"<p>Tables: {links}</p>"]
     parts += [f"<h3>Flags ({len(flag_lines)})</h3>", _flags_html(flag_lines)]
     if drawn["more"]:
         parts.append(f"<details><summary>Every metric against every swept parameter, box "

@@ -271,8 +271,9 @@ class NetPerfMeterRun(Timed):
         #: every flow's instants come this much later than its own (a pre-connected
         #: start, :meth:`preconnect`); 0: the flows' instants as they are
         self.lead_s = 0.0
-        #: monotonic time the tool's measurement was seen to start (preconnect)
+        #: monotonic time the tool's measurement was seen to start (by the watcher)
         self.measurement_seen_mono = None
+        self._measuring = threading.Event()
         self.flows = list(flows)
         self.runtime_s = check_number("runtime_s", runtime_s, 0, 86_400, lo_open=True)
         self.name = name
@@ -323,28 +324,18 @@ class NetPerfMeterRun(Timed):
         self.lead_s = float(lead_s)
         self.start()
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                with open(self._aout.name) as f:
-                    if MEASUREMENT_STARTED.search(f.read()):
-                        break
-            except OSError:
-                pass
-            if self.active is None or self.active.poll() is not None:
+        # the watcher reads the tool's output: it sets the event once the measurement
+        # has started, and has mapped every flow's socket by then (the sampler then
+        # labels each flow's rows from its first sample)
+        while not self._measuring.wait(0.05):
+            if self.active is None or (self.active.poll() is not None
+                                       and not self._measuring.is_set()):
                 raise RuntimeError(f"netperfmeter {self.name}: the active side ended "
                                    f"before its measurement started (raw/{self.stem}"
                                    ".stdout.txt)")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"netperfmeter {self.name}: its {len(self.flows)} "
                                    f"flows did not connect within {timeout_s:g} s")
-            time.sleep(0.02)
-        self.measurement_seen_mono = time.monotonic()
-        # every flow's socket known (the watcher maps them from the tool's output): the
-        # sampler then labels each flow's rows from its first sample
-        want = {f.flow_id for f in self.flows}
-        until = time.monotonic() + 10.0
-        while set(self.sockets) != want and time.monotonic() < until:
-            time.sleep(0.02)
         return self.measurement_seen_mono + self.lead_s
 
     def start(self):
@@ -368,19 +359,30 @@ class NetPerfMeterRun(Timed):
         return self
 
     def _watch(self):
-        """Map each flow's socket descriptor (printed by the tool) to its TCP ports, from
-        /proc/PID/fd and /proc/PID/net/tcp (the active side's namespace), while it runs."""
+        """Read the tool's output while it runs: map each flow's socket descriptor (it
+        prints them as the flows connect) to its TCP ports, from /proc/PID/fd and
+        /proc/PID/net/tcp (the active side's namespace), and note when the measurement
+        starts (``measurement_seen_mono``, the event :meth:`preconnect` waits on), set
+        once the sockets are mapped (or given up on, after 10 s more)."""
         proc, want = self.active, {f.flow_id for f in self.flows}
-        deadline = time.monotonic() + 60
-        while proc.poll() is None and time.monotonic() < deadline and \
-                set(self.sockets) != want:
+        deadline, seen = time.monotonic() + PRECONNECT_TIMEOUT_S, None
+        while proc.poll() is None and time.monotonic() < deadline:
             try:
                 with open(self._aout.name) as f:
-                    fds = parse_connections(f.read())
-                self.sockets.update(socket_ports(proc.pid, fds, set(self.sockets)))
+                    text = f.read()
+                if set(self.sockets) != want:
+                    self.sockets.update(socket_ports(proc.pid, parse_connections(text),
+                                                     set(self.sockets)))
+                if seen is None and MEASUREMENT_STARTED.search(text):
+                    seen = time.monotonic()
             except OSError:
                 pass
-            time.sleep(0.05)
+            if seen is not None and (set(self.sockets) == want
+                                     or time.monotonic() > seen + 10.0):
+                self.measurement_seen_mono = seen
+                self._measuring.set()
+                break
+            time.sleep(0.02)
         proc.wait()
         self.exit_mono = time.monotonic()
 

@@ -113,6 +113,25 @@ def test_report_of_a_sweep(tmp_path):
 
 
 @needs_chromium
+def test_report_of_a_study_d_sweep_links_both_tables(tmp_path):
+    """Study D writes its own table beside the sweep's (plots.study_d): the report links
+    the four files (a report over D's runs once failed on them, the first run-all of the
+    catalogue to include D)."""
+    d = copy_fixture("sweep_d1_quick", tmp_path / "sweep")
+    html = write_report(d)
+    runs = sorted(str(p.parent) for p in (tmp_path / "sweep").rglob("result.json"))
+    dom = check_page(html, tmp_path, runs)
+    for stem in ("d1_cca_paths", "d1_cca_paths-study-d"):
+        for ext in ("csv", "md"):
+            path = os.path.join(d, TABLES_DIR, f"{stem}.{ext}")
+            assert os.path.getsize(path) > 0
+            assert f'href="{TABLES_DIR}/{stem}.{ext}"' in dom
+    with open(os.path.join(d, TABLES_DIR, "d1_cca_paths-study-d.csv")) as f:
+        rows = f.read().splitlines()
+    assert len(rows) == 3 and {"reno", "cubic"} <= {c for r in rows[1:] for c in r.split(",")}
+
+
+@needs_chromium
 def test_report_of_a_results_tree(tmp_path):
     """OUT/index.json as run-all writes it, with run_dir paths of another machine."""
     out = tmp_path / "results"

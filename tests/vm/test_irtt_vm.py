@@ -8,7 +8,8 @@ Tolerances:
   (the floor of the same probe over the same dumbbell without delay, as
   tests/vm/test_vm_fidelity.py does for ping: under TCG forwarding through namespaces
   and OVS costs 0.5-1 ms per round trip, which is not netem's doing). For ICMP ping,
-  stamped by the kernel, within 1 ms. For irtt within 2 ms: irtt stamps its probes in
+  stamped by the kernel, within 1 ms. For irtt within 1 ms too, once measured again
+  when a pair of runs misses it, and 2 ms on every pair: irtt stamps its probes in
   user space, and under TCG waking the client to read a reply costs more after a
   20 ms wait than after a 1 ms one (the vCPUs go idle in between): netem's 20 ms
   measured by irtt's floors 20.3, 20.3, 20.7, 20.7, 20.9, 21.8 ms in six runs, by
@@ -73,32 +74,48 @@ def _floors(run, lo, hi):
     return float(np.min(udp)), float(np.min(icmp))
 
 
-def test_irtt_rtt_is_the_base_rtt_idle_and_rises_with_the_queue(tmp_path):
+def _idle_floors(tmp_path):
+    """Measure the emulator's own floors, then the dumbbell's (its idle seconds before
+    the load): (the loaded run, its irtt floor, its ping floor, irtt's own, ping's own)."""
     own_run = _run(tmp_path, 0, load=False)
     t = own_run.record["traffic_start_s"]
     own_udp, own_icmp = _floors(own_run, t + 0.5, t + 6)
-
     run = _run(tmp_path, 5, load=True)
-    rec = run.record
+    start = run.record["traffic_start_s"]
+    # the idle seconds (enough probes for a floor: of the ~120 due, the client's
+    # start-up and timer misses on a busy TCG guest take some)
+    udp, icmp = _floors(run, start + 0.5, start + LOAD_FROM * DURATION_S - 0.5)
+    return run, udp, icmp, own_udp, own_icmp
+
+
+def test_irtt_rtt_is_the_base_rtt_idle_and_rises_with_the_queue(tmp_path):
+    """The delay netem adds as irtt sees it (its floor minus its own) is the configured
+    base RTT within 1 ms: measured 20.3-20.9 ms in ten of eleven runs, 21.8 in one, so a
+    pair of runs that misses it is measured again once (both printed) and the second
+    must meet it; 2 ms holds on every pair."""
+    for attempt in (1, 2):
+        run, udp, icmp, own_udp, own_icmp = _idle_floors(tmp_path / f"a{attempt}")
+        rec = run.record
+        base = rec["base_rtt_ms"]
+        print(f"attempt {attempt}: idle floors: irtt {udp:.2f} ms (own {own_udp:.2f}: netem "
+              f"added {udp - own_udp:.2f}), ping {icmp:.2f} ms (own {own_icmp:.2f}: netem "
+              f"added {icmp - own_icmp:.2f}); configured {base:g} ms")
+        assert base == 20
+        assert abs(icmp - own_icmp - base) <= 1.0
+        assert abs(udp - own_udp - base) <= 2.0
+        assert icmp <= udp <= icmp + 2.5
+        if abs(udp - own_udp - base) <= 1.0:
+            break
+    assert abs(udp - own_udp - base) <= 1.0
+
     s = run.series("irtt")
     p = run.series("ping")
     start = rec["traffic_start_s"]
     load_at = start + LOAD_FROM * DURATION_S
-    # the idle seconds (enough probes for a floor: of the ~120 due, the client's
-    # start-up and timer misses on a busy TCG guest take some)
     idle = _answered(s, start + 0.5, load_at - 0.5)
-    udp, icmp = _floors(run, start + 0.5, load_at - 0.5)
     idle_rtt = float(np.median(s["rtt_ms"][idle]))
     icmp_idle = p["rtt_ms"][(p["t"] >= start + 0.5) & (p["t"] < load_at - 0.5)]
-    base = rec["base_rtt_ms"]
-    print(f"idle floors: irtt {udp:.2f} ms (own {own_udp:.2f}: netem added "
-          f"{udp - own_udp:.2f}), ping {icmp:.2f} ms (own {own_icmp:.2f}: netem added "
-          f"{icmp - own_icmp:.2f}); configured {base:g} ms; idle medians: irtt "
-          f"{idle_rtt:.2f}, ping {np.nanmedian(icmp_idle):.2f}")
-    assert base == 20
-    assert abs(icmp - own_icmp - base) <= 1.0
-    assert abs(udp - own_udp - base) <= 2.0
-    assert icmp <= udp <= icmp + 2.5
+    print(f"idle medians: irtt {idle_rtt:.2f}, ping {np.nanmedian(icmp_idle):.2f}")
 
     # under load: the bottleneck's queue when the request reached it (one link, 5 ms,
     # after it was sent), at the rate the leaf drained at
