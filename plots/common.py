@@ -185,13 +185,11 @@ def legend(ax, **kw):
         ax.legend(fontsize=8, loc=kw.pop("loc", "best"), **kw)
 
 
-def finish_axes(ax, xlabel, ylabel, loc="best", y_from_zero=True):
-    """Label one panel, start its y axis at 0 (unless told not to) and give it its
-    legend."""
+def finish_axes(ax, xlabel, ylabel, loc="best"):
+    """Label one panel, start its y axis at 0 and give it its legend."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    if y_from_zero:
-        ax.set_ylim(bottom=0)
+    ax.set_ylim(bottom=0)
     legend(ax, loc=loc)
 
 

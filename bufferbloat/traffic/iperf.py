@@ -173,22 +173,11 @@ class Iperf3Flow(Timed):
         (monotonic): they bound iperf3's time zero (see :meth:`time_zero_mono`).
 
         Reads ``/proc/PID/net/tcp`` (the client's namespace, no fork) every 20 ms: 40 flows
-        starting together under TCG must not spend the CPU their packets need."""
-        proc = self.client
-        path = f"/proc/{proc.pid}/net/tcp"
-        deadline = time.monotonic() + 30
-        while poll_established and proc.poll() is None and time.monotonic() < deadline:
-            try:
-                with open(path) as f:
-                    lines = f.read().splitlines()[1:]
-            except OSError:
-                break
-            n, want = self.established_count(lines)
-            if n >= want:
-                self.established_mono = time.monotonic()
-                break
-            time.sleep(0.02)
-        proc.wait()
+        starting together under TCG must not spend the CPU their packets need
+        (:func:`watch_established`, here for this client alone)."""
+        if poll_established:
+            watch_established([self])
+        self.client.wait()
         self.exit_mono = time.monotonic()
 
     def wait(self, timeout_s=None):
