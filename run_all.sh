@@ -25,8 +25,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 ./scripts/install-deps.sh || exit 2
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-# the compiled 10 ms queue sampler (static): built here, since the VM has no compiler
-scripts/build-csampler.sh
+# the compiled 10 ms queue sampler (static): built here before any VM boots, so that no
+# run in the guest waits for a compiler under TCG; a failed build stops us
+scripts/build-csampler.sh || exit 2
 PY=/usr/bin/python3
 if [ "$where" = auto ]; then
   if $PY -m bufferbloat check --scenario all --quiet; then

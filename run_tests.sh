@@ -23,8 +23,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 ./scripts/install-deps.sh || exit 2
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-# the compiled 10 ms queue sampler (static): built here, since the VM has no compiler
-scripts/build-csampler.sh
+# the compiled 10 ms queue sampler (static): built here before any VM boots, so that no
+# run in the guest waits for a compiler under TCG; a failed build stops us
+scripts/build-csampler.sh || exit 2
 PY=/usr/bin/python3  # Debian's python: mininet, numpy, matplotlib are its packages
 rc=0
 if [ "$phase" != vm ]; then

@@ -28,7 +28,7 @@ from .cleanup import record_result_file
 from .network import Network
 from .params import SAMPLE_PERIOD_LIMITS_S, check_out_dir, check_range, env_number
 from .results import RunWriter, load_run
-from .sampler import Sampler
+from .sampler import Sampler, prepare_qdisc_helper
 from .scaling import rate_cap_mbit
 from .series import columns_of
 from .signals import deferred_signals, terminate_on_sigterm
@@ -86,6 +86,9 @@ class RunContext:
     log: object = print
     parts: list = field(default_factory=list)
     sampler: Sampler | None = None
+    #: the compiled queue sampler, made ready before the network is built
+    #: (:func:`bufferbloat.sampler.prepare_qdisc_helper`)
+    qdisc_helper: dict | None = None
     #: every measurement is in (an interrupt in the teardown leaves the run ok)
     measured: bool = False
     t_wall: float = field(default_factory=time.monotonic)
@@ -188,6 +191,9 @@ def run_network(ctx):
                 "machine": machine_record(ctx.caps), "tools": tool_versions(),
                 "bottleneck_dev": None})
     ctx.writer.save()
+    # built (first use in a fresh checkout, ~10 s under TCG) before the network exists
+    # and the clock starts: never a race against the sampler's start-up timeout
+    ctx.qdisc_helper = prepare_qdisc_helper(ctx.log)
     with net:
         record_result_file(net.state, ctx.writer.path)
         if net.recovered:
@@ -273,10 +279,13 @@ def make_sampler(ctx, t0):
         devs.append((bnl.b, net.intfs[(bnl.a, bnl.b)][1]))
     tcp_period = (max(ctx.sample_period_s, scn.tcp_sample_ms / 1e3)
                   if scn.tcp_sample_ms else None)
-    return Sampler(net, ctx.run_dir, t0, period_s=ctx.sample_period_s, qdisc_devs=devs,
-                   flows=sampler_flows(ctx.parts), tcp_period_s=tcp_period,
-                   rt_priority=sampler_rt_priority(),
-                   duration_s=ctx.duration_s + FLOW_GRACE_S + SAMPLER_SPARE_S)
+    sampler = Sampler(net, ctx.run_dir, t0, period_s=ctx.sample_period_s, qdisc_devs=devs,
+                      flows=sampler_flows(ctx.parts), tcp_period_s=tcp_period,
+                      rt_priority=sampler_rt_priority(),
+                      duration_s=ctx.duration_s + FLOW_GRACE_S + SAMPLER_SPARE_S)
+    if ctx.qdisc_helper is not None:
+        sampler.spec["qdisc_helper"] = ctx.qdisc_helper
+    return sampler
 
 
 def stop_traffic(ctx):

@@ -64,6 +64,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CSAMPLER_DIR = os.path.join(ROOT, "bufferbloat", "csampler")
 CSAMPLER_BIN = os.path.join(ROOT, ".build", "bb-qdisc-sampler")
 QDISC_SAMPLER_ENV = "BUFFERBLOAT_QDISC_SAMPLER"
+#: how long the sampler process may take to open its sockets and write its headers
+#: (Python's start-up under TCG takes seconds; building the compiled helper is not in it)
+READY_TIMEOUT_S = 30.0
 
 
 # ----------------------------------------------------------------- parent side
@@ -136,9 +139,16 @@ class Sampler:
         """Where the CSVs and sampler.json go."""
         return os.path.join(self.out_dir, "series")
 
-    def start(self, ready_timeout_s=10.0):
+    def start(self, ready_timeout_s=READY_TIMEOUT_S):
         """Start the sampler process; return once it has opened its sockets and written
-        the CSV headers (or raise with its stderr if it died)."""
+        the CSV headers (or raise saying why not: its exit status and output, or the
+        wait that ran out).
+
+        The compiled queue sampler is made ready first (:func:`prepare_qdisc_helper`:
+        built here when missing, e.g. on a fresh checkout in the project VM, ~10 s
+        under TCG), before the process starts and outside its start-up timeout."""
+        if self.spec["qdisc_devs"] and "qdisc_helper" not in self.spec:
+            self.spec["qdisc_helper"] = prepare_qdisc_helper()
         os.makedirs(self.series_dir, exist_ok=True)
         spec_path = os.path.join(self.series_dir, "sampler-spec.json")
         with open(spec_path, "w") as f:
@@ -157,9 +167,18 @@ class Sampler:
         deadline = time.monotonic() + ready_timeout_s
         ready = os.path.join(self.series_dir, "tcp.csv")
         while not os.path.exists(ready):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"sampler did not start: {self.log_text()[-2000:]}")
+            rc = self.proc.poll()
+            if rc is not None or time.monotonic() > deadline:
+                if rc is None:
+                    self.stop()
+                    how = (f"no ready signal within {ready_timeout_s:g} s (its process, "
+                           f"pid {self.proc.pid}, was stopped)")
+                else:
+                    self.stop()
+                    how = f"its process exited with status {rc}"
+                out = self.log_text().strip()
+                raise RuntimeError(f"sampler did not start: {how}; its output: "
+                                   f"{out[-2000:] if out else '(none)'}")
             time.sleep(0.02)
         return self
 
@@ -348,13 +367,42 @@ def _timely(rt_priority):
     return got
 
 
+def prepare_qdisc_helper(log=None):
+    """``{"binary": path or None, "why": None or why the Python loop reads the qdiscs}``
+    for the sampler process's spec: the compiled queue sampler found, or built now
+    (``log`` says so first: ~10 s under TCG) when a compiler is here. Called before the
+    sampler process starts, so that a build never races its start-up timeout; the
+    process itself never builds."""
+    mode = qdisc_sampler_mode()
+    if mode == "python":
+        return {"binary": None, "why": f"{QDISC_SAMPLER_ENV}=python"}
+    binary, why = qdisc_helper_binary(build=False)
+    if binary is None and log is not None:
+        log(f"  building the compiled queue sampler ({why})")
+    if binary is None:
+        binary, why = qdisc_helper_binary(build=True)
+    if why and mode == "c":
+        raise RuntimeError(f"{QDISC_SAMPLER_ENV}=c: {why}")
+    return {"binary": binary, "why": why}
+
+
+def qdisc_sampler_mode():
+    """env BUFFERBLOAT_QDISC_SAMPLER: auto (default), c or python."""
+    mode = os.environ.get(QDISC_SAMPLER_ENV, "auto").strip().lower() or "auto"
+    if mode not in ("auto", "c", "python"):
+        raise ValueError(f"{QDISC_SAMPLER_ENV}={mode!r}: must be auto, c or python")
+    return mode
+
+
 def qdisc_helper_binary(build=True):
     """The compiled queue sampler: ``(path, None)``, or ``(None, why not)``.
 
     Rebuilt with ``make -s -C bufferbloat/csampler`` when it is missing or older than its
-    source and a compiler is there (``build``); the project VM has none, so the host
-    builds it before it boots the VM (run_tests.sh, run_all.sh) and the static binary
-    is used through the share."""
+    source and a compiler is there (``build``). The host builds it before it boots the
+    VM (run_tests.sh, run_all.sh, and ``run``/``sweep``/``run-all`` moving into it) and
+    the static binary is used through the share; the guest (which has gcc too) builds
+    it only when the host could not, before its sampler starts
+    (:func:`prepare_qdisc_helper`)."""
     srcs = [os.path.join(CSAMPLER_DIR, n) for n in ("bb_qdisc_sampler.c", "Makefile")]
     try:
         newest = max(os.path.getmtime(p) for p in srcs)
@@ -435,12 +483,13 @@ class _QdiscHelper:
 
 def _start_qdisc_helper(spec, series):
     """(helper, None) or (None, why the Python loop reads the qdiscs)."""
-    mode = os.environ.get(QDISC_SAMPLER_ENV, "auto").strip().lower() or "auto"
-    if mode not in ("auto", "c", "python"):
-        raise ValueError(f"{QDISC_SAMPLER_ENV}={mode!r}: must be auto, c or python")
+    mode = qdisc_sampler_mode()
     if mode == "python":
         return None, f"{QDISC_SAMPLER_ENV}=python"
-    binary, why = qdisc_helper_binary()
+    ready = spec.get("qdisc_helper") or {}
+    binary, why = ready.get("binary"), ready.get("why")
+    if not ready:   # a spec from elsewhere: found, never built here (no race)
+        binary, why = qdisc_helper_binary(build=False)
     helper = None
     if binary:
         try:

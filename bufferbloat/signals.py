@@ -122,6 +122,17 @@ def interrupt_rc(exc):
     return 143 if "SIGTERM" in str(exc) else 130
 
 
+def die_with_parent():
+    """In a child between fork and exec (``preexec_fn``): SIGKILL when the process that
+    started it dies, even by SIGKILL (prctl PR_SET_PDEATHSIG), so that a child such as
+    qemu never outlives the command that owns it. Linux only; elsewhere a no-op."""
+    import ctypes
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+
+
 # ------------------------------------------------------------------ processes we started
 def proc_start_time(pid):
     """Start time of ``pid`` in clock ticks since boot (/proc/PID/stat field 22), or None

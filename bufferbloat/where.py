@@ -148,12 +148,32 @@ def run_in_vm(argv, out, extra=(), env=None):
     from .vm.common import VMError
     from .vm.session import run as vm_run
     command = guest_argv(argv, out, extra)
+    prepare_sampler_for_vm()
     print(f"vm: {' '.join(command)}", file=sys.stderr, flush=True)
     try:
         return vm_run(command, timeout_s=None, env=_guest_env(env))
     except VMError as exc:
         print(f"vm: error: {exc}", file=sys.stderr)
         return exc.exit_code
+
+
+def prepare_sampler_for_vm(log=None):
+    """Build the compiled queue sampler here (static: it runs in the guest through the
+    share) before the VM boots, so that no run in the guest waits for a compiler under
+    TCG. Where this machine cannot build it, say so: the guest then builds it before
+    its first run's sampler starts (never against a timeout)."""
+    from .sampler import prepare_qdisc_helper, qdisc_sampler_mode
+    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    try:
+        if qdisc_sampler_mode() == "python":
+            return None
+        helper = prepare_qdisc_helper(log)
+    except (RuntimeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    if helper["binary"] is None:
+        log(f"note: the compiled queue sampler is not ready here ({helper['why']}): "
+            "the project VM builds it before its first run")
+    return helper
 
 
 @contextlib.contextmanager

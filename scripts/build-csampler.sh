@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Build the compiled queue sampler (.build/bb-qdisc-sampler, static) if it is missing or
-# older than its source. Run on the host before the project VM boots: the guest has no
-# compiler and uses the binary through the share. Without gcc/make the sampler falls back
-# to reading the qdiscs in Python (slower; sampler.json says why); never fatal.
-cd "$(dirname "$(readlink -f "$0")")/.." || exit 0
+# older than its source. Run on the host before the project VM boots, so that no run in
+# the guest waits for a compiler under TCG (the guest can build it too: vm/packages.txt
+# installs gcc and make, and a run builds it before its sampler starts).
+# Exit 0: built (or fresh); 1: the compiler failed (its errors shown); 2: no gcc/make
+# here (install gcc make libc6-dev linux-libc-dev, or scripts/install-deps.sh).
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")/.." || exit 1
 if ! command -v make >/dev/null || ! command -v gcc >/dev/null; then
-  echo "note: gcc/make missing: the 10 ms queue sampler runs in Python (install gcc make libc6-dev linux-libc-dev)" >&2
-  exit 0
+  echo "error: gcc/make missing: cannot build the compiled queue sampler" \
+       "(install gcc make libc6-dev linux-libc-dev)" >&2
+  exit 2
 fi
-make -s -C bufferbloat/csampler ||
-  echo "note: building bufferbloat/csampler failed: the 10 ms queue sampler runs in Python" >&2
-exit 0
+if ! make -s -C bufferbloat/csampler; then
+  echo "error: building bufferbloat/csampler failed (compiler output above)" >&2
+  exit 1
+fi
+test -x .build/bb-qdisc-sampler || { echo "error: make left no .build/bb-qdisc-sampler" >&2; exit 1; }

@@ -139,6 +139,9 @@ def mark_unfinished(path: Path, status: str, error: str) -> bool:
 END_STATUS = {
     "interrupt": ("interrupted", "the host interrupted the project VM (SIGINT)"),
     "terminate": ("interrupted", "the host terminated the project VM (SIGTERM)"),
+    "hangup": ("interrupted", "the host command's terminal or parent went away (SIGHUP)"),
+    "killed": ("interrupted", "the host command was killed (SIGKILL); closed by the next "
+                              "VM command"),
     "timeout": ("interrupted", "the project VM was stopped at its timeout"),
     "crash": ("failed", "the project VM died (guest crash) while this run was running"),
     "exit": ("failed", "the VM command exited while this run was still running"),

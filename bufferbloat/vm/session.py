@@ -106,18 +106,31 @@ def choose_accel(progress: Progress | None = stderr) -> str:
     return "kvm" if probe_kvm(progress) else "tcg"
 
 
+#: what ends a VM run from outside: Ctrl-C, SIGTERM, the terminal closing (SIGHUP)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: how a run that ended on a signal ended (control.END_STATUS's keys)
+_SIGNAL_END = {signal.SIGINT: "interrupt", signal.SIGTERM: "terminate",
+               signal.SIGHUP: "hangup"}
+
+
 class _Terminated(Exception):
-    pass
+    """SIGTERM or SIGHUP (or the parent's death, taken as SIGHUP): exit 128 + signal."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 class _Signals:
-    """SIGINT/SIGTERM while a VM runs: the first one is noted (the run loop asks the
-    guest to stop its command, then stops qemu); before qemu runs, or a second time,
-    they raise at once (KeyboardInterrupt, _Terminated)."""
+    """SIGINT/SIGTERM/SIGHUP while a VM runs: the first one is noted (the run loop asks
+    the guest to stop its command, then stops qemu); before qemu runs, or a second time,
+    they raise at once (KeyboardInterrupt, _Terminated). The death of the process that
+    started us (we are re-parented) counts as SIGHUP: nobody is left to see the run."""
 
     def __init__(self):
         self.got: int | None = None
         self.armed = False
+        self.ppid = os.getppid()
 
     def handler(self, signum, frame):
         if self.armed and self.got is None:
@@ -127,7 +140,19 @@ class _Signals:
             self.got = signum
         if signum == signal.SIGINT:
             raise KeyboardInterrupt
-        raise _Terminated()
+        raise _Terminated(signum)
+
+    def orphaned(self) -> bool:
+        """True (once, noted as SIGHUP) when our parent has died since we started."""
+        if self.got is None and os.getppid() != self.ppid:
+            self.got = signal.SIGHUP
+            return True
+        return False
+
+    @property
+    def end(self) -> str:
+        """control.END_STATUS's key for the signal (interrupt, terminate, hangup)."""
+        return _SIGNAL_END.get(self.got, "terminate")
 
     @property
     def name(self) -> str:
@@ -156,9 +181,8 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
     then qemu is stopped; run records under the share left ``running`` are closed
     (:func:`close_unfinished`), and KeyboardInterrupt / SystemExit(143) is raised.
     """
-    progress = progress or quiet
-    if output is None:
-        output = sys.stdout.buffer
+    progress = DroppingProgress(progress or quiet)
+    output = DroppingOutput(sys.stdout.buffer if output is None else output)
     make_command_script(command, env)          # validate before booting
     share = Path(share).resolve()
     if not share.is_dir():
@@ -181,6 +205,7 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
               "boot_bound_s": bound_s, "first_output_bound_s": first_s,
               "attempts_allowed": attempts, "boots": [], "rc": None, "end": None}
     tmp = None
+    live = None
     proc = None
     rc = None
     since = None            # epoch s when the first qemu started (for close_unfinished)
@@ -188,17 +213,21 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
     sig = _Signals()
     one_at_a_time = contextlib.ExitStack()
     if threading.current_thread() is threading.main_thread():
-        one_at_a_time.enter_context(signals.handled(signals.INTERRUPTS, sig.handler))
+        one_at_a_time.enter_context(signals.handled(STOP_SIGNALS, sig.handler))
     try:
         # One project VM per machine: two TCG guests share the host's cores and distort
         # each other's timing (and every measurement with it).
         one_at_a_time.enter_context(locked(
             cache_dir() / "run.lock", progress,
             "vm: another project VM is running on this machine; waiting for it to end"))
+        # the lock is ours: a live file left now is a command killed with SIGKILL
+        recover_killed(progress)
         t0 = time.monotonic()
         deadline = t0 + timeout_s if timeout_s else None
         ctl.mkdir(parents=True)
         tmp = Path(tempfile.mkdtemp(prefix=f"bb-vm-{run_id}-"))
+        # what the next command must clean up should this one be killed (SIGKILL)
+        live = LiveFile(run_id, share, command, ctl, tmp)
         qenv = dict(os.environ, TMPDIR=str(tmp))   # the snapshot overlay goes there too
         for attempt in range(1, attempts + 1):
             console_log, out_log, qemu_log = _boot_files(ctl, tmp, attempt, command, env,
@@ -212,9 +241,13 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
             if since is None:
                 since = time.time() - 2.0
             with open(qemu_log, "wb") as qlog:
+                # qemu dies with this process, even by SIGKILL (PR_SET_PDEATHSIG)
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog,
                                         stderr=subprocess.STDOUT, env=qenv,
-                                        start_new_session=True)
+                                        start_new_session=True,
+                                        preexec_fn=signals.die_with_parent)
+            live.update(qemu_pid=proc.pid, qemu_start=signals.proc_start_time(proc.pid),
+                        since=since, record=record)
             sig.armed = True
             watch = BootWatch(bound_s, first_s)
             outcome, end = _watch_boot(proc, watch, t_boot, ctl, console_log, out_log,
@@ -249,20 +282,20 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
                      f"{'y' if retries == 1 else 'ies'}), the command started "
                      f"{record['boots'][-1]['boot_s']:.1f}s after qemu started")
         if sig.got:
-            end = "interrupt" if sig.got == signal.SIGINT else "terminate"
+            end = sig.end
             progress(f"vm: {sig.name}: the VM is stopped ({wall:.1f}s wall)")
-            raise KeyboardInterrupt if sig.got == signal.SIGINT else _Terminated()
+            raise KeyboardInterrupt if sig.got == signal.SIGINT else _Terminated(sig.got)
         if rc is None:
             rc, end = _guest_rc(ctl, end, proc, wall, console_log, qemu_log, progress)
         return rc
     except KeyboardInterrupt:
-        end = "terminate" if sig.got == signal.SIGTERM else "interrupt"
+        end = sig.end if sig.got else "interrupt"
         rc = RC_INTERRUPTED
         raise
-    except _Terminated:
-        end = "terminate"
-        rc = RC_TERMINATED
-        raise SystemExit(RC_TERMINATED)
+    except _Terminated as exc:
+        end = _SIGNAL_END.get(exc.signum, "terminate")
+        rc = 128 + exc.signum
+        raise SystemExit(rc)
     finally:
         if proc is not None and proc.poll() is None:
             progress(f"vm: stopping qemu (pid {proc.pid})")
@@ -272,11 +305,144 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
                              end if end in END_STATUS else "crash", progress)
             record["end"], record["rc"] = end, rc
             record["wall_s"] = round(time.monotonic() - t0, 1)   # lock held: no waiting
+            if output.dropped or progress.dropped:
+                record["output_dropped"] = True
             _append_boot_log(record)
         shutil.rmtree(ctl, ignore_errors=True)
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+        if live is not None:
+            live.remove()
         one_at_a_time.close()
+
+
+class DroppingOutput:
+    """The guest's output stream: a reader that went away (``| head``, a closed terminal)
+    is no error; what follows is dropped, the run and its bookkeeping go on."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.dropped = False
+
+    def write(self, data: bytes) -> None:
+        if not self.dropped:
+            try:
+                self.stream.write(data)
+            except (BrokenPipeError, OSError, ValueError):
+                self._drop()
+
+    def flush(self) -> None:
+        if not self.dropped:
+            try:
+                self.stream.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                self._drop()
+
+    def _drop(self) -> None:
+        self.dropped = True
+        drop_closed_fd(self.stream)
+
+
+class DroppingProgress:
+    """``progress`` that never raises for a closed stream (its lines are then dropped;
+    the default, :func:`stderr`, has its closed stderr pointed at /dev/null)."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.dropped = False
+
+    def __call__(self, msg: str) -> None:
+        if self.dropped:
+            return
+        try:
+            self.progress(msg)
+        except (BrokenPipeError, OSError, ValueError):
+            self.dropped = True
+            if self.progress is stderr:
+                drop_closed_fd(sys.stderr)
+
+
+def drop_closed_fd(stream) -> None:
+    """Point a closed pipe's file descriptor at /dev/null (the Python documentation's
+    recipe for SIGPIPE): later writes, and the interpreter's own flush at exit, are
+    then silent instead of raising BrokenPipeError again."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        fd = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+
+
+class LiveFile:
+    """``live/<run id>.json`` in the image cache while a VM command runs: this process
+    (PID and start time), its qemu, the control and temporary directories, the share
+    and the command. A command killed by SIGKILL cannot clean up: the next one finds
+    the file (:func:`recover_killed`), stops that qemu by PID if it still runs, closes
+    the run records it left ``running``, records its boots and removes its folders."""
+
+    def __init__(self, run_id: str, share: Path, command, ctl: Path, tmp: Path):
+        self.path = cache_dir() / "live" / f"{run_id}.json"
+        self.data = {"run_id": run_id, "host_pid": os.getpid(),
+                     "host_start": signals.proc_start_time(os.getpid()),
+                     "share": str(share),
+                     "command": command if isinstance(command, str) else list(command),
+                     "ctl": str(ctl), "tmp": str(tmp)}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.update()
+
+    def update(self, **fields) -> None:
+        self.data.update(fields)
+        with contextlib.suppress(OSError):
+            write_json_atomic(self.path, self.data)
+
+    def remove(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+
+
+def recover_killed(progress: Progress = quiet) -> list[str]:
+    """Clean up after VM commands that were killed (their :class:`LiveFile` is left and
+    their process is gone; call with the run lock held): their qemu stopped by PID (if
+    it still runs: checked by its start time), their run records left ``running``
+    closed as ``interrupted``, one boots.jsonl line each (end ``killed``), their
+    control and temporary directories removed. Returns their run ids."""
+    done = []
+    live_dir = cache_dir() / "live"
+    for path in sorted(live_dir.glob("*.json")) if live_dir.is_dir() else ():
+        try:
+            data = json.loads(path.read_text())
+            host_pid, host_start = int(data["host_pid"]), data.get("host_start")
+        except (OSError, ValueError, KeyError, TypeError):
+            progress(f"vm: removing an unreadable live file {path}")
+            with contextlib.suppress(OSError):
+                path.unlink()
+            continue
+        if host_pid != os.getpid() and signals.same_process(host_pid, host_start):
+            continue          # still running (it cannot hold the lock: a stale wait)
+        qemu_pid = data.get("qemu_pid")
+        stopped = []
+        if qemu_pid and signals.same_process(qemu_pid, data.get("qemu_start")):
+            signals.end_processes({qemu_pid: data.get("qemu_start")}, grace_s=10.0)
+            stopped.append(qemu_pid)
+        closed = []
+        if data.get("since") is not None:
+            command = data.get("command") or []
+            closed = close_unfinished(result_roots(Path(data["share"]), command),
+                                      float(data["since"]), "killed", progress)
+        record = dict(data.get("record") or {"run_id": data.get("run_id")})
+        record.update(end="killed", rc=None, recovered_by_pid=os.getpid(),
+                      recovered_at=datetime.datetime.now().isoformat(timespec="seconds"))
+        _append_boot_log(record)
+        for key in ("ctl", "tmp"):
+            if data.get(key):
+                shutil.rmtree(data[key], ignore_errors=True)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        progress(f"vm: run {data.get('run_id')} of a killed command (pid {host_pid}) "
+                 f"cleaned up: qemu {'stopped (pid ' + str(stopped[0]) + ')' if stopped else 'already gone'}, "
+                 f"{len(closed)} run record(s) closed, its folders removed")
+        done.append(data.get("run_id"))
+    return done
 
 
 def _boot_files(ctl: Path, tmp: Path, attempt: int, command: Sequence[str] | str,
@@ -362,8 +528,11 @@ def _watch_boot(proc, watch: BootWatch, t_boot: float, ctl: Path, console_log: P
             if accel == "kvm" and b"KVM internal error" in qemu_log.read_bytes()[-65536:]:
                 progress("vm: KVM internal error: this KVM cannot run the guest")
                 return ("started" if watch.started else "qemu-exit"), "crash"
+            if sig.orphaned():
+                progress("vm: the process that started this command has died: "
+                         "stopping the VM as on SIGHUP")
             if sig.got and stop_at is None:
-                end = "interrupt" if sig.got == signal.SIGINT else "terminate"
+                end = sig.end
                 if not watch.started:
                     progress(f"vm: {sig.name} before the command started: stopping qemu "
                              f"(pid {proc.pid})")

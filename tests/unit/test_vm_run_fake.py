@@ -10,6 +10,7 @@ systemd), silent (no console byte), die (exits while the command runs)."""
 import json
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import threading
@@ -45,8 +46,11 @@ ctl = Path(share) / ".vm-run" / run_id
 con.write("bb-run: stage bb-run\nbb-run: stage share\n")
 (ctl / "started").write_text("1.0\n")
 con.write("bb-run: stage command\n")
+import ctypes
+# the guest's command ends with its VM, as it would in a real one
 p = subprocess.Popen(["bash", str(ctl / "cmd")], cwd=share, stdout=open(out, "ab"),
-                     stderr=subprocess.STDOUT, start_new_session=True)
+                     stderr=subprocess.STDOUT, start_new_session=True,
+                     preexec_fn=lambda: ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0))
 stopped = False
 while p.poll() is None:
     if mode == "die" and (Path(share) / "results").exists():
@@ -232,3 +236,117 @@ def test_a_guest_that_dies_mid_run_leaves_a_failed_record_and_rc_3(fake, monkeyp
     rec = fake.status()
     assert rec["status"] == "failed" and "guest crash" in rec["error"]
     assert fake.boots()["end"] == "crash"
+
+
+def test_sighup_asks_the_command_to_stop_and_exits_129(fake):
+    """Closing the terminal (tmux kill-session) sends SIGHUP: handled as SIGTERM is."""
+    _signal_when_started(fake, signal.SIGHUP)
+    with pytest.raises(SystemExit) as e:
+        fake.run()
+    assert e.value.code == 128 + signal.SIGHUP == 129
+    assert "SIGHUP: asking the guest command to stop" in fake.text()
+    assert fake.status()["status"] == "interrupted"
+    boots = fake.boots()
+    assert boots["end"] == "hangup" and boots["rc"] == 129
+
+
+def test_a_closed_output_pipe_is_dropped_and_the_run_completes(fake):
+    """``run ... | head -3``: the reader goes away; the run goes on to its end, its
+    record and its boots line are written, nothing of the VM is left."""
+    r, w = os.pipe()
+    os.close(r)
+    out = os.fdopen(w, "wb")
+
+    def progress(msg):
+        raise BrokenPipeError(32, "Broken pipe")
+    try:
+        rc = session.run(["bash", "-c", "for i in 1 2 3 4 5; do echo line $i; done; exit 7"],
+                         share=fake.share, accel="tcg", progress=progress, output=out)
+    finally:
+        out.close()
+    assert rc == 7
+    boots = fake.boots()
+    assert boots["rc"] == 7 and boots["end"] == "exit" and boots["output_dropped"] is True
+    assert not list((fake.share / ".vm-run").iterdir())
+    assert not list(fake.tmp.glob("cache/live/*.json"))
+
+
+# a host command run in a child process (this process must survive what it meets)
+HOST_COMMAND = textwrap.dedent('''\
+    import os, sys
+    sys.path.insert(0, {repo!r})
+    from bufferbloat.vm import session
+    rc = "?"
+    try:
+        rc = session.run(["python3", "cmd.py", "cooperative"], share={share!r}, accel="tcg",
+                         output=open({out!r}, "wb"), progress=lambda m: None)
+    except SystemExit as e:
+        rc = e.code
+    finally:
+        open({rc_file!r}, "w").write(str(rc))
+    ''')
+
+
+def _host_command(fake):
+    script = fake.tmp / "host.py"
+    script.write_text(HOST_COMMAND.format(repo=str(REPO), share=str(fake.share),
+                                          out=str(fake.tmp / "out.log"),
+                                          rc_file=str(fake.tmp / "rc")))
+    return script
+
+
+def _wait_for(cond, timeout_s=30, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _guest_running(fake):
+    log = fake.tmp / "out.log"
+    return log.exists() and b"running" in log.read_bytes()
+
+
+def test_sigkill_of_the_host_command_stops_qemu_and_the_next_command_cleans_up(fake):
+    """SIGKILL leaves no handler to run: qemu dies with its parent (PR_SET_PDEATHSIG),
+    and the next VM command finds the live file, closes the run record, records the
+    boots and removes the folders."""
+    proc = subprocess.Popen([sys.executable, str(_host_command(fake))])
+    _wait_for(lambda: _guest_running(fake), what="the guest command")
+    live = list((fake.tmp / "cache" / "live").glob("*.json"))
+    assert len(live) == 1
+    data = json.loads(live[0].read_text())
+    proc.kill()
+    proc.wait()
+    _wait_for(lambda: not _alive(data["qemu_pid"]), 10, "qemu to die with its parent")
+    assert fake.status()["status"] == "running"          # nobody closed it yet
+    assert Path(data["tmp"]).is_dir() and Path(data["ctl"]).is_dir()
+    msgs = []
+    assert session.recover_killed(msgs.append) == [data["run_id"]]
+    rec = fake.status()
+    assert rec["status"] == "interrupted" and "SIGKILL" in rec["error"]
+    boots = fake.boots()
+    assert boots["end"] == "killed" and boots["run_id"] == data["run_id"]
+    assert boots["boots"] == [] or boots["boots"][0]["attempt"] == 1
+    assert not Path(data["tmp"]).exists() and not Path(data["ctl"]).exists()
+    assert not live[0].exists()
+    assert f"killed command (pid {proc.pid})" in "\n".join(msgs)
+    assert session.recover_killed(msgs.append) == []     # once
+
+
+def test_the_parents_death_stops_the_vm_as_sighup(fake):
+    """The process that started the command dies (its terminal's shell, a pipeline):
+    the command is re-parented, notices, and stops its VM as on SIGHUP."""
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f'''\
+        import subprocess, sys, time
+        subprocess.Popen([sys.executable, {str(_host_command(fake))!r}])
+        time.sleep(3600)
+        ''')])
+    _wait_for(lambda: _guest_running(fake), what="the guest command")
+    parent.kill()
+    parent.wait()
+    _wait_for(lambda: (fake.tmp / "rc").exists(), 40, "the orphaned command to end")
+    assert (fake.tmp / "rc").read_text() == "129"
+    assert fake.status()["status"] == "interrupted"
+    assert fake.boots()["end"] == "hangup"
+    assert not list((fake.tmp / "cache" / "live").glob("*.json"))
