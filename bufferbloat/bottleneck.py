@@ -102,7 +102,7 @@ def htb_burst_bytes(rate_mbit, burst_ms=None):
     """HTB burst (and cburst) for ``rate_mbit``: ``burst_ms`` (default HTB_BURST_MS, env
     BUFFERBLOAT_HTB_BURST_MS) of its bytes, at least one MTU and at most 64 KiB; None
     (tc's one-MTU default) outside the TCG VM unless the environment asks: a kernel whose
-    timers fire on time shapes exactly with it (PLATFORM.md: 100.0 % of 1.5-100 Mbit/s),
+    timers fire on time shapes exactly with it (docs/PLATFORM.md: 100.0 % of 1.5-100 Mbit/s),
     and a burst would let a short transfer on an idle link (a web fetch) go faster than
     the link."""
     if burst_ms is None and HTB_BURST_ENV not in os.environ \

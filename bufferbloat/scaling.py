@@ -2,7 +2,7 @@
 delay kept.
 
 Under TCG the project VM cannot forward the studies' bottleneck rates at full
-utilization (PLATFORM.md, docs/HEALTH.md): :func:`rate_cap_mbit` says how fast this
+utilization (docs/PLATFORM.md, docs/HEALTH.md): :func:`rate_cap_mbit` says how fast this
 machine's bottleneck may go (env ``BUFFERBLOAT_MAX_MBIT`` overrides), and
 :func:`scale_to_rate` scales a study's rates and buffers by one factor, so that every
 delay (a buffer's drain time, an AQM target, the propagation delay) stays the study's;
@@ -17,7 +17,7 @@ import os
 from .params import env_number
 
 #: Under TCG the project VM forwards ~57 Mbit/s at most with nothing else running
-#: (PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
+#: (docs/PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
 #: is what it sustains at full utilization. Env BUFFERBLOAT_MAX_MBIT overrides (0: none).
 TCG_MAX_MBIT = 20.0
 MAX_MBIT_ENV = "BUFFERBLOAT_MAX_MBIT"

@@ -99,7 +99,13 @@ def test_parallel_flows_are_labelled_and_sampled(tmp_path, net_guard):
         assert set(tcp["sport"][tcp["flow"] == f"long-{i}"]) == {port}
     rows = compute_metrics(run, warmup_s=2)
     assert _metric(rows, "network", "flows") == 4
-    assert 0.25 <= _metric(rows, "network", "jain_fairness") <= 1.0
+    # 4 cubic flows of one RTT through one FIFO share it: Jain's index 1 in theory;
+    # measured on this host 0.87, 0.95 and 0.98 (10 s, 2 s warm-up). A flow starved
+    # outright gives 0.75, two flows holding the link 0.5, every byte on one label 0.25:
+    # 0.8 fails each of them (the old [0.25, 1] held for any outcome)
+    jain = _metric(rows, "network", "jain_fairness")
+    print(f"Jain's index of 4 flows: {jain:.3f}")
+    assert 0.8 <= jain <= 1.0 + 1e-9
 
 
 #: iperf3's on-off bursts (a new connection per burst) and paced streams, on the host

@@ -25,6 +25,7 @@ from bufferbloat.recipes import long_flow
 from bufferbloat.network import Network
 from bufferbloat.theory import full_queue_rtt_ms
 from bufferbloat.topology import DumbbellTopo
+from retries import measure_until_met
 
 
 @pytest.mark.parametrize("rate_mbit,ping_s,duration_s", [(1.5, 0.1, 120), (10, 0.05, 30)])
@@ -35,26 +36,29 @@ def test_full_fifo_rtt_and_goodput(rate_mbit, ping_s, duration_s, net_guard):
     wasting up to a second of link time, but that cause is not confirmed. The peak RTT
     varies too: one CI run at 10 Mbit/s for 20 s saw 104 ms against 118 (the flow's
     cubic cycles, ~4 s each, reached the full queue between two pings' worth of it); so
-    the 10 Mbit/s run lasts 30 s. A run that misses any bound is measured again, up to 3
-    runs in all; one run must meet every bound, and every run is printed. A real
-    regression (shaper overhead, the queue outside the leaf) fails every run."""
-    misses = []
-    for attempt in (1, 2, 3):
+    the 10 Mbit/s run lasts 30 s. A run that misses any bound is printed, counted and
+    measured again once: a second miss fails the test (tests/retries.py: a bug that
+    fails half the runs passes 25 % of the time, not 87.5 % as with one pass in three).
+    Every run is printed. A real regression (shaper overhead, the queue outside the
+    leaf) fails every run."""
+    def measure():
         res, leaf, theory = _measure(rate_mbit, ping_s, duration_s)
         # the queue built in the FIFO leaf, up to its limit: a pfifo drops only when full
         assert leaf["kind"] == "pfifo" and leaf["drops"] > 0
         # the 0.1 s samples show the standing queue there (the peak may fall between two)
         assert max(q["qlen"] for q in res.after(2)) >= 80
+        return res, theory
+
+    def misses_of(measured):
+        res, theory = measured
         miss = []
         if abs(res.max_rtt_ms() - theory) > 0.10 * theory:
             miss.append(f"max RTT {res.max_rtt_ms():.1f} ms not within 10 % of {theory:.1f}")
         if res.goodput_mbit < 0.93 * rate_mbit:
             miss.append(f"goodput {res.goodput_mbit:.3f} below 93 % of {rate_mbit}")
-        if not miss:
-            break
-        print(f"attempt {attempt}: " + "; ".join(miss))
-        misses.append(miss)
-    assert len(misses) < 3, misses
+        return miss
+
+    measure_until_met(measure, misses_of, f"FIFO at {rate_mbit} Mbit/s", max_misses=1)
 
 
 def _measure(rate_mbit, ping_s, duration_s):

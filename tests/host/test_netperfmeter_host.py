@@ -98,3 +98,21 @@ def test_netperfmeter_through_the_pipeline_or_refused_without_sctp(tmp_path, net
                   log=lambda *_: None)
     assert "sctp" in str(err.value)
     assert not os.listdir(tmp_path)                 # no run directory, no network
+
+
+def test_missing_sctp_refused_before_any_network_state(tmp_path, monkeypatch, net_guard):
+    """On any kernel (the project VM's has SCTP): with SCTP stubbed off, the run is
+    refused naming it, before any run directory or network exists."""
+    from bufferbloat import engine
+    from bufferbloat.capabilities import Capabilities, Capability
+    real = probe()
+    rows = [Capability(r.name, r.kind, False, "stubbed off by the test")
+            if r.name == "sctp" else r for r in real.rows]
+    assert any(r.name == "sctp" for r in rows)
+    monkeypatch.setattr(engine, "probe", lambda: Capabilities(rows, real.kernel_release,
+                                                               real.hz))
+    with pytest.raises(MissingFeature) as err:
+        run_point(scenario(), duration_s=DURATION_S, out_root=str(tmp_path),
+                  log=lambda *_: None)
+    assert "sctp" in str(err.value) and "stubbed off by the test" in str(err.value)
+    assert not os.listdir(tmp_path)

@@ -63,21 +63,38 @@ def test_compare_command_prints_the_table_and_writes_the_page(tmp_path, capsys):
     assert html.count("<img") == 3 and "ping RTT, mean" in html
 
 
-def test_sweeps_are_matched_point_by_point():
+def test_sweeps_are_matched_point_by_point(tmp_path):
+    """A sweep (two repetitions per point) against another: a copy holding only its
+    first repetition of each point. The points match by their setting, and each side's
+    value is its own: the mean of two repetitions against the first one alone."""
+    import shutil
     sweep = os.path.join(FIXTURES, "sweep_fifo_buffer")
-    sides = compare.load_sides([sweep, sweep])
+    other = tmp_path / "sweep_rep1"
+    shutil.copytree(sweep, other)
+    for point in ("buffer_pkts=20", "buffer_pkts=100"):
+        shutil.rmtree(other / point / "rep-2")
+    os.remove(other / "index.json")
+    sides = compare.load_sides([sweep, str(other)])
     direct, rows = compare.table(sides)
     assert not direct
     groups = list(dict.fromkeys(r["group"] for r in rows))
     assert groups == ["a1_fifo buffer_pkts=20", "a1_fifo buffer_pkts=100"]
-    for r in rows:
-        assert r["values"][0] == r["values"][1]
-    # the mean over the point's two repetitions
-    rtt20 = next(r for r in rows if r["group"].endswith("=20")
-                 and r["metric"] == "ping:rtt_mean_ms")["values"][0]
-    reps = [headline.select(run_rows(load_run(os.path.join(sweep, "buffer_pkts=20", d))),
-                            "ping:rtt_mean_ms") for d in ("rep-1", "rep-2")]
-    assert rtt20 == pytest.approx(np.mean(reps))
+
+    def rtt(*parts):
+        return headline.select(run_rows(load_run(os.path.join(*parts))), "ping:rtt_mean_ms")
+    diffs = []
+    for point in ("buffer_pkts=20", "buffer_pkts=100"):
+        reps = [rtt(sweep, point, d) for d in ("rep-1", "rep-2")]
+        assert reps[0] != reps[1]
+        a, b = next(r for r in rows if r["group"].endswith(point)
+                    and r["metric"] == "ping:rtt_mean_ms")["values"]
+        assert a == pytest.approx(np.mean(reps)) and b == pytest.approx(reps[0])
+        assert a != b
+        diffs.append(compare.difference(b, a))
+    # every row: B's value is the first repetition's, where A's is the mean of two
+    assert any(r["values"][0] != r["values"][1] for r in rows)
+    lines = [x for x in compare.table_lines(sides, rows) if x.startswith("ping RTT")]
+    assert len(lines) == 2 and all(d in x for d, x in zip(diffs, lines)), (diffs, lines)
 
 
 def test_compare_refuses_one_path_or_a_path_without_runs(tmp_path, capsys):

@@ -198,7 +198,23 @@ def test_report_of_a_qdisc_sweep_compares_them(tmp_path):
     dom = check_page(html, tmp_path, runs)
     assert "compare-qdiscs: a1_fifo" in dom
     assert "aqm_delay_p50_ms-vs-qdisc: a1_fifo" in dom
-    assert "FIFO RTT" in dom or "CODEL" in dom        # flags are shown
+    # each run's flags (from its stored metrics) are shown, whole: FIFO's buffer not
+    # filled, CoDel's and FQ-CoDel's delay above a target shorter than one frame; PIE
+    # has none
+    from bufferbloat.metrics import run_rows
+    from bufferbloat.results import load_run
+    from plots.flags import flags
+    shown = {}
+    for run_dir in runs:
+        run = load_run(run_dir)
+        shown[run.params["qdisc"]] = flags(run, run_rows(run))
+    assert shown["pie"] == []
+    assert any(f.startswith("FIFO RTT") for f in shown["fifo"])
+    assert [f.split(" p50")[0] for f in shown["codel"]] == ["CODEL queueing delay"]
+    assert [f.split(" p50")[0] for f in shown["fq_codel"]] == ["FQ_CODEL queueing delay"]
+    for q, texts in shown.items():
+        for text in texts:
+            assert text in dom, (q, text)
 
 
 def _results_tree(tmp_path):

@@ -1,6 +1,7 @@
 """The studies' figures (plots/study.py) draw the runs' data, and read it out."""
 import os
 
+import matplotlib
 import numpy as np
 import pytest
 
@@ -54,8 +55,18 @@ def test_the_video_stream_waits_behind_the_fifo_not_under_pie(video):
     owd = {k: np.nanmedian(v.get_ydata()) for k, v in lines(fig, "owd:").items()}
     assert set(owd) == {"fifo", "pie", "pie10"}
     assert owd["fifo"] > 5 * max(owd["pie"], owd["pie10"])
-    # the stream's on period is shaded
-    assert any(p.get_facecolor() for p in fig.axes[0].patches)
+    # the stream's on period is shaded, on each of the three panels, over its own span
+    span = study._stream_span(study.representatives(video)[0][1])
+    assert span and span[1] > span[0]
+    for ax in fig.axes[:3]:
+        shaded = [p for p in ax.patches
+                  if matplotlib.colors.to_hex(p.get_facecolor()[:3]) == "#dddddd"]
+        assert len(shaded) == 1, ax.patches
+        p = shaded[0]
+        xs = ([p.get_x(), p.get_x() + p.get_width()] if hasattr(p, "get_width")
+              else np.asarray(p.get_xy())[:, 0])
+        assert (min(xs), max(xs)) == pytest.approx(span)
+    assert [p.get_label() for p in fig.axes[0].patches] == ["UDP stream on"]
 
 
 def test_readings_leave_degraded_runs_out_and_say_so(video):

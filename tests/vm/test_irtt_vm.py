@@ -35,6 +35,7 @@ import numpy as np
 from bufferbloat.engine import run_point
 from bufferbloat.results import load_run
 from bufferbloat.scenario import Scenario
+from retries import measure_until_met
 
 DURATION_S = 20
 LOAD_FROM = 0.35
@@ -91,12 +92,15 @@ def _idle_floors(tmp_path):
 def test_irtt_rtt_is_the_base_rtt_idle_and_rises_with_the_queue(tmp_path):
     """The delay netem adds as irtt sees it (its floor minus its own) is the configured
     base RTT within 1 ms: measured 20.3-20.9 ms in ten of eleven runs, 21.8 in one, so a
-    pair of runs that misses it is measured again once (both printed) and the second
-    must meet it; 2 ms holds on every pair."""
-    for attempt in (1, 2):
+    pair of runs that misses it is measured again once (both printed, the miss counted,
+    tests/retries.py: a second miss fails); 2 ms holds on every pair."""
+    attempts = []
+
+    def measure():
+        attempts.append(len(attempts) + 1)
+        attempt = attempts[-1]
         run, udp, icmp, own_udp, own_icmp = _idle_floors(tmp_path / f"a{attempt}")
-        rec = run.record
-        base = rec["base_rtt_ms"]
+        base = run.record["base_rtt_ms"]
         print(f"attempt {attempt}: idle floors: irtt {udp:.2f} ms (own {own_udp:.2f}: netem "
               f"added {udp - own_udp:.2f}), ping {icmp:.2f} ms (own {own_icmp:.2f}: netem "
               f"added {icmp - own_icmp:.2f}); configured {base:g} ms")
@@ -104,9 +108,18 @@ def test_irtt_rtt_is_the_base_rtt_idle_and_rises_with_the_queue(tmp_path):
         assert abs(icmp - own_icmp - base) <= 1.0
         assert abs(udp - own_udp - base) <= 2.0
         assert icmp <= udp <= icmp + 2.5
-        if abs(udp - own_udp - base) <= 1.0:
-            break
+        return run, udp, own_udp, base
+
+    def misses_of(measured):
+        _run, udp, own_udp, base = measured
+        added = udp - own_udp
+        return [] if abs(added - base) <= 1.0 else [
+            f"irtt's added delay {added:.2f} ms not within 1 ms of {base:g}"]
+
+    (run, udp, own_udp, base), _misses = measure_until_met(measure, misses_of,
+                                                           "irtt idle floor")
     assert abs(udp - own_udp - base) <= 1.0
+    rec = run.record
 
     s = run.series("irtt")
     p = run.series("ping")

@@ -22,8 +22,9 @@ import pytest
 from bufferbloat.engine import run_point
 from bufferbloat.results import load_run
 from bufferbloat.scenario import Scenario
-from bufferbloat.sweep import RETRY_DEGRADED, run_sweep, run_until_healthy
+from bufferbloat.sweep import RETRY_DEGRADED, run_sweep
 from host.test_netperfmeter_host import run_and_check
+from retries import note_sweep_reruns, run_until_healthy_counted
 from scenarios import catalogue
 
 CAT = catalogue()
@@ -37,12 +38,11 @@ def healthy(run):
 
 
 def point(scn, overrides=None, **kw):
-    """run_point, run again once when the emulator fell behind (as a sweep does): the
+    """run_point, run again once when the emulator fell behind (as a sweep does; the
+    rerun counts toward the session's degraded budget, tests/retries.py): the
     directory of the last attempt."""
-    run_dir, aside = run_until_healthy(lambda: run_point(scn, overrides, log=print, **kw),
-                                       RETRY_DEGRADED)
-    for d in aside:
-        print(f"degraded attempt kept: {d}")
+    run_dir, _aside = run_until_healthy_counted(
+        lambda: run_point(scn, overrides, log=print, **kw), RETRY_DEGRADED)
     return run_dir
 
 
@@ -109,7 +109,9 @@ def test_d_stream_at_half_the_bulk_goodput(tmp_path):
                               retries=RETRY_DEGRADED)
     assert failed == 0
     with open(index) as f:
-        done = {e["varied"]["load"]: e for e in json.load(f)["done"]}
+        entries = json.load(f)["done"]
+    note_sweep_reruns(entries)              # the session's degraded budget
+    done = {e["varied"]["load"]: e for e in entries}
     bulk = metrics_of(done["bulk"]["run_dir"])
     stream = metrics_of(done["stream50"]["run_dir"])
     for load in ("bulk", "stream50"):

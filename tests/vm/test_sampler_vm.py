@@ -5,14 +5,15 @@ one sampler (10 ms) and one cubic flow each:
 
 * PIE, target 20 ms, for 25 s: the sampled ``delay_us`` of the PIE leaf tracks its
   target: median over the second half of the flow within 10-40 ms (the same band as
-  tests/vm/test_vm_fidelity.py; PLATFORM.md measured ~22 ms mid-flow); ``prob`` is
+  tests/vm/test_vm_fidelity.py; docs/PLATFORM.md measured ~22 ms mid-flow); ``prob`` is
   sampled, within 0..1, and > 0 at some point;
 * CoDel, then FQ-CoDel, for 10 s each: their ``delay_us`` column is populated on every
   row of that leaf and > 0 at some point while the flow runs (CoDel: ldelay of the last
   dequeued packet; FQ-CoDel: the largest ldelay of its active flows);
 * the sampled flow's srtt is populated and the sampler holds its grid under TCG: achieved
   period p50 within 10 +/- 1 ms;
-* the queue was read by the compiled helper whenever the host built it (run_tests.sh does).
+* the queue was read by the compiled helper, which the VM phase requires (run_tests.sh
+  builds it on the host).
 """
 import csv
 import statistics
@@ -92,11 +93,12 @@ def check_sockets_and_grid(tcp, stats):
     assert len(srtt) > 0.9 * len(tcp) and min(srtt) > 0
     assert len({r["flow"] for r in tcp}) == 1  # the iperf3 run's one data connection
     assert abs(stats["period_p50_ms"] - 10) <= 1.0
-    binary, _why = qdisc_helper_binary(build=False)
+    binary, why = qdisc_helper_binary(build=False)
     print(f"queue sampler: {stats['qdisc_sampler']}; CPU per tick: queue "
           f"{(stats.get('qdisc_sampler_stats') or {}).get('cpu_per_tick_us')} us (C), "
           f"sockets {stats.get('tcp_cpu_s')} s over {stats.get('tcp_samples')} ticks")
-    if binary:
-        assert stats["qdisc_sampler"] == "c"
-    else:
-        assert stats["qdisc_sampler"].startswith("python (")
+    # the VM phase requires the compiled sampler (run_tests.sh builds it on the host; the
+    # VM has no compiler): the Python fallback costs 0.3-0.7 of a vCPU under TCG
+    # (docs/HEALTH.md) and is not what the VM runs are measured with
+    assert binary, f"the compiled queue sampler is missing in the VM: {why}"
+    assert stats["qdisc_sampler"] == "c"

@@ -1,6 +1,6 @@
 """Full kernel (the project VM): netem delay and loss, PIE against FIFO, every qdisc.
 
-Tolerances, from the issue and PLATFORM.md:
+Tolerances, from the issue and docs/PLATFORM.md:
 * idle ping RTT over a dumbbell with 5 ms one-way per link = 4 x 5 = 20 ms, within 1 ms,
   once the emulator's own RTT is taken out: the same dumbbell without delay, measured
   alike (under TCG, forwarding through namespaces and OVS costs 0.5-1 ms per round trip,
