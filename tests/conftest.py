@@ -44,3 +44,19 @@ def net_guard():
     assert after[0] - before[0] == set(), f"links left behind: {after[0] - before[0]}"
     assert after[1] - before[1] == set(), "iperf3 processes left behind"
     assert after[2] - before[2] == set(), "ping processes left behind"
+
+
+#: host tests that boot the project VM themselves: they cannot run inside it (no nested
+#: virtualisation under TCG); the host phase runs them, the VM's own tests cover its kernel
+BOOTS_A_VM = ("test_vm_lifecycle.py", "test_run_through_vm.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    from bufferbloat.where import in_project_vm
+    if not in_project_vm():
+        return
+    skip = pytest.mark.skip(reason="boots the project VM: runs on the host, not inside the "
+                                   "VM (sudo ./run_tests.sh --host on the host)")
+    for item in items:
+        if os.path.basename(str(item.fspath)) in BOOTS_A_VM:
+            item.add_marker(skip)

@@ -60,10 +60,14 @@ def _fresh_clone(tmp_path):
     return clone
 
 
-def _sampler_record(clone):
-    [path] = list(clone.glob("results/a2_pie/*/series/sampler.json"))
-    with open(path) as f:
-        return json.load(f)
+def _sampler_records(clone):
+    """Every a2_pie run's sampler.json (a degraded attempt is kept beside its rerun)."""
+    records = []
+    for path in sorted(clone.glob("results/a2_pie/*/series/sampler.json")):
+        with open(path) as f:
+            records.append(json.load(f))
+    assert records
+    return records
 
 
 def test_a_fresh_clones_first_run_works_and_is_healthy(tmp_path):
@@ -84,7 +88,7 @@ def test_a_fresh_clones_first_run_works_and_is_healthy(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "health: healthy" in proc.stdout
     assert (clone / ".build" / "bb-qdisc-sampler").is_file()    # built here, first
-    assert _sampler_record(clone)["qdisc_sampler"] == "c"
+    assert all(r["qdisc_sampler"] == "c" for r in _sampler_records(clone))
 
 
 def test_a_guest_that_must_build_the_sampler_does_so_before_starting_it(tmp_path):
@@ -96,5 +100,5 @@ def test_a_guest_that_must_build_the_sampler_does_so_before_starting_it(tmp_path
                           cwd=clone, capture_output=True, text=True, timeout=1800)
     print(proc.stdout[-3000:], proc.stderr[-3000:])
     assert proc.returncode == 0, proc.stdout[-2000:]
-    assert "building the compiled queue sampler" in proc.stdout
-    assert _sampler_record(clone)["qdisc_sampler"] == "c"
+    assert proc.stdout.count("building the compiled queue sampler") == 1
+    assert all(r["qdisc_sampler"] == "c" for r in _sampler_records(clone))
