@@ -5,6 +5,8 @@
 file in the same directory, fsynced, renamed over the path (``os.replace`` is atomic on
 POSIX), and the rename made durable (the directory fsynced). :func:`write_json_atomic`
 serializes first, so that a serialization error leaves the old file as it was.
+A write that fails (a full disk, a read-only folder, a directory in the way) removes its
+temporary file and raises an OSError naming ``path`` itself (``err.filename``).
 """
 
 import json
@@ -18,8 +20,11 @@ def write_text_atomic(path, text, mode=0o644):
     path = os.fspath(path)
     data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                               dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
+                                   dir=directory)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
@@ -27,11 +32,13 @@ def write_text_atomic(path, text, mode=0o644):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):    # the path the caller asked for, not the temporary
+            raise OSError(exc.errno, exc.strerror, path) from None
         raise
     try:  # make the rename itself durable
         dfd = os.open(directory, os.O_RDONLY)

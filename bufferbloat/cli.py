@@ -250,15 +250,26 @@ def cmd_show(args):
     from .health import headline
     from .metrics import compute_metrics, format_table, run_rows, write_metrics
     from .results import load_run
+    from .metrics import series_cut
+    from .errors import warn
     run = load_run(args.run_dir)
     if args.recompute:
-        rows = compute_metrics(run, warmup_s=run.record.get("warmup_s", 0.0))
-        write_metrics(run, rows, warmup_s=run.record.get("warmup_s", 0.0))
+        cut = series_cut(run)
+        if cut:
+            warn(f"{run.dir}: {cut}; the metrics recomputed over it replace the stored "
+                 "ones")
+        rows = compute_metrics(run, warmup_s=run.warmup_s)
+        write_metrics(run, rows, warmup_s=run.warmup_s)
     else:
         rows = run_rows(run)
     rec = run.record
-    print(f"{rec.get('scenario', {}).get('name', '?')}  status {rec.get('status')}  "
-          f"started {rec.get('started', '?')}  {rec.get('duration_s', '?')} s")
+    started = f"started {rec['started']}" if rec.get("started") else "start not recorded"
+    print(f"{run.scenario_name}  status {rec.get('status', 'not recorded')}  {started}  "
+          f"{rec.get('duration_s', '?')} s")
+    missing = run.missing_series()
+    print("series: " + (", ".join(n for n in run.series_names() if n not in missing)
+                        or "none")
+          + (f" (listed but not on disk: {', '.join(missing)})" if missing else ""))
     if rec.get("run_key"):
         from .identity import setting, setting_label, short
         print(f"configuration {short(rec.get('config_key'))} (run {short(rec['run_key'])}, "
@@ -289,6 +300,9 @@ def cmd_compare(args):
     """Compare runs, sweeps or results trees: the headline metrics side by side with
     differences, and overlay figures, in the terminal and as one HTML page."""
     from .compare import compare
+    from .errors import ParameterError
+    if os.path.isdir(args.html):
+        raise ParameterError("--html", args.html, "a file name (this is a directory)")
     print("\n".join(compare(args.paths, args.html)))
     return 0
 
@@ -475,7 +489,69 @@ def main(argv=None):
     except KeyboardInterrupt as exc:
         print("bufferbloat: interrupted", file=sys.stderr)
         rc = interrupt_rc(exc)
+    except OSError as err:    # a full disk, a read-only folder, a directory in the way
+        print(f"bufferbloat: error: {os_error_text(err)}", file=sys.stderr)
+        rc = 1
+    except Exception as err:  # noqa: BLE001 - one line, not a traceback (BUFFERBLOAT_DEBUG=1)
+        if os.environ.get("BUFFERBLOAT_DEBUG") == "1":
+            raise
+        print(f"bufferbloat: error: {args.cmd} failed: {type(err).__name__}: {err} "
+              f"({_where(err)}; BUFFERBLOAT_DEBUG=1 shows the traceback)", file=sys.stderr)
+        rc = 1
     return rc
+
+
+def os_error_text(err):
+    """One line for an OSError: ``disk full: PATH`` for ENOSPC (and a quota), else
+    ``PATH: what the system says``."""
+    import errno
+    where = err.filename if err.filename is not None else "?"
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"disk full: {where}"
+    text = f"{where}: {err.strerror or err}"
+    return text + (f" -> {err.filename2}" if err.filename2 else "")
+
+
+def _where(err):
+    """``file.py:LINE`` of the innermost frame of ``err``'s traceback."""
+    import traceback
+    frames = traceback.extract_tb(err.__traceback__)
+    if not frames:
+        return "?"
+    return f"{os.path.relpath(frames[-1].filename)}:{frames[-1].lineno}"
+
+
+class _DropClosedPipe:
+    """``sys.stdout``/``sys.stderr`` for the program: output to a closed pipe (``| head``,
+    a reader gone) is dropped, not fatal. On the first BrokenPipeError the stream's file
+    descriptor is pointed at /dev/null (the Python docs' recipe, so that the flush at
+    exit cannot fail either) and the command goes on."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _closed(self):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self._stream.fileno())
+        finally:
+            os.close(devnull)
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._closed()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._closed()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def console():
@@ -486,8 +562,10 @@ def console():
     as complete. So the program ignores them from here on: a process-wide disposition
     (a thread mask would not do: the kernel hands a signal to any thread that does not
     block it, and the traffic tools' watcher threads may still exist)."""
+    sys.stdout, sys.stderr = _DropClosedPipe(sys.stdout), _DropClosedPipe(sys.stderr)
     try:
         rc = main()
+        sys.stdout.flush()
         ignore_signals()
     except KeyboardInterrupt as exc:      # one that came between main and the above
         ignore_signals()

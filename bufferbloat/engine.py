@@ -132,7 +132,7 @@ def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=Fa
     except KeyboardInterrupt as exc:
         # an interrupt during the teardown of a run that measured everything leaves it ok
         if not ctx.measured:
-            status, error = "interrupted", f"interrupted ({exc or 'SIGINT'})"
+            status, error = "interrupted", f"interrupted ({str(exc) or 'SIGINT'})"
         else:
             status = "ok"
         raise

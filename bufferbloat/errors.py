@@ -43,3 +43,25 @@ class MissingFeature(UsageError):
 VM_HINT = ("run it inside the project VM, which has every qdisc and module: the same "
            "command without --host (or with --vm) moves there by itself; "
            "`sudo ./run_all.sh --vm` runs the catalogue there")
+
+
+#: every warning said in this process, in order (a report lists those of its own making)
+WARNINGS = []
+_SAID = set()
+
+
+def warn(message):
+    """Say a degradation (a record read in part, metrics recomputed, series or runs
+    missing): one line on stderr, ``warning: `` first, once per process; kept in
+    :data:`WARNINGS` each time it is said."""
+    import sys
+    message = " ".join(str(message).split())
+    WARNINGS.append(message)
+    if message not in _SAID:
+        _SAID.add(message)
+        print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def warnings_since(mark):
+    """The warnings said since ``len(WARNINGS)`` was ``mark``, each once, in order."""
+    return list(dict.fromkeys(WARNINGS[mark:]))

@@ -49,6 +49,7 @@ import re
 
 import numpy as np
 
+from .atomic import write_text_atomic
 from .errors import UsageError
 from .metrics import NOT_LEAF_KINDS, flow_directions, leaf_groups as _leaf_groups, traffic_start_s
 from .results import label_groups as _groups
@@ -84,11 +85,14 @@ def export_flent(run_dir, out=None, step_s=STEP_S):
                          f"ending with {SUFFIX}")
     if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
         raise UsageError(f"-o {out!r}: no such directory")
-    data = flent_data(load_run(run_dir), step_s, os.path.basename(out))
-    tmp = f"{out}.tmp{os.getpid()}"
-    with gzip.open(tmp, "wt", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True, allow_nan=False)
-    os.replace(tmp, out)
+    if os.path.isdir(out):
+        raise UsageError(f"-o {out!r}: a directory; give a file name ending with {SUFFIX}")
+    run = load_run(run_dir)
+    run.missing_series(say=True)      # exported without them: said, not silent
+    data = flent_data(run, step_s, os.path.basename(out))
+    text = json.dumps(data, indent=1, sort_keys=True, allow_nan=False)
+    # written whole: a failed write leaves no temporary file and no half of one
+    write_text_atomic(out, gzip.compress(text.encode("utf-8"), mtime=0))
     return out
 
 
@@ -177,7 +181,11 @@ class _Export:
         self.run, self.step = run, float(step_s)
         rec = run.record
         self.origin = traffic_start_s(run)                 # run time of x = 0
-        self.t0_wall = float(rec["t0_realtime"])           # wall time of run time 0
+        t0_wall = rec.get("t0_realtime")                   # wall time of run time 0
+        if not isinstance(t0_wall, (int, float)) or isinstance(t0_wall, bool):
+            raise UsageError(f"{run.dir}: no wall clock recorded (t0_realtime): flent "
+                             "needs the run's start time")
+        self.t0_wall = float(t0_wall)
         ends = []
         for name, col in (("tcp", "t"), ("iperf", "t_end"), ("ping", "t"), ("irtt", "t")):
             if run.has(name):

@@ -126,13 +126,36 @@ def traffic_start_s(run):
     value = run.record.get("traffic_start_s")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    firsts = []
+    firsts = [float(arr.min()) for arr in _traffic_times(run)]
+    return min(firsts) if firsts else 0.0
+
+
+def _traffic_times(run):
+    """The time column of each traffic series the run holds (non-empty, NaNs out)."""
+    out = []
     for name, col in TRAFFIC_TIME_COLUMNS:
         if run.has(name):
             arr = _values(run.series(name).get(col, []))
             if arr.size:
-                firsts.append(float(arr.min()))
-    return min(firsts) if firsts else 0.0
+                out.append(arr)
+    return out
+
+
+def series_cut(run, tolerance=0.1):
+    """What cuts the run's traffic series short, or None: ``series end at 2.5 s of a
+    20 s run`` when the latest time in them falls short of the traffic's end (its start
+    plus the duration asked for) by more than ``tolerance`` of the duration (and 1 s)."""
+    duration = run.record.get("duration_s")
+    if not isinstance(duration, (int, float)) or isinstance(duration, bool) or duration <= 0:
+        return None
+    lasts = [float(arr.max()) for arr in _traffic_times(run)]
+    if not lasts:
+        return None
+    start = traffic_start_s(run)
+    end = max(lasts) - start
+    if end >= duration - max(1.0, tolerance * duration):
+        return None
+    return f"series end at {end:.3g} s of a {duration:g} s run (cut short)"
 
 
 class _Rows(list):

@@ -42,7 +42,7 @@ import time
 import numpy as np
 
 from .atomic import write_json_atomic
-from .errors import UsageError
+from .errors import UsageError, warn
 from .series import STRING_COLUMNS
 
 SCHEMA_VERSION = 2
@@ -579,13 +579,31 @@ class Run:
         ok, or by ``show --recompute``), or None when it has none or they cannot be
         read."""
         path = os.path.join(self.dir, METRICS_JSON)
+        if not os.path.exists(path):
+            return None
         try:
             with open(path) as f:
                 data = json.load(f)
-        except (OSError, ValueError):
-            return None
-        rows = data.get("metrics") if isinstance(data, dict) else data
-        return rows if isinstance(rows, list) else None
+        except (OSError, ValueError) as exc:
+            problem = f"not readable JSON ({exc})"
+        else:
+            rows = data.get("metrics") if isinstance(data, dict) else data
+            problem = _metric_rows_problem(rows)
+            if problem is None:
+                return rows
+        warn(f"{path}: {problem}; the metrics are recomputed from the series")
+        return None
+
+    def missing_series(self, say=False):
+        """Series the record lists whose file is not on disk (deleted, or never
+        written), sorted; with ``say``, said in a warning when there are any."""
+        listed = self.record.get("series")
+        missing = sorted(n for n in (listed if isinstance(listed, dict) else {})
+                         if _NAME.match(str(n)) and not self.has(n))
+        if missing and say:
+            warn(f"{self.dir}: series listed in its record but not on disk: "
+                 f"{', '.join(missing)}")
+        return missing
 
     def raw(self, filename, binary=False):
         """The raw output ``raw/FILENAME`` (str, or bytes with ``binary``)."""
@@ -596,6 +614,25 @@ class Run:
         with open(path, "rb") as f:
             data = f.read()
         return data if binary else data.decode("utf-8", errors="replace")
+
+
+def _metric_rows_problem(rows):
+    """What makes ``rows`` (metrics.json's ``metrics``) unusable, or None: a list of
+    objects, each with ``scope``, ``name``, ``metric`` (strings) and a finite number
+    ``value``."""
+    if not isinstance(rows, list):
+        return f"'metrics' is {type(rows).__name__}, expected a list of rows"
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            return f"row {i} is {type(row).__name__}, expected an object"
+        for key in ("scope", "name", "metric"):
+            if not isinstance(row.get(key), str):
+                return f"row {i}'s {key!r} is {row.get(key)!r}, expected a string"
+        value = row.get("value")
+        if not isinstance(value, (int, float)) or isinstance(value, bool) \
+                or not math.isfinite(value):
+            return f"row {i}'s 'value' is {value!r}, expected a number"
+    return None
 
 
 def load_run(run_dir):
@@ -622,7 +659,59 @@ def load_run(run_dir):
     if version > SCHEMA_VERSION:
         raise ResultsError(f"{path}: schema_version {version} is newer than this suite "
                            f"reads (up to {SCHEMA_VERSION}): update the checkout")
-    return Run(run_dir, record)
+    return Run(run_dir, _checked(record, path))
+
+
+_NUMBER = (int, float)
+#: result.json's fields of a known type (docs/RESULTS.md), each checked when loaded
+RECORD_TYPES = {
+    **dict.fromkeys(("scenario", "params", "derived", "machine", "tools", "sysctls",
+                     "network", "run_config", "qdisc", "knobs", "health", "overrides",
+                     "series", "sampler", "summary", "timings", "closed_by_host"),
+                    (dict, "an object")),
+    **dict.fromkeys(("traffic", "traffic_results", "raw"), (list, "a list")),
+    **dict.fromkeys(("duration_s", "warmup_s", "base_rtt_ms", "t0_realtime",
+                     "realtime_minus_monotonic", "traffic_start_s", "sample_period_s",
+                     "wall_s"), (_NUMBER, "a number")),
+    **dict.fromkeys(("status", "error", "started", "finished", "run_key", "config_key",
+                     "profile"), (str, "a string")),
+}
+#: fields inside those: (field, key) -> (type, what)
+NESTED_TYPES = {("qdisc", "params"): (dict, "an object"), ("qdisc", "kind"): (str, "a string"),
+                ("health", "verdict"): (str, "a string"),
+                ("health", "problems"): (list, "a list"),
+                ("scenario", "name"): (str, "a string")}
+
+
+def _wrong(value, types):
+    return value is not None and (not isinstance(value, types) or isinstance(value, bool))
+
+
+def _checked(record, path):
+    """``record`` with every field of a known type that has another one left out (read
+    as absent), each said in a warning naming ``path`` and the field: a corrupted record
+    is read as far as it can be, never a traceback further on."""
+    def drop(container, key, name, what):
+        warn(f"{path}: {name} is {type(container[key]).__name__}, expected {what}; read "
+             "as absent")
+        del container[key]
+    for key, (types, what) in RECORD_TYPES.items():
+        if key in record and _wrong(record[key], types):
+            drop(record, key, f"'{key}'", what)
+    for (outer, key), (types, what) in NESTED_TYPES.items():
+        inner = record.get(outer)
+        if isinstance(inner, dict) and key in inner and _wrong(inner[key], types):
+            drop(inner, key, f"'{outer}.{key}'", what)
+    if record.get("status") not in (None,) + STATUSES:
+        warn(f"{path}: 'status' is {record['status']!r}, expected one of "
+             f"{', '.join(STATUSES)}; read as absent")
+        del record["status"]
+    for key, bad, what in (("overrides", lambda v: isinstance(v, (dict, list)), "a value"),
+                           ("series", lambda v: not isinstance(v, dict), "an object")):
+        inner = record.get(key) or {}
+        for name in [n for n, v in inner.items() if bad(v)]:
+            drop(inner, name, f"'{key}.{name}'", what)
+    return record
 
 
 def is_run_dir(path):

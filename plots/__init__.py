@@ -32,7 +32,7 @@ CSV/Markdown tables); warnings against theory: :func:`.flags.flags`; one HTML pa
 import json
 import os
 
-from bufferbloat.errors import UsageError
+from bufferbloat.errors import UsageError, warn
 from bufferbloat.results import RESULT_FILE
 
 from . import (cwnd, drops, ecdf, ellipsis, flowseries, operating, queue, rtt, sweep,
@@ -92,6 +92,18 @@ def draw_figures(run, names=None):
     return out
 
 
+def warn_missing(run, drawn):
+    """Say (a warning each) the series ``run``'s record lists that are not on disk, and
+    the figures its scenario asks for that were not drawn (``drawn``: the names that
+    were) for lack of their series."""
+    run.missing_series(say=True)
+    lacking = [n for n in scenario_figures(run) if n not in drawn]
+    if lacking:
+        warn(f"{run.dir}: figure(s) not drawn for lack of their series: "
+             f"{', '.join(lacking)} (series on disk: "
+             f"{', '.join(n for n in run.series_names() if run.has(n)) or 'none'})")
+
+
 def draw_run(run_dir, fmt="png", names=None, out_dir=None):
     """Redraw a run's figures from its stored results into ``RUN_DIR/figures/`` (or
     ``out_dir``) as ``NAME.FMT``; returns the paths written. Nothing is rerun."""
@@ -100,7 +112,9 @@ def draw_run(run_dir, fmt="png", names=None, out_dir=None):
     run = as_run(run_dir)
     out_dir = out_dir or os.path.join(run.dir, FIGURES_DIR)
     paths = []
-    for name, fig in draw_figures(run, names).items():
+    figs = draw_figures(run, names)
+    warn_missing(run, figs)
+    for name, fig in figs.items():
         paths.append(save(fig, os.path.join(out_dir, f"{name}.{fmt}"), fmt))
     return paths
 
@@ -181,7 +195,10 @@ def draw_runs(runs, fmt="png", all_figures=False, progress=None, reuse=False):
     jobs = [(run.dir, None if all_figures else
              (scenario_figures(run) or list(DEFAULT_RUN_FIGURES)), fmt, reuse)
             for run in runs]
-    return [p for done in render.draw_runs(jobs, progress) for p in done.values()]
+    done = render.draw_runs(jobs, progress)
+    for run, drawn in zip(runs, done):
+        warn_missing(run, drawn)
+    return [p for drawn in done for p in drawn.values()]
 
 
 def cli_plot(path, fmt="png", progress=None):

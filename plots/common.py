@@ -7,6 +7,7 @@ key parameters (:func:`caption`).
 """
 
 import functools
+import io
 import math
 import os
 
@@ -19,6 +20,7 @@ import numpy as np  # noqa: E402
 
 from bufferbloat import metrics as _metrics  # noqa: E402
 from bufferbloat import theory  # noqa: E402
+from bufferbloat.atomic import write_text_atomic  # noqa: E402
 from bufferbloat.results import Run, label_groups, load_run  # noqa: E402
 
 FORMATS = ("png", "svg", "pdf")
@@ -210,14 +212,13 @@ def xy_from_zero(ax, xlabel, ylabel, loc="best"):
 
 
 def write_csv_md(out_dir, stem, csv_text, md_text):
-    """``STEM.csv`` and ``STEM.md`` with these texts in ``out_dir`` (made if missing);
-    returns the two paths."""
+    """``STEM.csv`` and ``STEM.md`` with these texts in ``out_dir`` (made if missing),
+    each written whole (:mod:`bufferbloat.atomic`); returns the two paths."""
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     for ext, text in (("csv", csv_text), ("md", md_text)):
         path = os.path.join(out_dir, f"{stem}.{ext}")
-        with open(path, "w") as f:
-            f.write(text)
+        write_text_atomic(path, text)
         paths.append(path)
     return paths
 
@@ -234,12 +235,15 @@ def include_in_ylim(ax, *values):
 
 
 def save(fig, path, fmt=None):
-    """Write ``fig`` to ``path`` (format from ``fmt`` or the extension); returns path."""
+    """Write ``fig`` to ``path`` (format from ``fmt`` or the extension), whole
+    (:mod:`bufferbloat.atomic`); returns path."""
     fmt = fmt or os.path.splitext(path)[1].lstrip(".") or "png"
     if fmt not in FORMATS:
         raise ValueError(f"unknown figure format {fmt!r} (valid: {', '.join(FORMATS)})")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, format=fmt, dpi=100)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=100)
+    write_text_atomic(path, buf.getvalue())
     return path
 
 

@@ -32,12 +32,14 @@ import os
 import urllib.parse
 
 from bufferbloat import headline, identity
-from bufferbloat.errors import UsageError
+from bufferbloat.atomic import write_text_atomic
+from bufferbloat.errors import WARNINGS, UsageError, warnings_since
 from bufferbloat.metrics import format_value
 from bufferbloat.sweep import set_aside
 from bufferbloat.results import load_run
 
-from . import DEFAULT_RUN_FIGURES, FIGURES, scenario_figures, set_targets, tree_kind
+from . import (DEFAULT_RUN_FIGURES, FIGURES, scenario_figures, set_targets, tree_kind,
+               warn_missing)
 from . import study as _study
 from . import sweep as _sweep
 from .common import caption, run_label, run_metrics
@@ -139,9 +141,9 @@ def config_pairs(run):
     qdisc = rec.get("qdisc") or {}
     pairs = [("run directory", run.dir),
              ("scenario", f"{scn.get('name', '?')}: {scn.get('description', '')}"),
-             ("status", rec.get("status") + (f" ({rec.get('error')})" if rec.get("error")
-                                             else "")),
-             ("started", rec.get("started")),
+             ("status", (rec.get("status") or "not recorded")
+              + (f" ({rec.get('error')})" if rec.get("error") else "")),
+             ("started", rec.get("started") or "not recorded"),
              ("duration (s)", rec.get("duration_s")),
              ("configuration", _identity_text(rec)),
              ("warm-up (s)", rec.get("warmup_s")),
@@ -207,6 +209,15 @@ def _health_html(runs, base):
             f"<ul>{items}</ul></div>")
 
 
+def _warnings_html(items):
+    """The warnings said while the report was made (records read in part, metrics
+    recomputed, series or runs missing), as on stderr; '' when there were none."""
+    if not items:
+        return ""
+    return ('<h2>Warnings</h2><div class="flags" id="warnings"><ul>'
+            + "".join(f"<li>warning: {esc(w)}</li>" for w in items) + "</ul></div>")
+
+
 def _flent_export(run, idx, out):
     """Export the run for flent beside the page; the link's relative path, or None for a
     run flent has no test for (no TCP flow and no probe)."""
@@ -214,10 +225,15 @@ def _flent_export(run, idx, out):
     scn = (run.record.get("scenario") or {}).get("name") or "run"
     folder = os.path.join(os.path.dirname(out), FLENT_DIR)
     os.makedirs(folder, exist_ok=True)
+    target = os.path.join(folder, f"{idx}-{scn}{SUFFIX}")
     try:
-        path = export_flent(run.dir, os.path.join(folder, f"{idx}-{scn}{SUFFIX}"))
-    except (UsageError, KeyError, ValueError, OSError):  # a run flent cannot take (e.g.
-        return None                                       # no wall clock recorded)
+        path = export_flent(run.dir, target)
+    except OSError as exc:
+        if exc.filename == target:      # its writing failed (a full disk): the report's
+            raise                        # failure, not the run's
+        return None
+    except (UsageError, KeyError, ValueError):  # a run flent cannot take (e.g. no wall
+        return None                              # clock recorded)
     return os.path.relpath(path, os.path.dirname(out))
 
 
@@ -350,6 +366,7 @@ def write_report(path, out=None, progress=None):
     studies' figures are embedded, the folded ones linked (a one-run report embeds
     everything)."""
     from . import render
+    mark = len(WARNINGS)
     path = os.path.abspath(str(path))
     if not os.path.isdir(path):
         raise UsageError(f"{path}: not a run, sweep or results directory")
@@ -376,6 +393,8 @@ def write_report(path, out=None, progress=None):
         jobs, [(pts, targets[scn], scn, "png", True, True) for scn, pts in sets.items()
                if scn in targets], say)
     run_figs = dict(zip((r.dir for r in runs), done_runs))
+    for run in runs:
+        warn_missing(run, run_figs[run.dir])
     drawn = dict(zip([scn for scn in sets if scn in targets], drawn_sets))
     body, toc, idx = [], [], 0
     for scn, pts in sets.items():
@@ -412,6 +431,7 @@ def write_report(path, out=None, progress=None):
 <p>{esc(kind)}, {len(runs)} run(s), {len(sets)} stud{'y' if len(sets) == 1 else 'ies'};
 generated {esc(now)} from the stored results only.</p>
 <div id="image-check" data-images="" data-broken="">(figures not checked yet)</div>
+{_warnings_html(warnings_since(mark))}
 <h2>Health</h2>
 {_health_html(runs, path)}
 <h2>Studies</h2><ol>{"".join(toc)}</ol>
@@ -423,10 +443,8 @@ generated {esc(now)} from the stored results only.</p>
 
 
 def write_page(path, page):
-    """Write the HTML text ``page`` to ``path`` (write, then rename); returns ``path``."""
+    """Write the HTML text ``page`` to ``path`` whole (:mod:`bufferbloat.atomic`: a
+    failed write leaves the previous page and no temporary file); returns ``path``."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(page)
-    os.replace(tmp, path)
+    write_text_atomic(path, page)
     return path

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bufferbloat import identity
-from bufferbloat.errors import UsageError
+from bufferbloat.errors import UsageError, warn
 from bufferbloat.metrics import flow_directions, link_direction, traffic_start_s
 from bufferbloat.sweep import INDEX_FILE  # noqa: F401 (plots.render, plots.__init__ use it)
 
@@ -158,14 +158,20 @@ def load_points(path):
     points, vary = [], None
     index = None if is_run_dir(path) else read_index(path)
     if index is not None:
-        vary = list((index.get("vary") or {}).keys()) or None
-        seen = set()
-        for entry in index.get("done") or []:
-            found = _resolve(path, entry.get("run_dir", ""))
-            if found and found not in seen:
+        vary, entries = _index_fields(index, os.path.join(path, INDEX_FILE))
+        seen, absent = set(), 0
+        for entry in entries:
+            found = _resolve(path, str(entry.get("run_dir", "")))
+            if not found:
+                absent += 1
+            elif found not in seen:
                 seen.add(found)
-                points.append(Point(load_run(found), dict(entry.get("overrides") or {}),
-                                    int(entry.get("rep") or _rep_of(found))))
+                run = load_run(found)
+                points.append(Point(run, entry.get("overrides", run.overrides),
+                                    entry.get("rep") or _rep_of(found)))
+        if absent:
+            warn(f"{os.path.join(path, INDEX_FILE)} lists {len(entries)} run(s); "
+                 f"{absent} of them are not in this tree (moved or deleted): left out")
         # runs present but missing from the index (an interrupted index write)
         for found in find_runs(path):
             if found not in seen and os.path.abspath(found) not in map(os.path.abspath, seen):
@@ -183,6 +189,48 @@ def load_points(path):
     for p in points:
         p.rows = run_metrics(p.run)
     return points
+
+
+def _index_fields(index, where):
+    """(varied keys or None, entries) of an index, its fields of a wrong type left out,
+    each said in a warning naming ``where``: a corrupted index is read as far as it can
+    be (the runs found in the tree are reported anyway)."""
+    vary = index.get("vary")
+    if isinstance(vary, dict):
+        vary = [str(k) for k in vary] or None
+    elif vary is not None:
+        warn(f"{where}: 'vary' is {type(vary).__name__}, expected an object; the varied "
+             "keys are inferred from the runs")
+        vary = None
+    done = index.get("done") or []
+    if not isinstance(done, list):
+        warn(f"{where}: 'done' is {type(done).__name__}, expected a list; read as empty")
+        done = []
+    entries = []
+    for i, entry in enumerate(done):
+        if not isinstance(entry, dict):
+            warn(f"{where}: done[{i}] is {type(entry).__name__}, expected an object; "
+                 "left out")
+            continue
+        entry = dict(entry)
+        overrides = entry.get("overrides")
+        if overrides is not None and not (isinstance(overrides, dict) and not any(
+                isinstance(v, (dict, list)) for v in overrides.values())):
+            warn(f"{where}: done[{i}].overrides is not an object of values; the run's "
+                 "own are read")
+            del entry["overrides"]
+        elif overrides is None:
+            entry.pop("overrides", None)
+        else:
+            entry["overrides"] = dict(overrides)
+        rep = entry.get("rep")
+        if rep is not None and (isinstance(rep, bool) or not isinstance(rep, int)):
+            warn(f"{where}: done[{i}].rep is {rep!r}, expected an integer; read from the "
+                 "run's directory name")
+            rep = None
+        entry["rep"] = rep
+        entries.append(entry)
+    return vary, entries
 
 
 def _fill_varied(points, vary=None):
