@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from bufferbloat import where
+from bufferbloat.errors import EXIT_DEGRADED
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -99,6 +100,9 @@ def test_a_guest_that_must_build_the_sampler_does_so_before_starting_it(tmp_path
                            "run", "a2_pie", "--quick", "--time", "5", "--host"],
                           cwd=clone, capture_output=True, text=True, timeout=1800)
     print(proc.stdout[-3000:], proc.stderr[-3000:])
-    assert proc.returncode == 0, proc.stdout[-2000:]
+    # the run's own exit: 0, or EXIT_DEGRADED when the emulator fell behind (this test's
+    # subject is the build, not the timing: the test above asserts a healthy first run)
+    assert proc.returncode in (0, EXIT_DEGRADED), proc.stdout[-2000:]
+    assert "sampler did not start" not in proc.stdout
     assert proc.stdout.count("building the compiled queue sampler") == 1
     assert all(r["qdisc_sampler"] == "c" for r in _sampler_records(clone))
