@@ -598,10 +598,62 @@ class Run:
         return data if binary else data.decode("utf-8", errors="replace")
 
 
+_NUMBER = (int, float)
+#: The JSON type of each field of a record that its readers use, checked when present
+#: (None, JSON's null, stands for a number that was NaN, or a value not known); every
+#: record has a status (a run that failed early may have little else).
+RECORD_TYPES = {
+    "status": str, "error": str, "series": dict, "raw": list, "scenario": dict,
+    "overrides": dict, "params": dict, "qdisc": dict, "knobs": dict, "traffic": list,
+    "machine": dict, "tools": dict, "network": dict, "sysctls": dict, "sampler": dict,
+    "timings": dict, "summary": dict, "health": dict, "idle_rtt": dict,
+    "run_config": dict, "scaling": dict, "traffic_results": list, "started": str,
+    "finished": str, "profile": str, "bottleneck_dev": (str, list), "run_key": str,
+    "config_key": str, "duration_s": _NUMBER, "warmup_s": _NUMBER,
+    "base_rtt_ms": _NUMBER, "sample_period_s": _NUMBER, "t0_realtime": _NUMBER,
+    "realtime_minus_monotonic": _NUMBER, "wall_s": _NUMBER,
+    "traffic_start_s": _NUMBER, "traffic_overrun_s": _NUMBER,
+}
+REQUIRED_FIELDS = ("status",)
+
+
+def check_record(path, record):
+    """ResultsError (exit 2) naming ``path`` and the field when a record lacks a field
+    every record has, or holds a field of the wrong type: a corrupt record is bad input,
+    refused as a whole rather than read in part."""
+    for key in REQUIRED_FIELDS:
+        if key not in record:
+            raise ResultsError(f"{path}: corrupt record: no {key!r} field")
+    for key, kind in RECORD_TYPES.items():
+        value = record.get(key)
+        if value is None:
+            if key in REQUIRED_FIELDS:
+                raise ResultsError(f"{path}: corrupt record: {key!r} is null")
+            continue
+        if isinstance(value, bool) or not isinstance(value, kind):
+            names = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple)
+                                                      else (kind,)))
+            names = names.replace("dict", "object").replace("list", "array") \
+                .replace("str", "text").replace("int or float", "number")
+            raise ResultsError(f"{path}: corrupt record: {key!r} is "
+                               f"{type(value).__name__} {value!r:.40}, not {names}")
+    if record["status"] not in STATUSES:
+        raise ResultsError(f"{path}: corrupt record: status {record['status']!r} (one of "
+                           f"{', '.join(STATUSES)})")
+    bad = [k for k, v in (record.get("series") or {}).items() if not isinstance(v, dict)]
+    if bad:
+        raise ResultsError(f"{path}: corrupt record: series {bad[0]!r} is not an object")
+    scn = record.get("scenario")
+    if scn is not None and not isinstance(scn.get("name", ""), str):
+        raise ResultsError(f"{path}: corrupt record: scenario name "
+                           f"{scn.get('name')!r} is not text")
+    return record
+
+
 def load_run(run_dir):
     """Load the run in ``run_dir``. Raises ResultsError (a UsageError) when there is no
-    result.json, it is not a JSON object, or its schema is not the one this code reads
-    (an older one: schema 1; a newer one)."""
+    result.json, it is not a JSON object, its schema is not the one this code reads
+    (an older one: schema 1; a newer one), or it is corrupt (:func:`check_record`)."""
     path = os.path.join(str(run_dir), RESULT_FILE)
     if not os.path.isfile(path):
         raise ResultsError(f"{run_dir}: not a run directory (no {RESULT_FILE})")
@@ -622,7 +674,7 @@ def load_run(run_dir):
     if version > SCHEMA_VERSION:
         raise ResultsError(f"{path}: schema_version {version} is newer than this suite "
                            f"reads (up to {SCHEMA_VERSION}): update the checkout")
-    return Run(run_dir, record)
+    return Run(run_dir, check_record(path, record))
 
 
 def is_run_dir(path):
