@@ -212,16 +212,20 @@ def cmd_sweep(args):
     """Vary parameters over a scenario (cartesian product x repetitions), resumable."""
     from .engine import run_point
     from .identity import run_config
-    from .sweep import parse_vary, run_sweep
+    from .sweep import check_sweep_size, check_vary, parse_vary, points, run_sweep
     scn = _scenario(args.scenario)
     _check_common(args)
     vary = parse_vary(args.vary) if args.vary else scn.sweep_for(args.quick)
     if not vary:
         raise UsageError(f"scenario {scn.name} declares no sweep: give --vary key=v1,v2")
     base = _overrides(args.set)
-    from .sweep import points
+    # bad input: exit 2 before anything starts. The sweep's size first, counted (not
+    # built), then each varied value on its own, then every point
+    check_sweep_size(vary, scn.repeat if args.repeat is None else args.repeat,
+                     what="--vary" if args.vary else f"the sweep of {scn.name}")
+    check_vary(scn, vary, base, quick=args.quick, duration_s=args.time)
     todo = [dict(base, **o) for o, _ in points(vary, 1)]
-    for overrides in todo:           # bad input: exit 2 before anything starts
+    for overrides in todo:
         run_config(scn, overrides, quick=args.quick, duration_s=args.time)
     if _place(args, [(scn, o) for o in todo]) == "vm":
         from .where import run_in_vm
@@ -311,6 +315,12 @@ def cmd_export(args):
     """Write a run in another tool's format: ``--flent``, a .flent.gz flent loads and
     plots (bufferbloat/flentexport.py)."""
     from .flentexport import export_flent
+    from .results import RESULT_FILE, ResultsError, load_run
+    clock = load_run(args.run_dir).record.get("t0_realtime")   # exit 2 when corrupt
+    if isinstance(clock, bool) or not isinstance(clock, (int, float)):
+        raise ResultsError(f"{os.path.join(args.run_dir, RESULT_FILE)}: no t0_realtime "
+                           "(the run's clock: a run that ended before its traffic "
+                           "started, or a corrupt record): nothing to export")
     print(export_flent(args.run_dir, args.output))
     return 0
 

@@ -155,6 +155,18 @@ DURATION_LIMITS_S = (1, 86400)
 REPEAT_LIMITS = (1, 1000)
 SAMPLE_PERIOD_LIMITS_S = (0.001, 10)
 
+#: The lowest rate any rate parameter takes (links, sending rates), Mbit/s: 1 kbit/s.
+#: tc hands HTB a rate in whole bytes per second (iproute2's get_rate divides the bit/s
+#: by 8 and truncates): below 8 bit/s it is 0 and tc refuses the class ("rate" is
+#: required), and a rate that is not a multiple of 8 bit/s is cut down (9bit -> 8bit,
+#: 100bit -> 96bit). HTB keeps its burst as the time to send it at the rate, in 32-bit
+#: scheduler ticks: below ~800 bit/s that time overflows and the burst shrinks under one
+#: packet (measured with tc 6.1, kernel 6.18: 1599 B at 96 bit/s, 225 B at 8 bit/s).
+#: 1 kbit/s = 125 B/s is the first round rate that tc expresses exactly and whose burst
+#: holds a full-size packet; iperf3 (-b, in Mbit/s) and NetPerfMeter (frames/s printed
+#: with 6 digits) also turn a rate near 0 into "unlimited", which the floor rules out.
+MIN_RATE_MBIT = 0.001
+
 
 def check_range(what, value, lo, hi, unit=""):
     """``value`` if it is a number (not a bool, not NaN) within lo..hi, else UsageError
@@ -168,15 +180,38 @@ def check_range(what, value, lo, hi, unit=""):
     return value
 
 
+def _git_dir_of(path):
+    """The git directory ``path`` lies in (a ``.git`` directory on its way, or a bare
+    repository's: a directory holding HEAD, objects/ and refs/), or None."""
+    parts = path.split(os.sep)
+    if ".git" in parts:
+        return os.sep.join(parts[:parts.index(".git") + 1]) or os.sep
+    probe = path
+    while True:
+        if os.path.isfile(os.path.join(probe, "HEAD")) and all(
+                os.path.isdir(os.path.join(probe, d)) for d in ("objects", "refs")):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return None
+        probe = parent
+
+
 def check_out_dir(path, what="--out"):
     """An output directory must be a plain path to a directory we can create or write,
-    outside the kernel's pseudo file systems. Raises ParameterError (exit 2)."""
+    outside the kernel's pseudo file systems and outside any git repository's own
+    directory (``.git``: results there would corrupt it or be lost to git's own
+    housekeeping). Raises ParameterError (exit 2)."""
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not text or not text.strip() or any(c in text for c in "\0\n\r"):
         raise ParameterError(what, path, "a directory path")
     full = os.path.realpath(text)
     if any(full == p or full.startswith(p + "/") for p in ("/proc", "/sys", "/dev")):
         raise ParameterError(what, path, "a directory outside /proc, /sys and /dev")
+    git_dir = _git_dir_of(os.path.abspath(text)) or _git_dir_of(full)
+    if git_dir:
+        raise ParameterError(what, path, f"a directory outside a git repository's own "
+                             f"directory ({git_dir})")
     probe_dir = full
     while not os.path.exists(probe_dir):
         probe_dir = os.path.dirname(probe_dir)

@@ -635,10 +635,62 @@ def _metric_rows_problem(rows):
     return None
 
 
+_NUMBER = (int, float)
+#: The JSON type of each field of a record that its readers use, checked when present
+#: (None, JSON's null, stands for a number that was NaN, or a value not known); every
+#: record has a status (a run that failed early may have little else).
+RECORD_TYPES = {
+    "status": str, "error": str, "series": dict, "raw": list, "scenario": dict,
+    "overrides": dict, "params": dict, "qdisc": dict, "knobs": dict, "traffic": list,
+    "machine": dict, "tools": dict, "network": dict, "sysctls": dict, "sampler": dict,
+    "timings": dict, "summary": dict, "health": dict, "idle_rtt": dict,
+    "run_config": dict, "scaling": dict, "traffic_results": list, "started": str,
+    "finished": str, "profile": str, "bottleneck_dev": (str, list), "run_key": str,
+    "config_key": str, "duration_s": _NUMBER, "warmup_s": _NUMBER,
+    "base_rtt_ms": _NUMBER, "sample_period_s": _NUMBER, "t0_realtime": _NUMBER,
+    "realtime_minus_monotonic": _NUMBER, "wall_s": _NUMBER,
+    "traffic_start_s": _NUMBER, "traffic_overrun_s": _NUMBER,
+}
+REQUIRED_FIELDS = ("status",)
+
+
+def check_record(path, record):
+    """ResultsError (exit 2) naming ``path`` and the field when a record lacks a field
+    every record has, or holds a field of the wrong type: a corrupt record is bad input,
+    refused as a whole rather than read in part."""
+    for key in REQUIRED_FIELDS:
+        if key not in record:
+            raise ResultsError(f"{path}: corrupt record: no {key!r} field")
+    for key, kind in RECORD_TYPES.items():
+        value = record.get(key)
+        if value is None:
+            if key in REQUIRED_FIELDS:
+                raise ResultsError(f"{path}: corrupt record: {key!r} is null")
+            continue
+        if isinstance(value, bool) or not isinstance(value, kind):
+            names = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple)
+                                                      else (kind,)))
+            names = names.replace("dict", "object").replace("list", "array") \
+                .replace("str", "text").replace("int or float", "number")
+            raise ResultsError(f"{path}: corrupt record: {key!r} is "
+                               f"{type(value).__name__} {value!r:.40}, not {names}")
+    if record["status"] not in STATUSES:
+        raise ResultsError(f"{path}: corrupt record: status {record['status']!r} (one of "
+                           f"{', '.join(STATUSES)})")
+    bad = [k for k, v in (record.get("series") or {}).items() if not isinstance(v, dict)]
+    if bad:
+        raise ResultsError(f"{path}: corrupt record: series {bad[0]!r} is not an object")
+    scn = record.get("scenario")
+    if scn is not None and not isinstance(scn.get("name", ""), str):
+        raise ResultsError(f"{path}: corrupt record: scenario name "
+                           f"{scn.get('name')!r} is not text")
+    return record
+
+
 def load_run(run_dir):
     """Load the run in ``run_dir``. Raises ResultsError (a UsageError) when there is no
-    result.json, it is not a JSON object, or its schema is not the one this code reads
-    (an older one: schema 1; a newer one)."""
+    result.json, it is not a JSON object, its schema is not the one this code reads
+    (an older one: schema 1; a newer one), or it is corrupt (:func:`check_record`)."""
     path = os.path.join(str(run_dir), RESULT_FILE)
     if not os.path.isfile(path):
         raise ResultsError(f"{run_dir}: not a run directory (no {RESULT_FILE})")
@@ -659,59 +711,7 @@ def load_run(run_dir):
     if version > SCHEMA_VERSION:
         raise ResultsError(f"{path}: schema_version {version} is newer than this suite "
                            f"reads (up to {SCHEMA_VERSION}): update the checkout")
-    return Run(run_dir, _checked(record, path))
-
-
-_NUMBER = (int, float)
-#: result.json's fields of a known type (docs/RESULTS.md), each checked when loaded
-RECORD_TYPES = {
-    **dict.fromkeys(("scenario", "params", "derived", "machine", "tools", "sysctls",
-                     "network", "run_config", "qdisc", "knobs", "health", "overrides",
-                     "series", "sampler", "summary", "timings", "closed_by_host"),
-                    (dict, "an object")),
-    **dict.fromkeys(("traffic", "traffic_results", "raw"), (list, "a list")),
-    **dict.fromkeys(("duration_s", "warmup_s", "base_rtt_ms", "t0_realtime",
-                     "realtime_minus_monotonic", "traffic_start_s", "sample_period_s",
-                     "wall_s"), (_NUMBER, "a number")),
-    **dict.fromkeys(("status", "error", "started", "finished", "run_key", "config_key",
-                     "profile"), (str, "a string")),
-}
-#: fields inside those: (field, key) -> (type, what)
-NESTED_TYPES = {("qdisc", "params"): (dict, "an object"), ("qdisc", "kind"): (str, "a string"),
-                ("health", "verdict"): (str, "a string"),
-                ("health", "problems"): (list, "a list"),
-                ("scenario", "name"): (str, "a string")}
-
-
-def _wrong(value, types):
-    return value is not None and (not isinstance(value, types) or isinstance(value, bool))
-
-
-def _checked(record, path):
-    """``record`` with every field of a known type that has another one left out (read
-    as absent), each said in a warning naming ``path`` and the field: a corrupted record
-    is read as far as it can be, never a traceback further on."""
-    def drop(container, key, name, what):
-        warn(f"{path}: {name} is {type(container[key]).__name__}, expected {what}; read "
-             "as absent")
-        del container[key]
-    for key, (types, what) in RECORD_TYPES.items():
-        if key in record and _wrong(record[key], types):
-            drop(record, key, f"'{key}'", what)
-    for (outer, key), (types, what) in NESTED_TYPES.items():
-        inner = record.get(outer)
-        if isinstance(inner, dict) and key in inner and _wrong(inner[key], types):
-            drop(inner, key, f"'{outer}.{key}'", what)
-    if record.get("status") not in (None,) + STATUSES:
-        warn(f"{path}: 'status' is {record['status']!r}, expected one of "
-             f"{', '.join(STATUSES)}; read as absent")
-        del record["status"]
-    for key, bad, what in (("overrides", lambda v: isinstance(v, (dict, list)), "a value"),
-                           ("series", lambda v: not isinstance(v, dict), "an object")):
-        inner = record.get(key) or {}
-        for name in [n for n, v in inner.items() if bad(v)]:
-            drop(inner, name, f"'{key}.{name}'", what)
-    return record
+    return Run(run_dir, check_record(path, record))
 
 
 def is_run_dir(path):

@@ -14,7 +14,8 @@ the run's identity).
 import math
 import os
 
-from .params import env_number
+from .errors import UsageError
+from .params import MIN_RATE_MBIT, env_number
 
 #: Under TCG the project VM forwards ~57 Mbit/s at most with nothing else running
 #: (docs/PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
@@ -36,7 +37,11 @@ def rate_cap_mbit(scn=None):
 
 
 def _machine_cap_mbit():
-    cap = env_number(MAX_MBIT_ENV, None, 0, math.inf, "a rate in Mbit/s, or 0 for no cap")
+    what = f"a rate in Mbit/s, at least {MIN_RATE_MBIT:g}, or 0 for no cap"
+    cap = env_number(MAX_MBIT_ENV, None, 0, math.inf, what)
+    if cap and cap < MIN_RATE_MBIT:     # scaled to it, the bottleneck could not be set
+        raise UsageError(f"invalid value for {MAX_MBIT_ENV}: "
+                         f"{os.environ.get(MAX_MBIT_ENV)!r} (allowed: {what})")
     if cap is not None:
         return cap or None
     if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg":
@@ -82,14 +87,33 @@ def scale_to_rate(params, qparams, knobs, max_rate_mbit):
                                     "changed": changed}
 
 
-#: traffic spec fields that are rates (scaled with the bottleneck)
+#: traffic spec fields that are rates (scaled with the bottleneck), with their floor
+#: (bufferbloat/params.py: MIN_RATE_MBIT) in the field's own unit
 TRAFFIC_RATE_FIELDS = ("rate_mbit", "rate_kbit")
+_RATE_FLOORS = {"rate_mbit": (MIN_RATE_MBIT, "Mbit/s"),
+                "rate_kbit": (MIN_RATE_MBIT * 1000, "kbit/s")}
 
 
-def scale_traffic_rates(spec, factor):
+def scale_traffic_rates(spec, factor, names=None):
     """Scale the numeric rates of a traffic ``spec`` (in place) by ``factor``; a rate
-    given as ``"bottleneck"`` follows the (scaled) link by itself."""
+    given as ``"bottleneck"`` follows the (scaled) link by itself. A rate that the
+    scaling (or the spec's ``rate_scale``, a fraction of it) would bring below the floor
+    every rate has is refused: UsageError naming ``names[field]``, the knob it came from,
+    else the field."""
     for key in TRAFFIC_RATE_FIELDS:
-        if isinstance(spec.get(key), (int, float)):
-            spec[key] = spec[key] * factor
+        value = spec.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            floor, unit = _RATE_FLOORS[key]
+            share = spec.get("rate_scale")
+            share = share if isinstance(share, (int, float)) and share > 0 else 1
+            if value >= floor > value * factor * share:
+                why = ([f"x{share:g} (rate_scale)"] if share != 1 else []) + (
+                    [f"x{factor:.4g} (rate scaling: the bottleneck brought down to this "
+                     f"machine's rate, {MAX_MBIT_ENV})"] if factor != 1 else [])
+                raise UsageError(
+                    f"invalid value for {(names or {}).get(key, key)}: {value:g} (allowed "
+                    f"here: >= {floor / factor / share:.4g} {unit}: {' and '.join(why)} "
+                    f"make(s) it {value * factor * share:.3g} {unit}, below the floor of "
+                    f"any rate, {floor:g} {unit})")
+            spec[key] = value * factor
     return spec

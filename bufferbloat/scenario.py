@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from . import headline
 from .errors import UsageError
-from .params import Param, check_params
+from .params import MIN_RATE_MBIT, Param, check_params
 from .scaling import scale_to_rate, scale_traffic_rates
 from .topology import TOPOLOGIES, make_topo
 from .traffic.base import HOST_FIELDS, part_class
@@ -47,7 +47,8 @@ KNOBS = {k.name: k for k in (
           "EXPERIMENTS.md has it: the page comes back on the reverse path and the queue "
           "holds its SYN, request and ACKs) or h1 (h2 downloads it, as in the CS244 "
           "original: the page itself waits in the bottleneck queue)", choices=("h2", "h1")),
-    Param("udp_rate_kbit", float, 1000.0, "UDP stream rate, kbit/s", lo=1, hi=10_000_000),
+    Param("udp_rate_kbit", float, 1000.0, "UDP stream rate, kbit/s",
+          lo=MIN_RATE_MBIT * 1000, hi=10_000_000),
     Param("udp_size_bytes", int, 1200, "UDP payload per packet, bytes", lo=16, hi=1472),
     Param("ping_interval_s", float, 0.1, "ping period, s", lo=0.01, hi=60),
     Param("mss_bytes", int, None, "TCP maximum segment size of the iperf3 flows, bytes",
@@ -65,7 +66,7 @@ KNOBS = {k.name: k for k in (
           choices=("bulk", "onoff", "stream50", "stream25")),
     Param("bulk_goodput_mbit", float, None, "goodput of the matching bulk run, Mbit/s "
           "(before any rate scaling): the streams' reference; a sweep sets it from that "
-          "run's record", lo=0, lo_open=True, hi=100_000),
+          "run's record", lo=MIN_RATE_MBIT, hi=100_000),
 )}
 
 
@@ -210,7 +211,8 @@ class Scenario:
             s.setdefault("name", f"{s['kind']}{i}")
             s.setdefault("start", 0.0)
             s.setdefault("stop", 1.0)
-            scale_traffic_rates(s, rate_factor)
+            scale_traffic_rates(s, rate_factor, names={
+                k: v[1:] for k, v in spec.items() if isinstance(v, str) and v[:1] == "$"})
             if s.get("rate_mbit") == "bottleneck":
                 s["rate_mbit"] = topo.bottleneck.rate_mbit
             for role in ("dst", "server", "b"):

@@ -24,6 +24,7 @@ tears its network down and records it ``failed`` with the reason) and reported
 import contextlib
 import itertools
 import json
+import math
 import os
 import re
 import shutil
@@ -107,23 +108,86 @@ class PointStalled(RuntimeError):
 
 
 def parse_vary(items):
-    """``["key=v1,v2", ...]`` -> {key: [v1, v2]} (values are strings until validated)."""
+    """``["key=v1,v2", ...]`` -> {key: [v1, v2]} (values are strings until validated);
+    an empty value (``20,,100``, a trailing comma) is refused, never dropped."""
     out = {}
     for item in items or []:
         key, sep, values = item.partition("=")
         key = key.strip()
-        vals = [v.strip() for v in values.split(",") if v.strip()]
-        if not sep or not key or not vals:
+        vals = [v.strip() for v in values.split(",")]
+        if not sep or not key or not values.strip():
             raise UsageError(f"invalid --vary {item!r} (expected key=v1,v2,...)")
+        if "" in vals:
+            raise UsageError(f"invalid --vary {item!r}: an empty value in the list of "
+                             f"{key} (expected key=v1,v2,... with no empty value)")
         if key in out:
             raise UsageError(f"--vary {key} given twice")
         out[key] = vals
     return out
 
 
+#: The most runs one sweep may hold (its varied values' product x repetitions), counted
+#: before its points are built: a mistyped --vary (1000 x 1000 values) is refused at
+#: once instead of filling the memory. Env BUFFERBLOAT_MAX_SWEEP_RUNS overrides it.
+MAX_SWEEP_RUNS = 10_000
+MAX_SWEEP_RUNS_ENV = "BUFFERBLOAT_MAX_SWEEP_RUNS"
+MAX_SWEEP_RUNS_LIMITS = (1, 10_000_000)
+
+
+def max_sweep_runs():
+    """The most runs a sweep may hold (env BUFFERBLOAT_MAX_SWEEP_RUNS, else
+    MAX_SWEEP_RUNS)."""
+    lo, hi = MAX_SWEEP_RUNS_LIMITS
+    return env_number(MAX_SWEEP_RUNS_ENV, MAX_SWEEP_RUNS, lo, hi,
+                      f"a number of runs, {lo} to {hi:,}", conv=int)
+
+
+def check_sweep_size(vary, repeat=1, what="--vary"):
+    """The number of runs of ``vary`` x ``repeat``, counted without building them;
+    UsageError when it is above :func:`max_sweep_runs`."""
+    limit = max_sweep_runs()
+    sizes = [len(v) for v in vary.values()]
+    runs = math.prod(sizes) * int(repeat)
+    if runs > limit:
+        shape = " x ".join(map(str, sizes)) or "1"
+        raise UsageError(f"{what}: a sweep of {runs:,} runs ({shape} values x {repeat} "
+                         f"repetition(s)) is above the limit of {limit:,} runs (env "
+                         f"{MAX_SWEEP_RUNS_ENV} sets another)")
+    return runs
+
+
+def check_vary(scn, vary, base=None, quick=False, duration_s=None):
+    """Each varied value validated on its own (the other keys at their first value: a
+    configuration per value, not per point) and no two values of a key that make the
+    same run (``20,20``, ``20,20.0``); a key both varied and in ``base`` (--set) is
+    refused. UsageError (exit 2) naming the key."""
+    base = dict(base or {})
+    both = sorted(set(vary) & set(base))
+    if both:
+        raise UsageError(f"{both[0]} is both set (--set {both[0]}={base[both[0]]}) and "
+                         f"varied (--vary, or the scenario's own sweep): give it in one "
+                         "of them")
+    first = {k: v[0] for k, v in vary.items()}
+    for key, values in vary.items():
+        seen = {}
+        for value in values:
+            overrides = dict(base)
+            overrides.update(first)
+            overrides[key] = value
+            config = identity.run_config(scn, derive.placeholders(scn, overrides),
+                                         quick=quick, duration_s=duration_s)
+            ckey = identity.config_key(config)
+            if ckey in seen:
+                raise UsageError(f"invalid --vary {key}: {seen[ckey]!r} and {value!r} are "
+                                 "the same value (one run would be recorded twice)")
+            seen[ckey] = value
+
+
 def points(vary, repeat=1):
-    """[(overrides, rep)] for the cartesian product of ``vary`` x ``repeat``."""
+    """[(overrides, rep)] for the cartesian product of ``vary`` x ``repeat`` (refused
+    above :func:`max_sweep_runs`, counted first)."""
     check_range("repeat", repeat, *REPEAT_LIMITS)
+    check_sweep_size(vary, repeat, what="sweep")
     keys = list(vary)
     combos = itertools.product(*(vary[k] for k in keys)) if keys else [()]
     return [(dict(zip(keys, combo)), rep) for combo in combos
@@ -149,20 +213,49 @@ def point_dir(root, varied, rep, config=None):
 INDEX_FILE = "index.json"
 
 
+#: The JSON type of an index's fields and of its entries' (checked when present; every
+#: index has ``done``)
+_INDEX_TYPES = {"done": list, "vary": dict, "base": dict, "configs": dict,
+                "catalogue": list, "scenario": str, "profile": str}
+_ENTRY_TYPES = {"scenario": str, "run_dir": str, "overrides": dict, "varied": dict,
+                "rep": int, "status": str, "run_key": str, "config_key": str,
+                "profile": str, "health": str, "error": str,
+                "degraded_attempts": list}
+
+
 def read_index(path):
     """The index (``path``/index.json) as a dict, or None when ``path`` holds none;
-    UsageError when it is not a JSON object."""
+    UsageError naming the file when it is not JSON, not an object, lacks ``done`` or
+    holds a field (or an entry's field) of the wrong type: a corrupt index is bad
+    input, refused rather than read in part."""
     index_path = os.path.join(str(path), INDEX_FILE)
     if not os.path.isfile(index_path):
         return None
     try:
         with open(index_path) as f:
             index = json.load(f)
-    except ValueError as exc:
+    except (ValueError, UnicodeDecodeError) as exc:
         raise UsageError(f"{index_path}: not valid JSON ({exc})") from None
     if not isinstance(index, dict):
         raise UsageError(f"{index_path}: not a JSON object")
+    if "done" not in index:
+        raise UsageError(f"{index_path}: corrupt index: no 'done' field (its runs)")
+    _check_types(index_path, "", index, _INDEX_TYPES)
+    for i, entry in enumerate(index["done"]):
+        if not isinstance(entry, dict):
+            raise UsageError(f"{index_path}: corrupt index: done[{i}] is "
+                             f"{type(entry).__name__}, not an object")
+        _check_types(index_path, f"done[{i}].", entry, _ENTRY_TYPES)
     return index
+
+
+def _check_types(path, where, obj, types):
+    for key, kind in types.items():
+        value = obj.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+            raise UsageError(f"{path}: corrupt index: {where}{key} is "
+                             f"{type(value).__name__} {value!r:.40}, not "
+                             f"{ {dict: 'an object', list: 'an array', str: 'text', int: 'an integer'}[kind]}")
 
 
 def read_record(path):

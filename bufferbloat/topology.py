@@ -17,7 +17,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from .errors import ParameterError, UsageError
-from .params import Param, check_params
+from .params import MIN_RATE_MBIT, Param, check_params
 from .qdisc import make_qdisc, with_buffer
 
 SWITCH = "s0"
@@ -59,9 +59,9 @@ class LinkSpec:
 
 _COMMON = (
     Param("bottleneck_mbit", float, 10.0, "bottleneck rate s0 -> receiver, Mbit/s",
-          lo=0, lo_open=True, hi=10_000),
+          lo=MIN_RATE_MBIT, hi=10_000),
     Param("host_mbit", float, 1000.0, "rate of every sender's access link, Mbit/s",
-          lo=0, lo_open=True, hi=100_000),
+          lo=MIN_RATE_MBIT, hi=100_000),
     Param("delay_ms", float, 0.0, "one-way propagation delay of every link, ms "
           "(base RTT of the dumbbell = 4 x delay_ms)", lo=0, hi=10_000),
     Param("bottleneck_delay_ms", float, None, "one-way delay of the bottleneck link, ms "
@@ -89,7 +89,7 @@ _COMMON = (
           "auto (OVS where the kernel has it)", choices=("auto", "ovs", "bridge")),
     Param("reverse_mbit", float, None, "rate of the bottleneck link's reverse direction "
           "(receiver -> s0: ACKs, downloads), Mbit/s; default bottleneck_mbit (a symmetric "
-          "link, as Mininet's TCLink makes it)", lo=0, lo_open=True, hi=100_000),
+          "link, as Mininet's TCLink makes it)", lo=MIN_RATE_MBIT, hi=100_000),
     Param("sndbuf_bytes", int, 0, "largest TCP send buffer of every host (the maximum of "
           "net.ipv4.tcp_wmem); 0: the kernel's autotuning (unlimited)", lo=0, hi=1 << 30),
     Param("slow_start_after_idle", int, None, "net.ipv4.tcp_slow_start_after_idle of "

@@ -29,7 +29,7 @@ import sys
 import time
 
 from .errors import ParameterError
-from .params import check_number, check_port
+from .params import MIN_RATE_MBIT, check_number, check_port
 from .signals import stop_requests
 
 HEADER = struct.Struct("!QQ")
@@ -40,7 +40,7 @@ MAX_SIZE = 65507
 
 def check_stream_params(rate_kbit, size_bytes, duration_s, port=None):
     """Validate and return (rate_kbit, size_bytes, duration_s, port)."""
-    rate = check_number("rate_kbit", rate_kbit, 1e-3, 10_000_000)
+    rate = check_number("rate_kbit", rate_kbit, MIN_RATE_MBIT * 1000, 10_000_000)
     size = check_number("size_bytes", size_bytes, MIN_SIZE, MAX_SIZE, int)
     dur = check_number("duration_s", duration_s, 1e-3, 86_400)
     if port is not None:

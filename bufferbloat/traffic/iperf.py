@@ -14,7 +14,7 @@ import threading
 import time
 
 from ..errors import ParameterError
-from ..params import Param, check_number, check_port
+from ..params import MIN_RATE_MBIT, Param, check_number, check_port
 from ..signals import stop_process
 from .base import Timed, TrafficPart, exit_problem, register, wait_listening
 
@@ -67,7 +67,7 @@ class Iperf3Flow(Timed):
         self.mss_bytes = None if mss_bytes is None else check_number(
             "mss_bytes", mss_bytes, 88, 9000, int)
         self.rate_mbit = None if rate_mbit is None else check_number(
-            "rate_mbit", rate_mbit, 0, 100_000, lo_open=True)
+            "rate_mbit", rate_mbit, MIN_RATE_MBIT, 100_000)
         self.udp = bool(udp)
         if self.udp and self.mss_bytes:
             raise ParameterError("mss_bytes", mss_bytes, "only with TCP (udp=False)")
@@ -528,8 +528,8 @@ class IperfPart(TrafficPart):
         Param("direction", str, "up", "up: src sends; down: dst sends (-R)",
               choices=("up", "down")),
         Param("mss_bytes", int, None, "TCP MSS (-M), bytes", lo=88, hi=9000),
-        Param("rate_mbit", float, None, "pacing rate (-b), Mbit/s", lo=0, hi=100_000,
-              lo_open=True),
+        Param("rate_mbit", float, None, "pacing rate (-b), Mbit/s", lo=MIN_RATE_MBIT,
+              hi=100_000),
         Param("rate_pct", float, None, "pacing rate, % of the bottleneck rate", lo=0,
               hi=1000, lo_open=True),
         Param("protocol", str, "tcp", "tcp or udp (-u)", choices=("tcp", "udp")),

@@ -36,7 +36,7 @@ import time
 
 from ..errors import UsageError
 from ..signals import stop_process
-from ..params import Param
+from ..params import MIN_RATE_MBIT, Param
 from ..series import SERIES_COLUMNS
 from ..params import check_number
 from .base import Timed, TrafficPart, exit_problem, register, wait_listening
@@ -209,7 +209,7 @@ class NpmFlow:
                              "(allowed: up, down)")
         self.flow_id, self.name, self.direction = int(flow_id), name, direction
         self.rate_mbit = None if rate_mbit is None else check_number(
-            "rate_mbit", rate_mbit, 0, 100_000, lo_open=True)
+            "rate_mbit", rate_mbit, MIN_RATE_MBIT, 100_000)
         frame = check_number("frame_bytes", frame_bytes, MIN_FRAME_BYTES, MAX_FRAME_BYTES,
                              int)
         # the tool sends every message of a frame at full message size (transfer.cc: the
@@ -625,7 +625,7 @@ class NetPerfMeterPart(TrafficPart):
               choices=("up", "down")),
         Param("cca", str, None, "congestion control (default: the sender's)"),
         Param("rate_mbit", float, None, "pacing rate of each flow (application payload), "
-              "Mbit/s; none: saturated", lo=0, hi=100_000, lo_open=True),
+              "Mbit/s; none: saturated", lo=MIN_RATE_MBIT, hi=100_000),
         Param("rate_scale", float, None, "multiplies rate_mbit (a stream at a fraction of "
               "a reference rate); needs rate_mbit", lo=0, hi=100, lo_open=True),
         Param("frame_bytes", int, 1448, "frame size, bytes (cut into messages of at most "
@@ -654,6 +654,14 @@ class NetPerfMeterPart(TrafficPart):
                 "stream at a fraction of the bulk run's goodput needs bulk_goodput_mbit: "
                 "a sweep over the bulk load sets it from that run; or --set "
                 "bulk_goodput_mbit=MBIT)")
+        rate, scale = spec.get("rate_mbit"), spec.get("rate_scale")
+        if resolved and rate is not None and scale is not None \
+                and float(rate) * float(scale) < MIN_RATE_MBIT:
+            raise UsageError(
+                f"{where}traffic {spec.get('name', cls.kind)}: invalid value for "
+                f"rate_mbit x rate_scale: {rate:g} x {scale:g} = "
+                f"{float(rate) * float(scale):.3g} Mbit/s (allowed: >= {MIN_RATE_MBIT:g}"
+                " Mbit/s, the floor of any rate)")
         if resolved and spec.get("direction", "up") == "down" and int(spec.get("count", 1)) > 1:
             # the sampler labels a sending socket by its source port, which all 'down'
             # flows share (the passive side's port)

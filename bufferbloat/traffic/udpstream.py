@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 
-from ..params import Param, check_number
+from ..params import MIN_RATE_MBIT, Param, check_number
 from ..signals import stop_process
 from ..stats import percentile
 from ..udptool import MAX_SIZE, MIN_SIZE, check_stream_params
@@ -208,8 +208,8 @@ class UdpPart(TrafficPart):
     params = (
         Param("src", str, None, "the sending host"),
         Param("dst", str, None, "the receiving host"),
-        Param("rate_kbit", float, None, "rate, kbit/s of UDP payload", lo=1e-3,
-              hi=10_000_000),
+        Param("rate_kbit", float, None, "rate, kbit/s of UDP payload",
+              lo=MIN_RATE_MBIT * 1000, hi=10_000_000),
         Param("size_bytes", int, 1200, "UDP payload per packet, bytes", lo=MIN_SIZE,
               hi=MAX_SIZE),
     )

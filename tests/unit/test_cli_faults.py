@@ -136,25 +136,23 @@ INDEX_CASES = {
 
 
 @pytest.mark.parametrize("command,case", [("compare", c) for c in INDEX_CASES] + [
-    ("report", "done is a string"), ("report", "vary is a list")])
-def test_an_index_of_wrong_types_is_read_with_a_warning(case, command, tmp_path, capsys):
+    ("report", "done is a string"), ("report", "vary is a list"),
+    ("plot", "done holds numbers")])
+def test_an_index_of_wrong_types_is_refused_naming_it(case, command, tmp_path, capsys):
+    """A corrupt index is bad input: exit 2, one line naming the file, nothing written
+    (the corpus in tests/host/test_bad_inputs.py holds the same rule)."""
     sweep = _copy(tmp_path, "sweep_fifo_buffer")
     _edit(sweep / "index.json", INDEX_CASES[case])
-    argv = ([command, str(sweep)] if command == "report" else
+    before = sorted(p.relative_to(sweep) for p in sweep.rglob("*"))
+    argv = ([command, str(sweep)] if command in ("report", "plot") else
             [command, str(sweep), os.path.join(RUNS, "a1_fifo"), "--html",
              str(tmp_path / "c.html")])
-    assert main(argv) == 0
-    warnings = _warnings(capsys.readouterr().err)
-    assert warnings and all("index.json" in w for w in warnings), warnings
-
-
-def test_plot_of_an_index_of_wrong_types_draws_with_a_warning(tmp_path, capsys):
-    sweep = _copy(tmp_path, "sweep_fifo_buffer")
-    _edit(sweep / "index.json", lambda d: dict(d, vary="x", done=[2]))
-    assert main(["plot", str(sweep)]) == 0
-    warnings = _warnings(capsys.readouterr().err)
-    assert any("'vary' is str" in w for w in warnings)
-    assert any("done[0] is int" in w for w in warnings)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "index.json: corrupt index" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert sorted(p.relative_to(sweep) for p in sweep.rglob("*")) == before
+    assert not (tmp_path / "c.html").exists()
 
 
 RECORD_CASES = {
@@ -165,31 +163,30 @@ RECORD_CASES = {
 
 
 @pytest.mark.parametrize("field", list(RECORD_CASES))
-def test_a_record_field_of_a_wrong_type_is_read_as_absent_with_a_warning(field, tmp_path,
-                                                                          capsys):
+def test_a_record_field_of_a_wrong_type_is_refused_naming_it(field, tmp_path, capsys):
+    """show, report and export of a record with a field of the wrong type: exit 2, one
+    line naming result.json and the field; no report written."""
     run = _copy(tmp_path, "a1_fifo")
     _edit(run / "result.json", lambda d: dict(d, **{field: RECORD_CASES[field]}))
-    assert main(["show", str(run)]) == 0
-    assert main(["report", str(run)]) == 0
-    rc = main(["export", "--flent", str(run), "-o", str(tmp_path / "x.flent.gz")])
-    assert rc == (2 if field == "t0_realtime" else 0)
-    captured = capsys.readouterr()
-    if rc == 2:
-        assert "no wall clock recorded" in captured.err
-    warnings = _warnings(captured.err)
-    assert any(f"'{field}' is" in w and "result.json" in w for w in warnings), warnings
-    assert (run / "report.html").is_file()
-    assert "Traceback" not in captured.err
+    for argv in (["show", str(run)], ["report", str(run)],
+                 ["export", "--flent", str(run), "-o", str(tmp_path / "x.flent.gz")]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "result.json: corrupt record" in err and repr(field) in err, err
+        assert "Traceback" not in err
+    assert not (run / "report.html").exists()
+    assert not (tmp_path / "x.flent.gz").exists()
 
 
-def test_a_record_without_status_or_start_is_reported(tmp_path, capsys):
+def test_a_record_without_start_or_series_is_reported(tmp_path, capsys):
+    """A killed run's record may lack its start and its series list: show says the
+    start is not recorded and lists the series found on disk."""
     run = _copy(tmp_path, "a1_fifo")
     _edit(run / "result.json", lambda d: {k: v for k, v in d.items()
-                                          if k not in ("status", "started", "series")})
+                                          if k not in ("started", "series")})
     assert main(["show", str(run)]) == 0
     out = capsys.readouterr().out
     assert "start not recorded" in out and "started ?" not in out
-    # a killed run's record lists no series: show lists those found on disk
     assert "series: iperf, ping, qdisc, tcp, web" in out
     assert main(["report", str(run)]) == 0
     assert "not recorded" in (run / "report.html").read_text()
