@@ -2,7 +2,7 @@
 faithfully? Sweeps rate x flows x segment size x directions and prints, per point, the
 bottleneck's work conservation while backlogged (each loaded direction), the sampler's
 missed ticks and CPU share, the worst flow start lag and the health verdict
-(bufferbloat/health.py). Meant for the project VM:
+(bufferbloat/results/health.py). Meant for the project VM:
 
     vm/run -- python3 bench/bench_envelope.py [--rates 10,20] [--flows 1,5,40]
         [--mss 1448,536] [--dirs up,both] [--tool iperf,netperfmeter] [--time 15]
@@ -26,9 +26,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bufferbloat.engine import SAMPLER_RT_ENV, run_point  # noqa: E402
-from bufferbloat.results import load_run  # noqa: E402
-from bufferbloat.scenario import Scenario  # noqa: E402
+from bufferbloat.run.engine import SAMPLER_RT_ENV, run_point  # noqa: E402
+from bufferbloat.results.records import load_run  # noqa: E402
+from bufferbloat.run.scenario import Scenario  # noqa: E402
 
 
 def scenario(rate, flows, mss, dirs, tcp_ms, delay_ms=10, switch="auto", tool="iperf"):

@@ -1,6 +1,6 @@
 """``python3 -m bufferbloat``: the command line."""
 import sys
 
-from .cli import console
+from bufferbloat.cli import console
 
 sys.exit(console())

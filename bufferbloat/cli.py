@@ -13,12 +13,12 @@ import signal
 import sys
 import time
 
-from .errors import EXIT_DEGRADED, EXIT_USAGE, UsageError
-from .signals import ignore_signals, interrupt_rc
+from bufferbloat.core.errors import EXIT_DEGRADED, EXIT_USAGE, UsageError
+from bufferbloat.core.signals import ignore_signals, interrupt_rc
 
 
 def _scenarios():
-    from scenarios import catalogue
+    from bufferbloat.scenarios import catalogue
     return catalogue()
 
 
@@ -41,11 +41,11 @@ def _overrides(pairs):
 
 def _needs(names):
     """(capabilities, features the named scenarios need on this machine)."""
-    from .capabilities import probe
-    from .network import Network
+    from bufferbloat.net.capabilities import probe
+    from bufferbloat.net.network import Network
     caps = probe()
     needed = set()
-    from .traffic.base import needs_of
+    from bufferbloat.traffic.base import needs_of
     for name in names:
         topo, _, traffic = _scenario(name).build(hz=caps.hz)
         needed |= set(Network(topo, caps=caps).features) | set(needs_of(traffic))
@@ -54,7 +54,7 @@ def _needs(names):
 
 def cmd_check(args):
     """Print what this machine can emulate; with --scenario, exit 2 if it can't run it."""
-    from .capabilities import probe
+    from bufferbloat.net.capabilities import probe
     caps = probe()
     if args.json:
         print(json.dumps(caps.to_dict(), indent=1))
@@ -83,14 +83,19 @@ def cmd_list(_args):
 def cmd_describe(args):
     """Print everything about a scenario: study, topology, traffic, keys, sweep, figures,
     expected result, headline metrics."""
-    from .describe import describe
+    from bufferbloat.describe import describe
     print("\n".join(describe(_scenario(args.scenario))))
     return 0
 
 
 def _check_common(args):
     """Options every running command shares, checked before anything is built."""
-    from .params import DURATION_LIMITS_S, REPEAT_LIMITS, check_out_dir, check_range
+    from bufferbloat.core.params import (
+        DURATION_LIMITS_S,
+        REPEAT_LIMITS,
+        check_out_dir,
+        check_range,
+    )
     check_out_dir(args.out)
     if getattr(args, "time", None) is not None:
         check_range("--time", args.time, *DURATION_LIMITS_S, " s")
@@ -103,25 +108,30 @@ def _check_common(args):
 def cmd_run(args):
     """Run one scenario (``--repeat`` times); a failed run is reported and the others go
     on; exit 1 if any failed."""
-    from . import summary
-    from .engine import run_point
-    from .health import verdict_of
-    from .sweep import read_record
+    from bufferbloat import summary
+    from bufferbloat.run.engine import run_point
+    from bufferbloat.results.health import verdict_of
+    from bufferbloat.run.sweep import read_record
     scn = _scenario(args.scenario)
     overrides = _overrides(args.set)
     _check_common(args)
-    from .params import SAMPLE_PERIOD_LIMITS_S, check_range
+    from bufferbloat.core.params import SAMPLE_PERIOD_LIMITS_S, check_range
     check_range("--sample-ms", args.sample_ms,
                 *(1000 * x for x in SAMPLE_PERIOD_LIMITS_S), " ms")
-    from .identity import run_config
-    from .sweep import PointStalled, run_until_healthy, stall_limit_s, watchdog
+    from bufferbloat.run.identity import run_config
+    from bufferbloat.run.sweep import (
+        PointStalled,
+        run_until_healthy,
+        stall_limit_s,
+        watchdog,
+    )
     # every repetition's configuration (bad input: exit 2 before anything runs)
     configs = [run_config(scn, overrides, quick=args.quick, duration_s=args.time,
                           rep=i + 1, sample_period_s=args.sample_ms / 1000.0)
                for i in range(args.repeat)]
     if _place(args, [(scn, overrides)]) == "vm":
         return _run_in_vm(args)
-    from .where import note_run
+    from bufferbloat.run.where import note_run
     failed, degraded = 0, []
     for i, config in enumerate(configs):
         limit = stall_limit_s(config)
@@ -154,9 +164,9 @@ def cmd_run(args):
 
 def _place(args, builds):
     """'host' or 'vm' for a command whose runs are ``builds`` [(scenario, overrides)]
-    (bufferbloat/where.py: the VM when this kernel lacks a piece they need, unless
+    (bufferbloat/run/where.py: the VM when this kernel lacks a piece they need, unless
     --host; --vm forces it); refuses a user who is not root."""
-    from .where import choose, require_here, require_root
+    from bufferbloat.run.where import choose, require_here, require_root
     seen, topos = set(), []
     for scn, overrides in builds:
         key = (scn.name, tuple(sorted((k, str(v)) for k, v in overrides.items())))
@@ -173,8 +183,8 @@ def _place(args, builds):
 def _run_in_vm(args):
     """``run`` through the project VM: the guest runs and records; the runs' summaries,
     figures and reports are made here from what it recorded (in the checkout)."""
-    from . import summary
-    from .where import RUNS_FILE_ENV, recorded_runs, run_in_vm, runs_file
+    from bufferbloat import summary
+    from bufferbloat.run.where import RUNS_FILE_ENV, recorded_runs, run_in_vm, runs_file
     with runs_file() as (guest_file, host_file):
         rc = run_in_vm(args.argv, args.out, env={RUNS_FILE_ENV: guest_file})
         run_dirs = recorded_runs(host_file)
@@ -210,9 +220,15 @@ def _end_status(failed, degraded_dirs):
 
 def cmd_sweep(args):
     """Vary parameters over a scenario (cartesian product x repetitions), resumable."""
-    from .engine import run_point
-    from .identity import run_config
-    from .sweep import check_sweep_size, check_vary, parse_vary, points, run_sweep
+    from bufferbloat.run.engine import run_point
+    from bufferbloat.run.identity import run_config
+    from bufferbloat.run.sweep import (
+        check_sweep_size,
+        check_vary,
+        parse_vary,
+        points,
+        run_sweep,
+    )
     scn = _scenario(args.scenario)
     _check_common(args)
     vary = parse_vary(args.vary) if args.vary else scn.sweep_for(args.quick)
@@ -228,12 +244,12 @@ def cmd_sweep(args):
     for overrides in todo:
         run_config(scn, overrides, quick=args.quick, duration_s=args.time)
     if _place(args, [(scn, o) for o in todo]) == "vm":
-        from .where import run_in_vm
+        from bufferbloat.run.where import run_in_vm
         rc = run_in_vm(args.argv, args.out, extra=["--no-figures"])
         sweep_dir = os.path.join(args.out, scn.name, "sweep")
         if rc not in (EXIT_USAGE, 3, 4, 124, 130, 143) and not args.no_figures \
                 and os.path.isfile(os.path.join(sweep_dir, "index.json")):
-            from .summary import finish_sweep
+            from bufferbloat.summary import finish_sweep
             print("\n".join(finish_sweep(sweep_dir, progress=progress)))
         return rc
     # --repeat overrides the scenario's own repetitions (None: the scenario's)
@@ -241,9 +257,9 @@ def cmd_sweep(args):
                               duration_s=args.time, base=base, retries=_retries(args))
     print(f"index: {index}")
     if not args.no_figures:
-        from .summary import finish_sweep
+        from bufferbloat.summary import finish_sweep
         print("\n".join(finish_sweep(os.path.dirname(index), progress=progress)))
-    from .sweep import degraded
+    from bufferbloat.run.sweep import degraded
     with open(index) as f:
         entries = json.load(f).get("done", [])
     return _end_status(failed, [e["run_dir"] for e in degraded(entries)])
@@ -251,11 +267,16 @@ def cmd_sweep(args):
 
 def cmd_show(args):
     """Print a run's metrics table (recomputed from its stored series with --recompute)."""
-    from .health import headline
-    from .metrics import compute_metrics, format_table, run_rows, write_metrics
-    from .results import load_run
-    from .metrics import series_cut
-    from .errors import warn
+    from bufferbloat.results.health import headline
+    from bufferbloat.results.metrics import (
+        compute_metrics,
+        format_table,
+        run_rows,
+        write_metrics,
+    )
+    from bufferbloat.results.records import load_run
+    from bufferbloat.results.metrics import series_cut
+    from bufferbloat.core.errors import warn
     run = load_run(args.run_dir)
     if args.recompute:
         cut = series_cut(run)
@@ -275,7 +296,7 @@ def cmd_show(args):
                         or "none")
           + (f" (listed but not on disk: {', '.join(missing)})" if missing else ""))
     if rec.get("run_key"):
-        from .identity import setting, setting_label, short
+        from bufferbloat.run.identity import setting, setting_label, short
         print(f"configuration {short(rec.get('config_key'))} (run {short(rec['run_key'])}, "
               f"rep {(rec.get('run_config') or {}).get('rep', '?')}): "
               f"{setting_label(setting(rec))}")
@@ -286,7 +307,7 @@ def cmd_show(args):
 
 def cmd_plot(args):
     """Redraw a run's figures (or a sweep's / results tree's) from what is stored."""
-    import plots
+    from bufferbloat import plots
     if args.format not in ("png", "svg", "pdf"):
         raise UsageError(f"invalid value for --format: {args.format!r} (allowed: png, svg, "
                          "pdf)")
@@ -296,15 +317,15 @@ def cmd_plot(args):
 def cmd_report(args):
     """Write one self-contained HTML report for a run, a sweep or a results tree, where
     the command runs (it reads stored results only: no kernel piece, no VM needed)."""
-    import plots
+    from bufferbloat import plots
     return plots.cli_report(args.path, progress=progress)
 
 
 def cmd_compare(args):
     """Compare runs, sweeps or results trees: the headline metrics side by side with
     differences, and overlay figures, in the terminal and as one HTML page."""
-    from .compare import compare
-    from .errors import ParameterError
+    from bufferbloat.compare import compare
+    from bufferbloat.core.errors import ParameterError
     if os.path.isdir(args.html):
         raise ParameterError("--html", args.html, "a file name (this is a directory)")
     print("\n".join(compare(args.paths, args.html)))
@@ -313,9 +334,9 @@ def cmd_compare(args):
 
 def cmd_export(args):
     """Write a run in another tool's format: ``--flent``, a .flent.gz flent loads and
-    plots (bufferbloat/flentexport.py)."""
-    from .flentexport import export_flent
-    from .results import RESULT_FILE, ResultsError, load_run
+    plots (bufferbloat/results/flentexport.py)."""
+    from bufferbloat.results.flentexport import export_flent
+    from bufferbloat.results.records import RESULT_FILE, ResultsError, load_run
     clock = load_run(args.run_dir).record.get("t0_realtime")   # exit 2 when corrupt
     if isinstance(clock, bool) or not isinstance(clock, (int, float)):
         raise ResultsError(f"{os.path.join(args.run_dir, RESULT_FILE)}: no t0_realtime "
@@ -327,7 +348,7 @@ def cmd_export(args):
 
 def catalogue_points(quick, only=None):
     """Every point run_all runs: [(scenario, overrides, varied, rep)]."""
-    from .sweep import points
+    from bufferbloat.run.sweep import points
     cat = _scenarios()
     names = only or list(cat)
     for name in names:
@@ -342,12 +363,12 @@ def catalogue_points(quick, only=None):
 
 def cmd_run_all(args):
     """Run the whole catalogue with progress; go on past failures; write an index."""
-    from .engine import run_point
-    from .sweep import run_points
+    from bufferbloat.run.engine import run_point
+    from bufferbloat.run.sweep import run_points
     _check_common(args)
     todo = catalogue_points(args.quick, args.only)
     if _place(args, [(scn, o) for scn, o, _, _ in todo]) == "vm":
-        from .where import run_in_vm
+        from bufferbloat.run.where import run_in_vm
         return run_in_vm(args.argv, args.out)
     caps, needed = _needs(sorted({scn.name for scn, _, _, _ in todo}))
     caps.require(needed)  # refuse up front, before any network state, what can't run here
@@ -356,7 +377,7 @@ def cmd_run_all(args):
                                {"catalogue": sorted({s.name for s, _, _, _ in todo})},
                                quick=args.quick, retries=_retries(args))
     ok = sum(1 for e in index if e["status"] == "ok")
-    from .sweep import degraded
+    from bufferbloat.run.sweep import degraded
     bad = degraded(index)
     print(f"done: {ok}/{len(todo)} runs ok ({ok - len(bad)} healthy, {len(bad)} degraded); "
           f"index: {index_path}")
@@ -369,7 +390,7 @@ def cmd_run_all(args):
 
 
 def _retry_option(p):
-    """--retry-degraded N: reruns of a run that comes out degraded (bufferbloat/sweep.py)."""
+    """--retry-degraded N: reruns of a run that comes out degraded (bufferbloat/run/sweep.py)."""
     p.add_argument("--retry-degraded", type=int, default=None, metavar="N",
                    help="run a point again, up to N times, when the emulator fell behind "
                         "(its run kept, marked degraded; default 1, env "
@@ -378,8 +399,8 @@ def _retry_option(p):
 
 def _retries(args):
     """The number of reruns of a degraded run (validated: UsageError, exit 2)."""
-    from .params import check_range
-    from .sweep import RETRY_DEGRADED_LIMITS, retry_degraded_default
+    from bufferbloat.core.params import check_range
+    from bufferbloat.run.sweep import RETRY_DEGRADED_LIMITS, retry_degraded_default
     n = getattr(args, "retry_degraded", None)
     if n is None:
         return retry_degraded_default()
@@ -387,7 +408,7 @@ def _retries(args):
 
 
 def _where_options(p):
-    """--host / --vm: where the networks are built (bufferbloat/where.py)."""
+    """--host / --vm: where the networks are built (bufferbloat/run/where.py)."""
     g = p.add_mutually_exclusive_group()
     g.add_argument("--host", dest="where", action="store_const", const="host",
                    help="on this machine only: refuse what its kernel lacks")
@@ -492,7 +513,7 @@ def main(argv=None):
         rc = EXIT_USAGE
     except ModuleNotFoundError as err:
         # a library this command needs that this Python lacks (numpy, matplotlib, mininet)
-        from .capabilities import python_hint
+        from bufferbloat.net.capabilities import python_hint
         print(f"bufferbloat: error: {args.cmd} needs the Python module {err.name}, "
               f"{python_hint(err.name)}", file=sys.stderr)
         rc = EXIT_USAGE

@@ -9,7 +9,7 @@ rows per match. A side's value is the mean over its repetitions (degraded runs l
 out, as in every mean: docs/HEALTH.md).
 
 The table has one row per headline metric (the union of the sides' scenarios'
-declarations, :mod:`bufferbloat.headline`), one column per side, and each side after
+declarations, :mod:`bufferbloat.results.headline`), one column per side, and each side after
 the first with its difference from the first (``-387 (x0.12)``). The overlay figures
 (:mod:`plots.overlay`: RTT eCDF, queueing delay and throughput over time, one line per
 side) and the table go into one self-contained HTML page.
@@ -19,8 +19,8 @@ import datetime
 import os
 import string
 
-from . import headline
-from .errors import UsageError
+from bufferbloat.results import headline
+from bufferbloat.core.errors import UsageError
 
 #: how many lines an overlay figure holds at most (sides x matched points)
 MAX_LINES = 16
@@ -34,7 +34,7 @@ class Side:
 
     def groups(self, direct):
         """{match key: [points]}; with ``direct`` one group holding everything."""
-        from plots.sweep import by_key, by_scenario
+        from bufferbloat.plots.sweep import by_key, by_scenario
         if direct:
             return {"": self.points}
         out = {}
@@ -44,7 +44,7 @@ class Side:
         return out
 
     def describe(self):
-        from plots.common import run_label
+        from bufferbloat.plots.common import run_label
         labels = list(dict.fromkeys(run_label(p.run) for p in self.points))
         what = labels[0] if len(labels) == 1 else f"{len(labels)} settings"
         return f"{self.letter} = {self.path} ({what}, {len(self.points)} run(s))"
@@ -52,7 +52,7 @@ class Side:
 
 def load_sides(paths):
     """The sides of ``paths`` (UsageError: fewer than two, or a path without runs)."""
-    from plots.sweep import load_points
+    from bufferbloat.plots.sweep import load_points
     if len(paths) < 2:
         raise UsageError("compare needs at least two runs, sweeps or results trees")
     if len(paths) > len(string.ascii_uppercase):
@@ -62,7 +62,7 @@ def load_sides(paths):
 
 
 def _single_setting(side):
-    from plots.sweep import by_key, by_scenario
+    from bufferbloat.plots.sweep import by_key, by_scenario
     sets = by_scenario(side.points)
     return len(sets) == 1 and len(by_key(next(iter(sets.values())))) == 1
 
@@ -155,7 +155,7 @@ def table_lines(sides, rows):
 def overlay_pairs(sides, direct):
     """[(label, Run)] for the overlay figures: the first run of each side (and of each
     matched point when not direct), at most :data:`MAX_LINES`."""
-    from plots.common import run_label
+    from bufferbloat.plots.common import run_label
     pairs = []
     for side in sides:
         for key, pts in side.groups(direct).items():
@@ -166,7 +166,7 @@ def overlay_pairs(sides, direct):
 
 def figures(sides, direct):
     """{name: Figure} of the overlays (:data:`plots.overlay.COMPARE`)."""
-    from plots import overlay
+    from bufferbloat.plots import overlay
     pairs = overlay_pairs(sides, direct)
     out = {}
     for name, draw in overlay.COMPARE.items():
@@ -178,7 +178,7 @@ def figures(sides, direct):
 
 def write_html(path, sides, rows, figs):
     """The comparison as one self-contained page at ``path``; returns ``path``."""
-    from plots.report import CSS, esc, figure_html, write_page
+    from bufferbloat.plots.report import CSS, esc, figure_html, write_page
     letters = [s.letter for s in sides]
     head = "".join(f"<th>{esc(h)}</th>" for h in
                    ["metric"] + letters + [f"{x}-{letters[0]}" for x in letters[1:]])

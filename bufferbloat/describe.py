@@ -13,11 +13,11 @@ import math
 import sys
 import textwrap
 
-from . import headline
-from .qdisc import KINDS
-from .results import Run
-from .scenario import KNOBS, study_path
-from .topology import TOPOLOGIES
+from bufferbloat.results import headline
+from bufferbloat.net.qdisc import KINDS
+from bufferbloat.results.records import Run
+from bufferbloat.run.scenario import KNOBS, study_path
+from bufferbloat.net.topology import TOPOLOGIES
 
 #: unit of a parameter, from the suffix of its name
 UNITS = (("_mbit", "Mbit/s"), ("_kbit", "kbit/s"), ("_ms", "ms"), ("_us", "us"),
@@ -61,7 +61,7 @@ def _fmt(value, none="-"):
 
 class _Configured(Run):
     """The default setting of a scenario as a run record that was never run: the theory
-    and headline functions read it through :class:`bufferbloat.results.Run`'s accessors,
+    and headline functions read it through :class:`bufferbloat.results.records.Run`'s accessors,
     as they read a recorded run."""
 
     def __init__(self, topo, knobs, traffic):
@@ -150,7 +150,7 @@ def _wrap(text, indent, width=92, first=None):
 
 def describe(scn):
     """The description of scenario ``scn`` as text lines."""
-    from scenarios._common import STUDIES
+    from bufferbloat.scenarios._common import STUDIES
     topo, knobs, traffic = scn.build()
     out = [f"{scn.name}: {scn.description}"]
     family = STUDIES.get(scn.family)
@@ -218,7 +218,7 @@ def describe(scn):
 
 def _module_doc(scn):
     """The first paragraph of the scenario module's docstring."""
-    import scenarios
+    from bufferbloat import scenarios
     mod = sys.modules.get(f"{scenarios.__name__}.{scn.name}")
     doc = (mod.__doc__ or "") if mod else ""
     return " ".join(doc.strip().split("\n\n")[0].split())

@@ -3,17 +3,17 @@
 :func:`finish` draws the run's figures into ``RUN_DIR/figures/`` and writes
 ``RUN_DIR/report.html`` (both from the stored results, :mod:`plots`), then returns the
 summary's lines: where the run is, its status, the health verdict, the scenario's
-headline metrics (:mod:`bufferbloat.headline`) with theory and the study's expected
+headline metrics (:mod:`bufferbloat.results.headline`) with theory and the study's expected
 shape, the flags raised (:func:`plots.flags.flags`), the paths of the figures and of the
 report, and the command that prints the full metrics table (``bufferbloat show``).
 """
 
 import os
 
-from . import headline
-from .health import headline as health_line
-from .metrics import run_rows
-from .results import load_run
+from bufferbloat.results import headline
+from bufferbloat.results.health import headline as health_line
+from bufferbloat.results.metrics import run_rows
+from bufferbloat.results.records import load_run
 
 #: at most this many figure paths are printed one per line
 MAX_FIGURE_LINES = 6
@@ -22,19 +22,19 @@ MAX_FIGURE_LINES = 6
 def render(run_dir, fmt="png", report=True):
     """Draw the run's figures (``RUN_DIR/figures/NAME.FMT``) and, with ``report``, write
     its report page; returns (figure paths, report path or None)."""
-    from plots.render import run_figures
+    from bufferbloat.plots.render import run_figures
     paths = list(run_figures(run_dir, None, fmt).values())
     page = None
     if report:
-        from plots.report import write_report
+        from bufferbloat.plots.report import write_report
         page = write_report(run_dir)
     return paths, page
 
 
 def lines(run, rows=None, figures=(), report=None):
     """The summary of ``run`` (a Run) as terminal lines (see the module doc)."""
-    from plots.common import run_label
-    from plots.flags import flags
+    from bufferbloat.plots.common import run_label
+    from bufferbloat.plots.flags import flags
     rows = run_rows(run) if rows is None else rows
     rec = run.record
     out = [f"result: {run.dir}",
@@ -68,12 +68,12 @@ def finish_sweep(sweep_dir, progress=None):
     each run's figures (``RUN/figures/``) and the sweep's (``SWEEP/figures/``: the
     study's first); returns the lines naming them."""
     import glob
-    from plots.report import write_report
+    from bufferbloat.plots.report import write_report
     page = write_report(sweep_dir, progress=progress)
     fig_dir = os.path.join(sweep_dir, "figures")
     files = sorted(glob.glob(os.path.join(fig_dir, "*.png")))
-    from plots import study
-    from plots.sweep import load_points
+    from bufferbloat.plots import study
+    from bufferbloat.plots.sweep import load_points
     names = study.declared(load_points(sweep_dir))
     first = [f for n in names for f in files
              if os.path.basename(f).endswith(f"-{study.file_name(n)}.png")]

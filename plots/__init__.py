@@ -1,6 +1,6 @@
 """Figures drawn from stored run results only (one module per figure kind).
 
-Every figure is built from a run directory through :func:`bufferbloat.results.load_run`
+Every figure is built from a run directory through :func:`bufferbloat.results.records.load_run`
 (never from a live run), as a matplotlib Figure on the Agg canvas, and saved as PNG (SVG
 or PDF on request). Per run (:data:`FIGURES`, name -> ``draw(run) -> Figure | None``):
 
@@ -32,13 +32,26 @@ CSV/Markdown tables); warnings against theory: :func:`.flags.flags`; one HTML pa
 import json
 import os
 
-from bufferbloat.errors import UsageError, warn
-from bufferbloat.results import RESULT_FILE
+from bufferbloat.core.errors import UsageError, warn
+from bufferbloat.results.records import RESULT_FILE
 
-from . import (cwnd, drops, ecdf, ellipsis, flowseries, operating, queue, rtt, sweep,
-               throughput, totals, udp, web)
-from .common import FORMATS, as_run, save
-from .flags import flags
+from bufferbloat.plots import (
+    cwnd,
+    drops,
+    ecdf,
+    ellipsis,
+    flowseries,
+    operating,
+    queue,
+    rtt,
+    sweep,
+    throughput,
+    totals,
+    udp,
+    web,
+)
+from bufferbloat.plots.common import FORMATS, as_run, save
+from bufferbloat.plots.flags import flags
 
 FIGURES = {
     "cwnd": cwnd.draw,
@@ -176,7 +189,7 @@ def draw_sweep(path, fmt="png", out_dir=None, points=None, progress=None, reuse=
     ``SCENARIO-table.csv``/``.md`` and ``SCENARIO-headline.csv``/``.md``, into each
     set's directory's ``figures/`` (:func:`set_dirs`; ``out_dir`` for all of them when
     given); returns the paths written. Raises UsageError when ``path`` holds no run."""
-    from . import render
+    from bufferbloat.plots import render
     if fmt not in FORMATS:
         raise UsageError(f"unknown figure format {fmt!r} (valid: {', '.join(FORMATS)})")
     points = sweep.load_points(path) if points is None else points
@@ -191,7 +204,7 @@ def draw_sweep(path, fmt="png", out_dir=None, points=None, progress=None, reuse=
 def draw_runs(runs, fmt="png", all_figures=False, progress=None, reuse=False):
     """Each run's figures into its ``figures/`` (the scenario's own, or every figure the
     data allow with ``all_figures``), in worker processes; returns the paths."""
-    from . import render
+    from bufferbloat.plots import render
     jobs = [(run.dir, None if all_figures else
              (scenario_figures(run) or list(DEFAULT_RUN_FIGURES)), fmt, reuse)
             for run in runs]
@@ -229,7 +242,7 @@ def cli_report(path, progress=None):
     """``bufferbloat report DIR``: write the HTML report of a run, sweep or results
     tree (``progress(text)`` as it goes) and print its path; exit code 0. Raises
     UsageError for any other path."""
-    from .report import write_report
+    from bufferbloat.plots.report import write_report
     html = write_report(path, progress=progress)
     print(html)
     return 0

@@ -18,10 +18,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bufferbloat import metrics as _metrics  # noqa: E402
-from bufferbloat import theory  # noqa: E402
-from bufferbloat.atomic import write_text_atomic  # noqa: E402
-from bufferbloat.results import Run, label_groups, load_run  # noqa: E402
+from bufferbloat.results import metrics as _metrics  # noqa: E402
+from bufferbloat.results import theory  # noqa: E402
+from bufferbloat.core.atomic import write_text_atomic  # noqa: E402
+from bufferbloat.results.records import Run, label_groups, load_run  # noqa: E402
 
 FORMATS = ("png", "svg", "pdf")
 #: gid of reference (theory) lines, so tests and readers can tell them from data.
@@ -85,7 +85,7 @@ def counter_increments(t, counter):
 
 def full_queue_rtt_ms(run):
     """FIFO theory: the RTT of a probe behind a full buffer, ms
-    (:func:`bufferbloat.theory.full_queue_rtt_ms` with the run's ping interval for a
+    (:func:`bufferbloat.results.theory.full_queue_rtt_ms` with the run's ping interval for a
     packet-limited buffer; base RTT + bytes x 8 / rate for a byte-limited one), or None
     when the run's qdisc is not a FIFO or the record lacks a number."""
     kind, params = run.qdisc
@@ -102,7 +102,7 @@ def full_queue_rtt_ms(run):
     return None
 
 
-# one definition of a run's metric rows and of reading one: bufferbloat.metrics'
+# one definition of a run's metric rows and of reading one: bufferbloat.results.metrics'
 run_metrics = _metrics.run_rows
 metric_value = _metrics.metric_value
 metric_values = _metrics.metric_values
@@ -213,7 +213,7 @@ def xy_from_zero(ax, xlabel, ylabel, loc="best"):
 
 def write_csv_md(out_dir, stem, csv_text, md_text):
     """``STEM.csv`` and ``STEM.md`` with these texts in ``out_dir`` (made if missing),
-    each written whole (:mod:`bufferbloat.atomic`); returns the two paths."""
+    each written whole (:mod:`bufferbloat.core.atomic`); returns the two paths."""
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     for ext, text in (("csv", csv_text), ("md", md_text)):
@@ -236,7 +236,7 @@ def include_in_ylim(ax, *values):
 
 def save(fig, path, fmt=None):
     """Write ``fig`` to ``path`` (format from ``fmt`` or the extension), whole
-    (:mod:`bufferbloat.atomic`); returns path."""
+    (:mod:`bufferbloat.core.atomic`); returns path."""
     fmt = fmt or os.path.splitext(path)[1].lstrip(".") or "png"
     if fmt not in FORMATS:
         raise ValueError(f"unknown figure format {fmt!r} (valid: {', '.join(FORMATS)})")

@@ -3,9 +3,17 @@ cumulative counters, summed into bins; PIE's drop probability when reported."""
 
 import numpy as np
 
-from .common import (bin_edges, caption, counter_increments, leaf_groups, leaf_name,
-                     legend, new_figure, takes_run)
-from .palette import qdisc_color
+from bufferbloat.plots.common import (
+    bin_edges,
+    caption,
+    counter_increments,
+    leaf_groups,
+    leaf_name,
+    legend,
+    new_figure,
+    takes_run,
+)
+from bufferbloat.plots.palette import qdisc_color
 
 BIN_S = 0.5
 #: counter -> (legend text, line style)

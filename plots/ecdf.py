@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from bufferbloat.results import label_groups
+from bufferbloat.results.records import label_groups
 
-from .common import caption, legend, new_figure, series, takes_run
-from .palette import flow_color
+from bufferbloat.plots.common import caption, legend, new_figure, series, takes_run
+from bufferbloat.plots.palette import flow_color
 
 
 def ecdf(values):

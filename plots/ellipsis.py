@@ -11,10 +11,17 @@ eigenvalues).
 import numpy as np
 from matplotlib.patches import Ellipse
 
-from .common import caption, legend, mean_per_bin, new_figure, series, takes_run
-from .palette import flow_color, qdisc_color
-from .throughput import aggregate_rate
-from .totals import rrul_flows
+from bufferbloat.plots.common import (
+    caption,
+    legend,
+    mean_per_bin,
+    new_figure,
+    series,
+    takes_run,
+)
+from bufferbloat.plots.palette import flow_color, qdisc_color
+from bufferbloat.plots.throughput import aggregate_rate
+from bufferbloat.plots.totals import rrul_flows
 
 BIN_S = 1.0
 

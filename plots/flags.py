@@ -20,17 +20,23 @@ wrong. The checks and their tolerances:
 - **Fairness**: Jain's index below :data:`MIN_JAIN` (0.8) for two or more flows with the
   same CCA on the same path (a dumbbell, one sender).
 - **Status**: a run whose status is not ``ok``.
-- **Health** (bufferbloat/health.py): a run whose verdict is ``degraded`` gets one flag,
+- **Health** (bufferbloat/results/health.py): a run whose verdict is ``degraded`` gets one flag,
   "the emulator fell behind", with its figures; the symptom flags above (utilization,
   fairness, throughput, delays) are then not raised: they would blame the flows for what
   the emulator did.
 """
 
-from bufferbloat import theory
+from bufferbloat.results import theory
 
-from .common import (as_run, full_queue_rtt_ms, metric_value, metric_values, run_metrics,
-                     series)
-from .totals import DOWN, UP
+from bufferbloat.plots.common import (
+    as_run,
+    full_queue_rtt_ms,
+    metric_value,
+    metric_values,
+    run_metrics,
+    series,
+)
+from bufferbloat.plots.totals import DOWN, UP
 
 FIFO_RTT_TOL = 0.30
 TARGET_FACTOR = 2.0

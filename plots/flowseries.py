@@ -3,12 +3,12 @@ one-way delay (NetPerfMeter's messages), and in-flight, srtt and throughput per 
 
 import numpy as np
 
-from bufferbloat.metrics import binned_rates
+from bufferbloat.results.metrics import binned_rates
 
-from bufferbloat.results import label_groups
+from bufferbloat.results.records import label_groups
 
-from .common import caption, new_figure, series, stacked_axes, takes_run
-from .palette import flow_color
+from bufferbloat.plots.common import caption, new_figure, series, stacked_axes, takes_run
+from bufferbloat.plots.palette import flow_color
 
 
 @takes_run

@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from bufferbloat.results import label_groups
+from bufferbloat.results.records import label_groups
 
-from .common import caption, new_figure, series, takes_run, xy_from_zero
-from .palette import cca_color, flow_color
-from .throughput import link_lines
+from bufferbloat.plots.common import caption, new_figure, series, takes_run, xy_from_zero
+from bufferbloat.plots.palette import cca_color, flow_color
+from bufferbloat.plots.throughput import link_lines
 
 
 @takes_run

@@ -9,15 +9,15 @@ data it draws.
 
 import numpy as np
 
-from bufferbloat.metrics import queue_delay_ms, traffic_start_s
+from bufferbloat.results.metrics import queue_delay_ms, traffic_start_s
 
-from bufferbloat.results import label_groups
+from bufferbloat.results.records import label_groups
 
-from .common import finish_axes, leaf_groups, legend, new_figure, series
-from .ecdf import ecdf
-from .palette import flow_color
-from .sweep import samples
-from .throughput import aggregate_rate
+from bufferbloat.plots.common import finish_axes, leaf_groups, legend, new_figure, series
+from bufferbloat.plots.ecdf import ecdf
+from bufferbloat.plots.palette import flow_color
+from bufferbloat.plots.sweep import samples
+from bufferbloat.plots.throughput import aggregate_rate
 
 
 def _t0(run):

@@ -3,11 +3,20 @@ qdisc.csv), and the queueing delay with the AQM's target."""
 
 import numpy as np
 
-from bufferbloat.metrics import link_rate_mbit, queue_delay_ms
+from bufferbloat.results.metrics import link_rate_mbit, queue_delay_ms
 
-from .common import (TARGET_GID, caption, hline, include_in_ylim, leaf_groups, leaf_name,
-                     legend, new_figure, takes_run)
-from .palette import TARGET_COLOR, THEORY_COLOR, qdisc_color
+from bufferbloat.plots.common import (
+    TARGET_GID,
+    caption,
+    hline,
+    include_in_ylim,
+    leaf_groups,
+    leaf_name,
+    legend,
+    new_figure,
+    takes_run,
+)
+from bufferbloat.plots.palette import TARGET_COLOR, THEORY_COLOR, qdisc_color
 
 
 def _leaves(run):

@@ -19,17 +19,22 @@ import json
 import multiprocessing
 import os
 
-from bufferbloat.results import RESULT_FILE, write_json_atomic
+from bufferbloat import scenarios
+from bufferbloat.core.paths import PACKAGE_DIR
+from bufferbloat.results.records import RESULT_FILE, write_json_atomic
 
-from . import FIGURES_DIR, draw_figures, study, sweep
-from .common import as_run, save
+from bufferbloat.plots import FIGURES_DIR, draw_figures, study, sweep
+from bufferbloat.plots.common import as_run, save
 
 MAX_WORKERS = 4
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PLOTS = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = str(PACKAGE_DIR)
 #: the code a figure depends on: newer code draws again
-CODE = [os.path.join(_ROOT, "plots", "*.py"), os.path.join(_ROOT, "scenarios", "*.py")] + [
-    os.path.join(_ROOT, "bufferbloat", f"{m}.py") for m in ("metrics", "theory", "headline",
-                                                             "results", "scenario")]
+CODE = [os.path.join(_PLOTS, "*.py"),
+        os.path.join(os.path.dirname(os.path.abspath(scenarios.__file__)), "*.py")] + [
+    os.path.join(_PACKAGE, *m.split("/")) + ".py"
+    for m in ("results/metrics", "results/theory", "results/headline", "results/records",
+              "run/scenario")]
 _STATE = {}
 
 
@@ -90,7 +95,7 @@ def run_figures(run_dir, names=None, fmt="png", reuse=False):
     """{name: path} of the run's figures in ``RUN/figures/`` (``names``: default every
     figure its data allow, the scenario's first), drawn unless ``reuse`` finds them
     fresh."""
-    from . import FIGURES, scenario_figures
+    from bufferbloat.plots import FIGURES, scenario_figures
     run = as_run(run_dir)
     order = list(dict.fromkeys(scenario_figures(run) + list(FIGURES)))
     wanted = [n for n in order if names is None or n in names]

@@ -15,7 +15,7 @@ The figures are files under the runs and the sets' directories (:mod:`plots.rend
 drawn once, in parallel, kept while fresh). The studies' figures are embedded (base64
 PNG), the folded ones linked by their relative path, so the page stays small; a one-run
 report embeds all of them. No external URL. Each run links its flent data file
-(``report-flent/N-SCENARIO.flent.gz`` beside the page, :mod:`bufferbloat.flentexport`;
+(``report-flent/N-SCENARIO.flent.gz`` beside the page, :mod:`bufferbloat.results.flentexport`;
 ``flent -i FILE -p totals``).
 
 A small inline script counts, once the page has loaded, the images that failed to
@@ -31,19 +31,26 @@ import json
 import os
 import urllib.parse
 
-from bufferbloat import headline, identity
-from bufferbloat.atomic import write_text_atomic
-from bufferbloat.errors import WARNINGS, UsageError, warnings_since
-from bufferbloat.metrics import format_value
-from bufferbloat.sweep import set_aside
-from bufferbloat.results import load_run
+from bufferbloat.results import headline
+from bufferbloat.run import identity
+from bufferbloat.core.atomic import write_text_atomic
+from bufferbloat.core.errors import WARNINGS, UsageError, warnings_since
+from bufferbloat.results.metrics import format_value
+from bufferbloat.run.sweep import set_aside
+from bufferbloat.results.records import load_run
 
-from . import (DEFAULT_RUN_FIGURES, FIGURES, scenario_figures, set_targets, tree_kind,
-               warn_missing)
-from . import study as _study
-from . import sweep as _sweep
-from .common import caption, run_label, run_metrics
-from .flags import flags
+from bufferbloat.plots import (
+    DEFAULT_RUN_FIGURES,
+    FIGURES,
+    scenario_figures,
+    set_targets,
+    tree_kind,
+    warn_missing,
+)
+from bufferbloat.plots import study as _study
+from bufferbloat.plots import sweep as _sweep
+from bufferbloat.plots.common import caption, run_label, run_metrics
+from bufferbloat.plots.flags import flags
 
 REPORT_FILE = "report.html"
 TABLES_DIR = "report-tables"
@@ -221,7 +228,7 @@ def _warnings_html(items):
 def _flent_export(run, idx, out):
     """Export the run for flent beside the page; the link's relative path, or None for a
     run flent has no test for (no TCP flow and no probe)."""
-    from bufferbloat.flentexport import SUFFIX, export_flent
+    from bufferbloat.results.flentexport import SUFFIX, export_flent
     scn = (run.record.get("scenario") or {}).get("name") or "run"
     folder = os.path.join(os.path.dirname(out), FLENT_DIR)
     os.makedirs(folder, exist_ok=True)
@@ -288,7 +295,7 @@ def _headline_table_html(points):
 
 def _scenario(points):
     try:
-        from scenarios import catalogue
+        from bufferbloat.scenarios import catalogue
         return catalogue().get(points[0].scenario)
     except Exception:  # noqa: BLE001 - a run of an unknown scenario still gets a section
         return None
@@ -365,7 +372,7 @@ def write_report(path, out=None, progress=None):
     when fresh: :mod:`plots.render`) under each run's and set's directory; the
     studies' figures are embedded, the folded ones linked (a one-run report embeds
     everything)."""
-    from . import render
+    from bufferbloat.plots import render
     mark = len(WARNINGS)
     path = os.path.abspath(str(path))
     if not os.path.isdir(path):
@@ -443,7 +450,7 @@ generated {esc(now)} from the stored results only.</p>
 
 
 def write_page(path, page):
-    """Write the HTML text ``page`` to ``path`` whole (:mod:`bufferbloat.atomic`: a
+    """Write the HTML text ``page`` to ``path`` whole (:mod:`bufferbloat.core.atomic`: a
     failed write leaves the previous page and no temporary file); returns ``path``."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     write_text_atomic(path, page)

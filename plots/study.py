@@ -27,17 +27,17 @@ import os
 
 import numpy as np
 
-from bufferbloat import headline, theory
-from bufferbloat.metrics import _truthy, traffic_start_s  # "ok" as the metrics read it
-from bufferbloat.scenario import study_file
+from bufferbloat.results import headline, theory
+from bufferbloat.results.metrics import _truthy, traffic_start_s  # "ok" as the metrics read it
+from bufferbloat.run.scenario import study_file
 
-from . import overlay
-from . import study_c as _study_c
-from . import study_d as _study_d
-from . import sweep as _sweep
-from .common import legend, new_figure, series, write_csv_md
-from .palette import flow_color
-from .throughput import aggregate_rate
+from bufferbloat.plots import overlay
+from bufferbloat.plots import study_c as _study_c
+from bufferbloat.plots import study_d as _study_d
+from bufferbloat.plots import sweep as _sweep
+from bufferbloat.plots.common import legend, new_figure, series, write_csv_md
+from bufferbloat.plots.palette import flow_color
+from bufferbloat.plots.throughput import aggregate_rate
 
 #: at most this many sweep points are overlaid on one time-series figure
 MAX_OVERLAY = 6
@@ -301,7 +301,7 @@ def declared(points):
     else ``timeseries`` for 2 to :data:`MAX_OVERLAY` points (one point: its runs' own
     figures stand for it)."""
     try:
-        from scenarios import catalogue
+        from bufferbloat.scenarios import catalogue
         scn = catalogue().get(points[0].scenario)
     except Exception:  # noqa: BLE001 - a run of an unknown scenario still gets a figure
         scn = None

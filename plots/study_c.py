@@ -14,8 +14,8 @@ of means and traces as everywhere, :attr:`Point.averaged`).
 """
 import numpy as np
 
-from .common import THEORY_GID, finish_axes, hline, legend, new_figure
-from .palette import THEORY_COLOR, qdisc_color
+from bufferbloat.plots.common import THEORY_GID, finish_axes, hline, legend, new_figure
+from bufferbloat.plots.palette import THEORY_COLOR, qdisc_color
 
 #: the study's packet: a 536 B segment with 40 B of TCP/IP headers
 PACKET_BYTES = 576

@@ -19,8 +19,8 @@ import io
 
 import numpy as np
 
-from .common import new_figure, write_csv_md, xy_from_zero
-from .palette import cca_color
+from bufferbloat.plots.common import new_figure, write_csv_md, xy_from_zero
+from bufferbloat.plots.palette import cca_color
 
 #: (column, scope, metric)
 COLUMNS = (("goodput_mbit", "network", "goodput_up_mbit"),

@@ -3,7 +3,7 @@ latency/throughput ellipses per point, and tables (CSV and Markdown).
 
 A set of runs comes from a sweep directory (``OUT/SCEN/sweep/index.json``), a results
 tree (``OUT/index.json`` of ``run-all``), or any directory holding runs
-(:func:`bufferbloat.results.find_runs`). Each run is a :class:`Point`: its overrides, the
+(:func:`bufferbloat.results.records.find_runs`). Each run is a :class:`Point`: its overrides, the
 subset that varies across the set (the swept parameters), its repetition, its Run and its
 metric rows. Points with the same varied values are repetitions of one *sweep point*;
 figures show their mean with error bars of one standard deviation over the repetitions
@@ -19,23 +19,42 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bufferbloat import identity
-from bufferbloat.errors import UsageError, warn
-from bufferbloat.metrics import flow_directions, link_direction, traffic_start_s
-from bufferbloat.sweep import INDEX_FILE  # noqa: F401 (plots.render, plots.__init__ use it)
+from bufferbloat.run import identity
+from bufferbloat.core.errors import UsageError, warn
+from bufferbloat.results.metrics import flow_directions, link_direction, traffic_start_s
+from bufferbloat.run.sweep import INDEX_FILE  # noqa: F401 (plots.render, plots.__init__ use it)
 
 #: Env: 1 puts degraded runs (the emulator fell behind) into means and figures too.
 INCLUDE_DEGRADED_ENV = "BUFFERBLOAT_INCLUDE_DEGRADED"
-from bufferbloat.results import Run, find_runs, is_run_dir, load_run
-from bufferbloat.sweep import read_index
+from bufferbloat.results.records import Run, find_runs, is_run_dir, load_run
+from bufferbloat.run.sweep import read_index
 
-from . import ellipsis as _ellipsis
-from .common import (LINK_GID, TARGET_GID, THEORY_GID, caption, finish_axes,
-                     full_queue_rtt_ms, hline, legend, metric_values, new_figure, run_metrics, series,
-                     write_csv_md)
-from .palette import LINK_COLOR, QDISC_COLORS, TARGET_COLOR, THEORY_COLOR, flow_color, \
-    qdisc_color, qdisc_kind
-from .throughput import aggregate_rate
+from bufferbloat.plots import ellipsis as _ellipsis
+from bufferbloat.plots.common import (
+    LINK_GID,
+    TARGET_GID,
+    THEORY_GID,
+    caption,
+    finish_axes,
+    full_queue_rtt_ms,
+    hline,
+    legend,
+    metric_values,
+    new_figure,
+    run_metrics,
+    series,
+    write_csv_md,
+)
+from bufferbloat.plots.palette import (
+    LINK_COLOR,
+    QDISC_COLORS,
+    TARGET_COLOR,
+    THEORY_COLOR,
+    flow_color,
+    qdisc_color,
+    qdisc_kind,
+)
+from bufferbloat.plots.throughput import aggregate_rate
 
 #: Mathis et al.'s constant for periodic loss with delayed ACKs off: sqrt(3/2).
 MATHIS_C = math.sqrt(1.5)
@@ -94,7 +113,7 @@ class Point:
 
     @property
     def degraded(self):
-        """The emulator fell behind in this run (bufferbloat/health.py)."""
+        """The emulator fell behind in this run (bufferbloat/results/health.py)."""
         return self.run.verdict == "degraded"
 
     @property
@@ -692,6 +711,6 @@ def write_tables(points, out_dir, stem="table"):
     paths = write_csv_md(out_dir, stem, table_csv(rows), table_markdown(rows))
     scn = points[0].run.record.get("scenario") if points else None
     if isinstance(scn, dict) and scn.get("family") == "D":    # the study's own table
-        from . import study_d
+        from bufferbloat.plots import study_d
         paths += study_d.write_table(points, out_dir, f"{stem}-study-d")
     return paths

@@ -3,14 +3,25 @@ per-flow shares with Jain's index (the ``fairness`` figure)."""
 
 import numpy as np
 
-from bufferbloat import theory
-from bufferbloat.stats import jain_index
+from bufferbloat.results import theory
+from bufferbloat.core.stats import jain_index
 
-from bufferbloat.results import label_groups
+from bufferbloat.results.records import label_groups
 
-from .common import (takes_run, LINK_GID, THEORY_GID, caption, finish_axes, hline,
-                     include_in_ylim, legend, new_figure, series, spread_over_bins)
-from .palette import LINK_COLOR, THEORY_COLOR, flow_color
+from bufferbloat.plots.common import (
+    takes_run,
+    LINK_GID,
+    THEORY_GID,
+    caption,
+    finish_axes,
+    hline,
+    include_in_ylim,
+    legend,
+    new_figure,
+    series,
+    spread_over_bins,
+)
+from bufferbloat.plots.palette import LINK_COLOR, THEORY_COLOR, flow_color
 
 AGGREGATE_GID = "aggregate"
 

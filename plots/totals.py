@@ -10,12 +10,20 @@ import re
 
 import numpy as np
 
-from bufferbloat.results import label_groups
+from bufferbloat.results.records import label_groups
 
-from .common import (LINK_GID, TARGET_GID, caption, hline, legend, new_figure, series,
-                     takes_run)
-from .palette import LINK_COLOR, TARGET_COLOR, flow_color
-from .throughput import acked_rates, aggregate_rate, flow_rates, link_lines
+from bufferbloat.plots.common import (
+    LINK_GID,
+    TARGET_GID,
+    caption,
+    hline,
+    legend,
+    new_figure,
+    series,
+    takes_run,
+)
+from bufferbloat.plots.palette import LINK_COLOR, TARGET_COLOR, flow_color
+from bufferbloat.plots.throughput import acked_rates, aggregate_rate, flow_rates, link_lines
 
 UP = re.compile(r"-up-\d+$")
 DOWN = re.compile(r"-down-\d+$")

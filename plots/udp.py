@@ -2,10 +2,17 @@
 
 import numpy as np
 
-from bufferbloat.results import label_groups
+from bufferbloat.results.records import label_groups
 
-from .common import bin_edges, caption, legend, new_figure, series, takes_run
-from .palette import flow_color
+from bufferbloat.plots.common import (
+    bin_edges,
+    caption,
+    legend,
+    new_figure,
+    series,
+    takes_run,
+)
+from bufferbloat.plots.palette import flow_color
 
 BIN_S = 1.0
 

@@ -2,12 +2,12 @@
 
 import numpy as np
 
-from bufferbloat.metrics import _truthy  # the same reading of "ok" as the metrics
+from bufferbloat.results.metrics import _truthy  # the same reading of "ok" as the metrics
 
-from bufferbloat.results import label_groups
+from bufferbloat.results.records import label_groups
 
-from .common import caption, finish_axes, new_figure, series, takes_run
-from .palette import flow_color
+from bufferbloat.plots.common import caption, finish_axes, new_figure, series, takes_run
+from bufferbloat.plots.palette import flow_color
 
 
 @takes_run

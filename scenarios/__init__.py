@@ -1,6 +1,6 @@
 """The scenario catalogue: one module per experiment, each mostly data.
 
-A scenario module defines ``SCENARIO``, a :class:`bufferbloat.scenario.Scenario`. The
+A scenario module defines ``SCENARIO``, a :class:`bufferbloat.run.scenario.Scenario`. The
 catalogue is every module of this package that does; :func:`catalogue` lists them by name.
 """
 

@@ -4,9 +4,16 @@ One long-lived cubic flow h1 -> h2, pings every 0.1 s and a 100 kB web fetch eve
 through a 1.5 Mbit/s bottleneck, base RTT 20 ms, maxq 100 packets (the sweep adds maxq
 20). The ping RTT climbs to the full-queue bound 20 + 807 ms (maxq 20: 20 + 161 ms).
 """
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.scenario import Scenario
 
-from ._common import A_FIFO_QDELAY, A_FIFO_RTT, A_KNOBS, A_NET, A_TRAFFIC, a_headline
+from bufferbloat.scenarios._common import (
+    A_FIFO_QDELAY,
+    A_FIFO_RTT,
+    A_KNOBS,
+    A_NET,
+    A_TRAFFIC,
+    a_headline,
+)
 
 SCENARIO = Scenario(
     name="a1_fifo", family="A",

@@ -1,9 +1,16 @@
 """Family A.2: the A.1 dumbbell with PIE (target 20 ms, limit 1000 packets) as the
 bottleneck's AQM. The queueing delay PIE reports stays near its target while a FIFO's
 grows to the full buffer."""
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.scenario import Scenario
 
-from ._common import A_KNOBS, A_NET, A_PIE_QDELAY, A_PIE_RTT, A_TRAFFIC, a_headline
+from bufferbloat.scenarios._common import (
+    A_KNOBS,
+    A_NET,
+    A_PIE_QDELAY,
+    A_PIE_RTT,
+    A_TRAFFIC,
+    a_headline,
+)
 
 SCENARIO = Scenario(
     name="a2_pie", family="A",

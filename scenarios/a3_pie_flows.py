@@ -1,8 +1,15 @@
 """Family A.3: PIE (target 20 ms) with 10 parallel TCP flows (iperf3 -P 10): the cwnd
 of every flow, the queue, and what 10 flows do to the web fetch time."""
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.scenario import Scenario
 
-from ._common import A_KNOBS, A_NET, A_PIE_QDELAY, A_PIE_RTT, A_TRAFFIC, a_headline
+from bufferbloat.scenarios._common import (
+    A_KNOBS,
+    A_NET,
+    A_PIE_QDELAY,
+    A_PIE_RTT,
+    A_TRAFFIC,
+    a_headline,
+)
 
 SCENARIO = Scenario(
     name="a3_pie_flows", family="A",

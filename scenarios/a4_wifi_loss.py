@@ -1,10 +1,17 @@
 """Family A.4: the "Wi-Fi" variant: random loss on h1's link (both ways of the sender's
 access link, forward direction), swept over 0.5, 1, 2 and 4 %, for each of parts 1-3
 (variant fifo, pie, pie10). More loss, less throughput (Mathis: MSS/RTT * C/sqrt(p))."""
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.scenario import Scenario
 
-from ._common import (A_KNOBS, A_NET, A_TRAFFIC, A_VARIANT_QDELAY, A_VARIANT_RTT, A_VARIANTS,
-                      a_headline)
+from bufferbloat.scenarios._common import (
+    A_KNOBS,
+    A_NET,
+    A_TRAFFIC,
+    A_VARIANT_QDELAY,
+    A_VARIANT_RTT,
+    A_VARIANTS,
+    a_headline,
+)
 
 SCENARIO = Scenario(
     name="a4_wifi_loss", family="A",

@@ -3,9 +3,15 @@ third of the run, next to the long TCP flow, for FIFO, PIE and PIE + 10 flows. T
 stream crosses the bottleneck (h1 -> h2, the direction of the s0 -> h2 bottleneck), so
 it competes with TCP there: its jitter, loss and one-way latency are recorded, and the
 TCP flow's cwnd, RTT and throughput show what happens while it is on."""
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.scenario import Scenario
 
-from ._common import A_KNOBS, A_NET, A_TRAFFIC, A_VARIANT_RTT, A_VARIANTS
+from bufferbloat.scenarios._common import (
+    A_KNOBS,
+    A_NET,
+    A_TRAFFIC,
+    A_VARIANT_RTT,
+    A_VARIANTS,
+)
 
 SCENARIO = Scenario(
     name="a5_video", family="A",

@@ -3,9 +3,9 @@ uploads + 4 downloads + ICMP pings and irtt UDP probes) through a 100 Mbit/s
 bottleneck; with no extra traffic, a UDP flood at the link rate, or an extra TCP flow
 (--set extra=none|udp|tcp). tupdate 1 ms rounds up to one kernel tick (4 ms at HZ=250):
 the run prints and records the warning."""
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.scenario import Scenario
 
-from ._common import B_NET, B_TRAFFIC, b_study
+from bufferbloat.scenarios._common import B_NET, B_TRAFFIC, b_study
 
 SCENARIO = Scenario(
     name="b1_pie_tupdate", family="B",

@@ -1,9 +1,9 @@
 """Family B.2: PIE tupdate 30 ms, target 5/10/15/20 ms under the RRUL-like load of B.1
 (ICMP and irtt UDP probes); average latency grows with the target (about target + base
 RTT)."""
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.scenario import Scenario
 
-from ._common import B_NET, B_TRAFFIC, b_study
+from bufferbloat.scenarios._common import B_NET, B_TRAFFIC, b_study
 
 SCENARIO = Scenario(
     name="b2_pie_target", family="B",

@@ -24,7 +24,7 @@ as variants outside the sweep.) Every run records the application's one-way dela
 every message (npm_msg.csv; the hosts share one clock) next to the TCP RTT (tcp.csv)
 and ping's.
 """
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.scenario import Scenario
 
 #: the study's on-off pattern: on 1 s, off 5 s
 ON_OFF_S = (1, 5)
@@ -67,7 +67,7 @@ SCENARIO = Scenario(
            "variant": ["fiber", "cellular", "dsl"],
            "load": ["bulk", "onoff", "stream50", "stream25"], "sndbuf_bytes": [0, 65536]},
     quick_sweep={"cca": ["reno", "cubic", "vegas", "bbr"], "variant": ["fiber"]},
-    # the streams' rate: the matching bulk run's goodput (bufferbloat/derive.py)
+    # the streams' rate: the matching bulk run's goodput (bufferbloat/run/derive.py)
     derived={"bulk_goodput_mbit": {"when": {"load": ("stream50", "stream25")},
                                    "from": {"load": "bulk"},
                                    "metric": ("network", "all", "goodput_up_mbit")}},

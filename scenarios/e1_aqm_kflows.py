@@ -5,7 +5,7 @@ per-flow, per-link and per-network metrics, the study's whole set (bufferbloat/
 flowmetrics.py: in-flight, delivery and sending rate, estimated queueing delay,
 inter-departure time, power, recovery time, RTOs, utilities, utilization of the bandwidth
 and of the BDP, Jain's, entropy and product fairness...)."""
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.scenario import Scenario
 
 SCENARIO = Scenario(
     name="e1_aqm_kflows", family="E",

@@ -12,8 +12,8 @@ if ! command -v make >/dev/null || ! command -v gcc >/dev/null; then
        "(install gcc make libc6-dev linux-libc-dev)" >&2
   exit 2
 fi
-if ! make -s -C bufferbloat/csampler; then
-  echo "error: building bufferbloat/csampler failed (compiler output above)" >&2
+if ! make -s -C bufferbloat/measure/csampler; then
+  echo "error: building bufferbloat/measure/csampler failed (compiler output above)" >&2
   exit 1
 fi
 test -x .build/bb-qdisc-sampler || { echo "error: make left no .build/bb-qdisc-sampler" >&2; exit 1; }

@@ -52,7 +52,7 @@ BOOTS_A_VM = ("test_vm_lifecycle.py", "test_run_through_vm.py")
 
 
 def pytest_collection_modifyitems(config, items):
-    from bufferbloat.where import in_project_vm
+    from bufferbloat.run.where import in_project_vm
     if not in_project_vm():
         return
     skip = pytest.mark.skip(reason="boots the project VM: runs on the host, not inside the "

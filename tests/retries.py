@@ -6,7 +6,7 @@ machine is measured again, but every miss is printed and counted, and more than
 passes a test with one retry 25 % of the time, not the 87.5 % of "one of three".
 
 ``DegradedBudget`` (the VM session's): every run a VM test reran because the emulator
-fell behind (``bufferbloat.sweep.run_until_healthy``, a sweep's ``degraded_attempts``)
+fell behind (``bufferbloat.run.sweep.run_until_healthy``, a sweep's ``degraded_attempts``)
 counts toward a budget for the whole session (``LIMIT``, env ``BUDGET_ENV``);
 tests/vm/conftest.py prints the count at the end of the session and fails the session
 when it is exceeded. A rerun hides one degraded run; many reruns are an emulator that
@@ -80,9 +80,9 @@ def current_test():
 
 
 def run_until_healthy_counted(run_once, retries, log=print, budget=None):
-    """``bufferbloat.sweep.run_until_healthy`` whose degraded reruns count toward the
+    """``bufferbloat.run.sweep.run_until_healthy`` whose degraded reruns count toward the
     session's budget; each is printed."""
-    from bufferbloat.sweep import run_until_healthy
+    from bufferbloat.run.sweep import run_until_healthy
     budget = budget or SESSION
     run_dir, aside = run_until_healthy(run_once, retries, log=log)
     for d in aside:

@@ -1,4 +1,4 @@
-"""``python3 -m webserver --port P --size BYTES``: serve one page of exactly BYTES bytes.
+"""``python3 -m bufferbloat.webserver --port P --size BYTES``: serve one page of exactly BYTES bytes.
 
 Every GET (any path) answers 200 with ``size`` bytes of HTML generated in memory at start
 (``Content-Length`` exact, no disk). HEAD answers the headers. Request logging is off.
@@ -64,7 +64,7 @@ def _positive_int(lo, hi):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python3 -m webserver", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python3 -m bufferbloat.webserver", description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=_positive_int(1, 65535), default=8080)
     ap.add_argument("--size", type=_positive_int(1, MAX_SIZE), default=100_000,
                     help="bytes of index.html (exact)")

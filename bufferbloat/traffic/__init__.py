@@ -5,4 +5,4 @@ Importing the package registers every kind below; a new kind is one module with 
 ``@register("name")``, and one line here (or an import of its module by whoever uses
 it, e.g. a test)."""
 
-from . import iperf, irtt, netperfmeter, ping, rrul, udpstream, web  # noqa: F401  (they register)
+from bufferbloat.traffic import iperf, irtt, netperfmeter, ping, rrul, udpstream, web  # noqa: F401  (they register)

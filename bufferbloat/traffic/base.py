@@ -30,8 +30,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from ..errors import ParameterError, UsageError
-from ..params import check_number
+from bufferbloat.core.errors import ParameterError, UsageError
+from bufferbloat.core.params import check_number
 
 #: Spec fields every kind accepts (see :meth:`Scenario.resolve_traffic`).
 COMMON_FIELDS = ("kind", "name", "start", "stop", "when")
@@ -196,7 +196,7 @@ class TrafficPart:
     """One traffic spec of a run (see the module docstring for the life of a part).
 
     A kind declares ``kind`` (set by :func:`register`), ``params`` (the spec fields it
-    accepts, as :class:`~bufferbloat.params.Param`; values of scalar kinds are checked
+    accepts, as :class:`~bufferbloat.core.params.Param`; values of scalar kinds are checked
     by :meth:`check_spec` before anything is built), and implements :meth:`tools` (its
     tools with their start and stop offsets) and :meth:`rows`. The defaults here drive
     the tools: override what a kind does differently.
@@ -206,7 +206,7 @@ class TrafficPart:
     params = ()
     #: a ping-like part: the idle RTT probe prefers its path
     probes_rtt = False
-    #: capabilities (bufferbloat.capabilities rows: tools, kernel features) the kind needs
+    #: capabilities (bufferbloat.net.capabilities rows: tools, kernel features) the kind needs
     #: beyond the network's; the run refuses to start without them
     needs = ()
 
@@ -347,7 +347,7 @@ class TrafficPart:
 
     def sampled_flows(self):
         """The sampler's flow specs of the part's TCP flows ({host, dports|sports,
-        label, labels}, see :class:`~bufferbloat.sampler.Sampler`): their labels are
+        label, labels}, see :class:`~bufferbloat.measure.sampler.Sampler`): their labels are
         known before the part starts, so that tcp.csv is written labelled."""
         return []
 

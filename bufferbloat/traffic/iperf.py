@@ -2,7 +2,7 @@
 traffic kind (long flows, staggered counts, on-off bursts, paced streams).
 
 Each flow runs in a host's namespace as an argument list (never a shell string), is
-owned by the :class:`~bufferbloat.network.Network` (ended by PID on teardown), and
+owned by the :class:`~bufferbloat.net.network.Network` (ended by PID on teardown), and
 parses ``iperf3 -J``.
 """
 
@@ -13,10 +13,16 @@ import tempfile
 import threading
 import time
 
-from ..errors import ParameterError
-from ..params import MIN_RATE_MBIT, Param, check_number, check_port
-from ..signals import stop_process
-from .base import Timed, TrafficPart, exit_problem, register, wait_listening
+from bufferbloat.core.errors import ParameterError
+from bufferbloat.core.params import MIN_RATE_MBIT, Param, check_number, check_port
+from bufferbloat.core.signals import stop_process
+from bufferbloat.traffic.base import (
+    Timed,
+    TrafficPart,
+    exit_problem,
+    register,
+    wait_listening,
+)
 
 
 class Iperf3Flow(Timed):

@@ -16,12 +16,12 @@ import subprocess
 import tempfile
 import time
 
-from ..params import Param, check_number, check_port
-from ..signals import stop_process
-from ..series import SERIES_COLUMNS
-from ..stats import loss_figures, percentile
-from .base import Timed, TrafficPart, exit_problem, register
-from .ping import rtt_stats
+from bufferbloat.core.params import Param, check_number, check_port
+from bufferbloat.core.signals import stop_process
+from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.core.stats import loss_figures, percentile
+from bufferbloat.traffic.base import Timed, TrafficPart, exit_problem, register
+from bufferbloat.traffic.ping import rtt_stats
 
 #: Columns of irtt.csv (docs/RESULTS.md).
 COLUMNS = tuple(SERIES_COLUMNS["irtt"])

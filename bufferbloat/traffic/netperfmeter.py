@@ -34,12 +34,18 @@ import tempfile
 import threading
 import time
 
-from ..errors import UsageError
-from ..signals import stop_process
-from ..params import MIN_RATE_MBIT, Param
-from ..series import SERIES_COLUMNS
-from ..params import check_number
-from .base import Timed, TrafficPart, exit_problem, register, wait_listening
+from bufferbloat.core.errors import UsageError
+from bufferbloat.core.signals import stop_process
+from bufferbloat.core.params import MIN_RATE_MBIT, Param
+from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.core.params import check_number
+from bufferbloat.traffic.base import (
+    Timed,
+    TrafficPart,
+    exit_problem,
+    register,
+    wait_listening,
+)
 
 #: npm.csv: per flow, node (active/passive) and interval of that node's summary vector.
 COLUMNS = tuple(SERIES_COLUMNS["npm"])

@@ -6,10 +6,10 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 
-from ..params import Param, check_number
-from ..signals import stop_process
-from ..stats import percentile
-from .base import Timed, TrafficPart, register
+from bufferbloat.core.params import Param, check_number
+from bufferbloat.core.signals import stop_process
+from bufferbloat.core.stats import percentile
+from bufferbloat.traffic.base import Timed, TrafficPart, register
 
 PING_LINE = re.compile(r"^\[(?P<ts>[0-9.]+)\].*icmp_seq=(?P<seq>\d+).*time=(?P<rtt>[0-9.]+) ms")
 PING_NO_ANSWER = re.compile(r"^\[(?P<ts>[0-9.]+)\] no answer yet for icmp_seq=(?P<seq>\d+)")

@@ -1,5 +1,5 @@
 """UDP streams ("video"): :class:`UdpStream` drives a paced sender and a recording
-receiver (:mod:`bufferbloat.udptool`) and parses what they recorded; the ``udp`` traffic
+receiver (:mod:`bufferbloat.traffic.udptool`) and parses what they recorded; the ``udp`` traffic
 kind is one stream."""
 
 import csv
@@ -10,13 +10,14 @@ import sys
 import tempfile
 import time
 
-from ..params import MIN_RATE_MBIT, Param, check_number
-from ..signals import stop_process
-from ..stats import percentile
-from ..udptool import MAX_SIZE, MIN_SIZE, check_stream_params
-from .base import TrafficPart, exit_problem, register
+from bufferbloat.core.paths import IMPORT_ROOT
+from bufferbloat.core.params import MIN_RATE_MBIT, Param, check_number
+from bufferbloat.core.signals import stop_process
+from bufferbloat.core.stats import percentile
+from bufferbloat.traffic.udptool import MAX_SIZE, MIN_SIZE, check_stream_params
+from bufferbloat.traffic.base import TrafficPart, exit_problem, register
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = str(IMPORT_ROOT)   # a child's working directory: it imports bufferbloat
 
 
 def parse_recv_csv(text):
@@ -109,7 +110,7 @@ class UdpStream:
         wait_s = max(0.0, self.t0 + self.start_s - now)
         recv_dur = wait_s + self.duration_s + 2.0  # ends by itself if stop() never comes
         self.receiver = self.net.popen(
-            self.dst, [sys.executable, "-m", "bufferbloat.udptool", "recv", "--port",
+            self.dst, [sys.executable, "-m", "bufferbloat.traffic.udptool", "recv", "--port",
                        self.port, "--out", self._recv_path, "--duration", f"{recv_dur:.3f}"],
             stdout=subprocess.PIPE, stderr=self._recv_log, cwd=REPO_ROOT)
         line = self.receiver.stdout.readline()
@@ -120,7 +121,7 @@ class UdpStream:
                                f"{self._recv_log.read().strip()[:500]}")
         self._send_out = tempfile.TemporaryFile(mode="w+")
         self.sender = self.net.popen(
-            self.src, [sys.executable, "-m", "bufferbloat.udptool", "send", "--dst",
+            self.src, [sys.executable, "-m", "bufferbloat.traffic.udptool", "send", "--dst",
                        self.net.ip(self.dst), "--port", self.port, "--rate-kbit",
                        f"{self.rate_kbit:g}", "--size", self.size_bytes, "--duration",
                        f"{self.duration_s:g}", "--start-at-monotonic",

@@ -1,9 +1,9 @@
-"""Web fetches: a page server (``python3 -m webserver``), a curl fetch loop, and the
+"""Web fetches: a page server (``python3 -m bufferbloat.webserver``), a curl fetch loop, and the
 ``web`` traffic kind (one server, one fetch loop).
 
 :class:`WebServer` serves an index.html of exactly ``size_bytes`` on one host;
 :class:`WebFetcher` fetches it with curl from another host every ``every_s`` seconds and
-records every fetch (web.csv rows, bufferbloat/series.py). The loop is a thread of the calling
+records every fetch (web.csv rows, bufferbloat/core/series.py). The loop is a thread of the calling
 process; each curl runs in the client's namespace as an argument list.
 """
 
@@ -13,20 +13,21 @@ import sys
 import threading
 import time
 
-from ..errors import ParameterError
-from ..params import Param, check_number, check_port
-from ..series import SERIES_COLUMNS
-from ..signals import stop_process
-from ..stats import percentile
-from .base import Timed, TrafficPart, exit_problem, register
+from bufferbloat.core.paths import IMPORT_ROOT
+from bufferbloat.core.errors import ParameterError
+from bufferbloat.core.params import Param, check_number, check_port
+from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.core.signals import stop_process
+from bufferbloat.core.stats import percentile
+from bufferbloat.traffic.base import Timed, TrafficPart, exit_problem, register
 
 CURL_FORMAT = "%{time_connect} %{time_starttransfer} %{time_total} %{http_code} " \
               "%{size_download}\n"
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = str(IMPORT_ROOT)   # a child's working directory: it imports bufferbloat
 
 
 class WebServer:
-    """``python3 -m webserver --port PORT --size SIZE`` on ``host``; :meth:`start` returns
+    """``python3 -m bufferbloat.webserver --port PORT --size SIZE`` on ``host``; :meth:`start` returns
     once it printed its ready line and listens."""
 
     def __init__(self, net, host, port=8080, size_bytes=100_000, *, name=None):
@@ -40,7 +41,7 @@ class WebServer:
     def start(self):
         """Start the server and wait until it listens."""
         self._log = _tempfile()
-        self.proc = self.net.popen(self.host, [sys.executable, "-m", "webserver", "--port",
+        self.proc = self.net.popen(self.host, [sys.executable, "-m", "bufferbloat.webserver", "--port",
                                                self.port, "--size", self.size_bytes],
                                    stdout=subprocess.PIPE, stderr=self._log, cwd=REPO_ROOT)
         line = self.proc.stdout.readline()

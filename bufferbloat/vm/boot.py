@@ -16,10 +16,10 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from ..params import env_number
-from .common import Progress, VMError, tool
-from .control import RUN_ID
-from .image import ImagePaths
+from bufferbloat.core.params import env_number
+from bufferbloat.vm.common import Progress, VMError, tool
+from bufferbloat.vm.control import RUN_ID
+from bufferbloat.vm.image import ImagePaths
 
 
 SHARE_TAG = "bb"

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import REPO_ROOT, VMError, quiet, stderr
-from .control import ENV_NAME
-from .image import build_image
-from .session import DEFAULT_TIMEOUT_S, RC_INTERRUPTED, probe_kvm, run
+from bufferbloat.vm.common import REPO_ROOT, VMError, quiet, stderr
+from bufferbloat.vm.control import ENV_NAME
+from bufferbloat.vm.image import build_image
+from bufferbloat.vm.session import DEFAULT_TIMEOUT_S, RC_INTERRUPTED, probe_kvm, run
 
 
 def _parse_env(items: list[str]) -> dict:

@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from .. import signals
+from bufferbloat.core import paths, signals
 
 
 #: the checkout (the VM shares it as /bb) and its vm/ directory: the guest's files
-REPO_ROOT = Path(__file__).resolve().parents[2]
-VM_DIR = REPO_ROOT / "vm"
+REPO_ROOT = paths.SOURCE_ROOT
+VM_DIR = paths.VM_DIR
 DEFAULT_CACHE_DIR = "/var/cache/bufferbloat-vm"
 CACHE_ENV = "BUFFERBLOAT_VM_CACHE"
 #: host tool -> Debian package providing it

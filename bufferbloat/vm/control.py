@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..atomic import write_json_atomic
-from .common import Progress, VMError, quiet
+from bufferbloat.core.atomic import write_json_atomic
+from bufferbloat.vm.common import Progress, VMError, quiet
 
 
 CONTROL_DIR = ".vm-run"

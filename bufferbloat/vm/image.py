@@ -30,10 +30,23 @@ import urllib.parse
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .. import signals
-from ..atomic import write_json_atomic
-from .common import (BuildError, CACHE_ENV, MissingTool, Progress, SYS_PATH, VMError,
-                     VM_DIR, cache_dir, check_tools, locked, quiet, stop_process, tool)
+from bufferbloat.core import signals
+from bufferbloat.core.atomic import write_json_atomic
+from bufferbloat.vm.common import (
+    BuildError,
+    CACHE_ENV,
+    MissingTool,
+    Progress,
+    SYS_PATH,
+    VMError,
+    VM_DIR,
+    cache_dir,
+    check_tools,
+    locked,
+    quiet,
+    stop_process,
+    tool,
+)
 
 
 #: Bump when the build steps in this file change in a way that changes the image.

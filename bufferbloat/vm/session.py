@@ -31,16 +31,41 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from .. import signals
-from ..atomic import write_json_atomic
-from ..params import env_number
-from .boot import (APPEND_ENV, BootWatch, boot_bounds, parse_append, print_tails, qemu_args,
-                   qemu_version, read_text)
-from .common import (Progress, REPO_ROOT, REQUIRED_TOOLS, VMError, cache_dir, check_tools,
-                     locked, quiet, stderr, stop_process, tool)
-from .control import (CONTROL_DIR, END_STATUS, close_unfinished, make_command_script,
-                      new_run_id, result_roots)
-from .image import build_image
+from bufferbloat.core import signals
+from bufferbloat.core.atomic import write_json_atomic
+from bufferbloat.core.params import env_number
+from bufferbloat.vm.boot import (
+    APPEND_ENV,
+    BootWatch,
+    boot_bounds,
+    parse_append,
+    print_tails,
+    qemu_args,
+    qemu_version,
+    read_text,
+)
+from bufferbloat.vm.common import (
+    Progress,
+    REPO_ROOT,
+    REQUIRED_TOOLS,
+    VMError,
+    cache_dir,
+    check_tools,
+    locked,
+    quiet,
+    stderr,
+    stop_process,
+    tool,
+)
+from bufferbloat.vm.control import (
+    CONTROL_DIR,
+    END_STATUS,
+    close_unfinished,
+    make_command_script,
+    new_run_id,
+    result_roots,
+)
+from bufferbloat.vm.image import build_image
 
 
 GUEST_ACCEL_ENV = "BUFFERBLOAT_GUEST_ACCEL"   # set in the guest command's environment

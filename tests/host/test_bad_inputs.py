@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from bufferbloat.cleanup import STATE_PATH
+from bufferbloat.net.cleanup import STATE_PATH
 from bufferbloat.cli import main
 from conftest import FIXTURES, ROOT, _links
 
@@ -103,7 +103,7 @@ CASES = [
     (["show", "/nonexistent-run"], "/nonexistent-run"),
     (["check", "--scenario", "nosuch"], "scenario"),
 
-    # rates below what HTB expresses (bufferbloat/params.py: MIN_RATE_MBIT, 1 kbit/s)
+    # rates below what HTB expresses (bufferbloat/core/params.py: MIN_RATE_MBIT, 1 kbit/s)
     (R + ["--set", "bottleneck_mbit=1e-300"], "bottleneck_mbit"),
     (R + ["--set", "bottleneck_mbit=0.0009"], "bottleneck_mbit"),
     (R + ["--set", "bottleneck_mbit=inf"], "bottleneck_mbit"),
@@ -411,7 +411,7 @@ def _resolve(text, corrupt):
 
 def _lock_free():
     import fcntl
-    from bufferbloat.network import LOCK_PATH
+    from bufferbloat.net.network import LOCK_PATH
     if not os.path.exists(LOCK_PATH):
         return True
     with open(LOCK_PATH) as f:

@@ -1,4 +1,4 @@
-"""Host kernel: the compiled queue sampler (bufferbloat/csampler) on a live HTB + pfifo.
+"""Host kernel: the compiled queue sampler (bufferbloat/measure/csampler) on a live HTB + pfifo.
 
 A network namespace of the test's own with one end of a veth pair (HTB 4 Mbit/s, pfifo
 limit 50 as its leaf), the other end in the root namespace; a UDP sender in the namespace
@@ -7,7 +7,7 @@ offers ~8 Mbit/s through it, so the leaf holds a standing queue and drops.
 1. bb-qdisc-sampler alone, 3 s at 10 ms on both ends: ~100 rows per second per qdisc,
    one row per qdisc per tick, sent_bytes never decreasing and growing, the leaf's
    backlog seen, few missed ticks, its stats file written on SIGTERM;
-2. the sampler process (``python3 -m bufferbloat.sampler``) with the helper: sampler.json
+2. the sampler process (``python3 -m bufferbloat.measure.sampler``) with the helper: sampler.json
    says ``qdisc_sampler: "c"`` and carries the helper's ticks and misses; with
    ``BUFFERBLOAT_QDISC_SAMPLER=python`` the same spec is read by the Python loop and
    says so.
@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from bufferbloat import sampler as sampler_mod
-from bufferbloat.series import SERIES_COLUMNS
+from bufferbloat.measure import sampler as sampler_mod
+from bufferbloat.core.series import SERIES_COLUMNS
 from tests.conftest import ROOT
 
 SENDER = r"""
@@ -147,7 +147,7 @@ def _run_sampler(tmp_path, name, pid, inner, env_mode):
     spec_path = out_dir / "spec.json"
     spec_path.write_text(json.dumps(spec))
     env = dict(os.environ, PYTHONPATH=ROOT, BUFFERBLOAT_QDISC_SAMPLER=env_mode)
-    subprocess.run([sys.executable, "-m", "bufferbloat.sampler", str(spec_path)], env=env,
+    subprocess.run([sys.executable, "-m", "bufferbloat.measure.sampler", str(spec_path)], env=env,
                    check=True, timeout=60)
     series = out_dir / "series"
     return json.loads((series / "sampler.json").read_text()), _rows(series / "qdisc.csv")

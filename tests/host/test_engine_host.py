@@ -12,11 +12,11 @@ import os
 
 import numpy as np
 
-from bufferbloat.engine import run_point
-from bufferbloat.metrics import compute_metrics
-from bufferbloat.results import SCHEMA_VERSION, load_run
-from bufferbloat.scenario import Scenario
-from scenarios import catalogue
+from bufferbloat.run.engine import run_point
+from bufferbloat.results.metrics import compute_metrics
+from bufferbloat.results.records import SCHEMA_VERSION, load_run
+from bufferbloat.run.scenario import Scenario
+from bufferbloat.scenarios import catalogue
 
 DURATION_S = 15
 

@@ -22,9 +22,9 @@ import time
 
 import pytest
 
-from bufferbloat.cleanup import STATE_PATH
-from bufferbloat.network import LOCK_PATH
-from bufferbloat.signals import proc_start_time, same_process
+from bufferbloat.net.cleanup import STATE_PATH
+from bufferbloat.net.network import LOCK_PATH
+from bufferbloat.core.signals import proc_start_time, same_process
 from conftest import ROOT, _links
 
 PY = "/usr/bin/python3"
@@ -257,7 +257,7 @@ def test_signal_at_a_random_point_leaves_nothing_and_keeps_the_record(
     else:
         assert phase == "teardown", info       # only a run that measured everything
         assert rc in (0, want_rc), info
-    if any(w.procs("bufferbloat.sampler")) and phase != "setup":
+    if any(w.procs("bufferbloat.measure.sampler")) and phase != "setup":
         # the run got past its start: the series so far are on disk
         assert csv_rows(run_dir, "qdisc") > 0, info
         assert csv_rows(run_dir, "ping") > 0, info
@@ -304,8 +304,8 @@ def test_sigkill_then_a_new_run_removes_the_leftovers(tmp_path, baseline, bystan
 # ------------------------------------------------------------------ a tool dies mid-run
 @pytest.mark.parametrize("tool,word,reason", [
     ("iperf3 server", "iperf3 -s", "iperf3"),
-    ("web server", "-m webserver", "web server"),
-    ("sampler", "bufferbloat.sampler", "sampler"),
+    ("web server", "-m bufferbloat.webserver", "web server"),
+    ("sampler", "bufferbloat.measure.sampler", "sampler"),
 ])
 def test_a_tool_killed_mid_run_fails_the_run_with_the_reason(tmp_path, baseline, tool,
                                                              word, reason):

@@ -1,6 +1,6 @@
 """Host kernel, Linux bridge: a full 100-packet FIFO behaves as theory says.
 
-Theory (bufferbloat.theory.full_queue_rtt_ms): a probe behind a full FIFO of 100 x
+Theory (bufferbloat.results.theory.full_queue_rtt_ms): a probe behind a full FIFO of 100 x
 1514-byte frames waits 100 * 1514 * 8 / rate: 807 ms at 1.5 Mbit/s, 121 ms at 10 Mbit/s
 (base RTT ~0 here). The FIFO is limited in packets, so the pings queued in it take slots
 too: with one ping every I seconds, a queue of T ms holds T/I pings, and the full-queue
@@ -21,10 +21,10 @@ HTB); that is left as a property of the symmetric link, not hidden here.
 """
 import pytest
 
-from bufferbloat.recipes import long_flow
-from bufferbloat.network import Network
-from bufferbloat.theory import full_queue_rtt_ms
-from bufferbloat.topology import DumbbellTopo
+from tests.recipes import long_flow
+from bufferbloat.net.network import Network
+from bufferbloat.results.theory import full_queue_rtt_ms
+from bufferbloat.net.topology import DumbbellTopo
 from retries import measure_until_met
 
 

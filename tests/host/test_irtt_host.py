@@ -16,9 +16,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from bufferbloat.engine import run_point
-from bufferbloat.results import load_run
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.engine import run_point
+from bufferbloat.results.records import load_run
+from bufferbloat.run.scenario import Scenario
 
 DURATION_S = 12
 LOAD_FROM = 0.4          # the upload starts 40 % into the run
@@ -92,9 +92,9 @@ def test_irtt_probes_idle_then_behind_the_queue(tmp_path, net_guard):
 
 
 def test_missing_irtt_refused_before_any_network_state(tmp_path, monkeypatch, net_guard):
-    from bufferbloat import engine
-    from bufferbloat.capabilities import Capabilities, Capability, probe
-    from bufferbloat.errors import MissingFeature
+    from bufferbloat.run import engine
+    from bufferbloat.net.capabilities import Capabilities, Capability, probe
+    from bufferbloat.core.errors import MissingFeature
     real = probe()
     rows = [Capability(r.name, r.kind, False, "not found on PATH: install the Debian "
                        "package irtt") if r.name == "irtt" else r for r in real.rows]

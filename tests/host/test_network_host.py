@@ -10,10 +10,10 @@ import re
 
 import pytest
 
-from bufferbloat.capabilities import Capabilities, Capability, probe
-from bufferbloat.errors import MissingFeature
-from bufferbloat.network import Network
-from bufferbloat.topology import DumbbellTopo, KDumbbellTopo
+from bufferbloat.net.capabilities import Capabilities, Capability, probe
+from bufferbloat.core.errors import MissingFeature
+from bufferbloat.net.network import Network
+from bufferbloat.net.topology import DumbbellTopo, KDumbbellTopo
 
 from conftest import _links
 

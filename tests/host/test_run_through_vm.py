@@ -11,8 +11,9 @@ import sys
 
 import pytest
 
-from bufferbloat import where
-from bufferbloat.errors import EXIT_DEGRADED
+from bufferbloat.run import where
+from bufferbloat.scenarios import catalogue
+from bufferbloat.core.errors import EXIT_DEGRADED
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -25,7 +26,7 @@ def out():
 
 
 def test_a_run_started_here_finishes_through_the_vm(out):
-    a1 = __import__("scenarios").catalogue()["a1_fifo"]
+    a1 = catalogue()["a1_fifo"]
     # on a kernel with netem the run would stay here: there --vm sends it
     moves = bool(where.missing_kernel_pieces([a1.build()[0]]))
     proc = subprocess.run([sys.executable, "-m", "bufferbloat", "run", "a1_fifo", "--quick",
@@ -79,7 +80,7 @@ def test_a_fresh_clones_first_run_works_and_is_healthy(tmp_path):
     with the compiled sampler."""
     clone = _fresh_clone(tmp_path)
     args = ["run", "a2_pie", "--quick", "--time", "5"]
-    if not where.missing_kernel_pieces([__import__("scenarios").catalogue()["a2_pie"]
+    if not where.missing_kernel_pieces([catalogue()["a2_pie"]
                                         .build()[0]]):
         args.append("--vm")
     proc = subprocess.run([sys.executable, "-m", "bufferbloat", *args], cwd=clone,

@@ -19,10 +19,10 @@ import os
 import statistics
 import time
 
-from bufferbloat.network import Network
-from bufferbloat.sampler import Sampler
-from bufferbloat.series import SERIES_COLUMNS
-from bufferbloat.topology import DumbbellTopo
+from bufferbloat.net.network import Network
+from bufferbloat.measure.sampler import Sampler
+from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.iperf import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe
 

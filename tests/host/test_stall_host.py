@@ -6,9 +6,9 @@ import json
 import os
 import time
 
-from bufferbloat import engine, sweep
-from bufferbloat.cleanup import STATE_PATH
-from scenarios import catalogue
+from bufferbloat.run import engine, sweep
+from bufferbloat.net.cleanup import STATE_PATH
+from bufferbloat.scenarios import catalogue
 
 TRAFFIC_S = 12
 LIMIT_S = 5.0

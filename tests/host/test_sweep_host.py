@@ -8,10 +8,10 @@ import subprocess
 import sys
 import time
 
-from bufferbloat.cleanup import STATE_PATH
-from bufferbloat.identity import run_config, run_key
-from bufferbloat.sweep import point_dir
-from scenarios import catalogue
+from bufferbloat.net.cleanup import STATE_PATH
+from bufferbloat.run.identity import run_config, run_key
+from bufferbloat.run.sweep import point_dir
+from bufferbloat.scenarios import catalogue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SIZES = ("20", "50", "100")

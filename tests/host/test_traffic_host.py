@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from bufferbloat.network import Network
-from bufferbloat.topology import DumbbellTopo
+from bufferbloat.net.network import Network
+from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.base import Schedule
 from bufferbloat.traffic.iperf import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bufferbloat.errors import EXIT_DEGRADED
+from bufferbloat.core.errors import EXIT_DEGRADED
 from bufferbloat.vm import boot, common, control, image, session
 from conftest import ROOT
 

@@ -3,9 +3,9 @@ must leave; shared by the host and VM tests."""
 import csv
 import os
 
-from bufferbloat.engine import run_point
-from bufferbloat.results import load_run
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.engine import run_point
+from bufferbloat.results.records import load_run
+from bufferbloat.run.scenario import Scenario
 from bufferbloat.traffic.base import KINDS
 
 from . import pyflow

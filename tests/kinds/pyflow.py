@@ -14,10 +14,15 @@ import sys
 import tempfile
 import time
 
-from bufferbloat.params import Param
-from bufferbloat.signals import stop_process
-from bufferbloat.traffic.base import (Timed, TrafficPart, exit_problem, register,
-                                      wait_listening)
+from bufferbloat.core.params import Param
+from bufferbloat.core.signals import stop_process
+from bufferbloat.traffic.base import (
+    Timed,
+    TrafficPart,
+    exit_problem,
+    register,
+    wait_listening,
+)
 
 SERVER = ("import socket,sys\n"
           "s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"

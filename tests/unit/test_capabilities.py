@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from bufferbloat.capabilities import assess, auto_switch, parse_modules
-from bufferbloat.errors import MissingFeature
+from bufferbloat.net.capabilities import assess, auto_switch, parse_modules
+from bufferbloat.core.errors import MissingFeature
 from conftest import FIXTURES
 
 KDIR = os.path.join(FIXTURES, "kernels")

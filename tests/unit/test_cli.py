@@ -30,7 +30,7 @@ def test_bad_input_exits_2_naming_it(argv, needle, capsys, tmp_path):
 
 
 def test_list_names_every_scenario(capsys):
-    from scenarios import catalogue
+    from bufferbloat.scenarios import catalogue
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     for name, scn in catalogue().items():

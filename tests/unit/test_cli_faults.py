@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from bufferbloat.atomic import write_text_atomic
+from bufferbloat.core.atomic import write_text_atomic
 from bufferbloat.cli import main, os_error_text
 from conftest import FIXTURES, ROOT
 

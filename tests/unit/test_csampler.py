@@ -13,8 +13,9 @@ import subprocess
 
 import pytest
 
-from bufferbloat import nlstats, sampler
-from bufferbloat.series import SERIES_COLUMNS
+from bufferbloat.netlink import nlstats
+from bufferbloat.measure import sampler
+from bufferbloat.core.series import SERIES_COLUMNS
 from tests.conftest import FIXTURES
 
 NL = os.path.join(FIXTURES, "netlink")

@@ -1,4 +1,4 @@
-"""Knobs a sweep fills from another point's result (bufferbloat/derive.py): study D's
+"""Knobs a sweep fills from another point's result (bufferbloat/run/derive.py): study D's
 streams at a fraction of the matching bulk run's goodput. The fake run_point records
 like the engine (identity, status) and writes the metric the rule reads."""
 import json
@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from bufferbloat import derive, identity, sweep
-from bufferbloat.errors import UsageError
-from bufferbloat.results import RunWriter
-from scenarios import catalogue
+from bufferbloat.run import derive, identity, sweep
+from bufferbloat.core.errors import UsageError
+from bufferbloat.results.records import RunWriter
+from bufferbloat.scenarios import catalogue
 
 SCN = catalogue()["d1_cca_paths"]     # 15 Mbit/s and below: never scaled in the VM
 QUIET = dict(log=lambda *_: None)

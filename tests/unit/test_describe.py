@@ -4,13 +4,13 @@ import re
 
 import pytest
 
-from bufferbloat import headline, theory
+from bufferbloat.results import headline, theory
 from bufferbloat.cli import main
 from bufferbloat.describe import describe, key_rows, unit_of
-from bufferbloat.results import load_run
-from bufferbloat.sweep import points
-from bufferbloat.topology import DUMBBELL_PARAMS
-from scenarios import catalogue
+from bufferbloat.results.records import load_run
+from bufferbloat.run.sweep import points
+from bufferbloat.net.topology import DUMBBELL_PARAMS
+from bufferbloat.scenarios import catalogue
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "fixtures", "runs")
@@ -87,7 +87,7 @@ NOT_IN_FIXTURE = {
 def test_headline_metrics_name_metrics_a_run_has(fixture, scenario):
     """The declared selectors find values in a real run of the scenario (no typo), its
     metrics computed by this code."""
-    from bufferbloat.metrics import compute_metrics
+    from bufferbloat.results.metrics import compute_metrics
     run = load_run(os.path.join(FIXTURES, fixture))
     rows = compute_metrics(run, warmup_s=run.record.get("warmup_s") or 0.0)
     items = headline.values(run, rows, entries=CATALOGUE[scenario].headline)

@@ -23,10 +23,10 @@ import subprocess
 import pytest
 
 from bufferbloat.cli import main
-from bufferbloat.errors import UsageError
-from bufferbloat.flentexport import export_flent, flent_data
-from bufferbloat.metrics import compute_metrics, traffic_start_s
-from bufferbloat.results import load_run
+from bufferbloat.core.errors import UsageError
+from bufferbloat.results.flentexport import export_flent, flent_data
+from bufferbloat.results.metrics import compute_metrics, traffic_start_s
+from bufferbloat.results.records import load_run
 from conftest import FIXTURES
 
 RUNS = os.path.join(FIXTURES, "runs")

@@ -1,14 +1,14 @@
-"""Study E's metrics (bufferbloat/flowmetrics.py) on hand-made series with known answers."""
+"""Study E's metrics (bufferbloat/results/flowmetrics.py) on hand-made series with known answers."""
 import json
 import math
 
 import numpy as np
 import pytest
 
-from bufferbloat import flowmetrics as fm
-from bufferbloat import metrics as m
-from bufferbloat.results import RunWriter, load_run
-from bufferbloat.series import SERIES_COLUMNS
+from bufferbloat.results import flowmetrics as fm
+from bufferbloat.results import metrics as m
+from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.core.series import SERIES_COLUMNS
 
 
 # ----------------------------------------------------------------------------- helpers

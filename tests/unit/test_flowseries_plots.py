@@ -3,9 +3,9 @@ drawn is the stored series."""
 import numpy as np
 import pytest
 
-import plots
-from bufferbloat.results import RunWriter, load_run
-from bufferbloat.series import SERIES_COLUMNS
+from bufferbloat import plots
+from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.core.series import SERIES_COLUMNS
 
 
 def _run(tmp_path):

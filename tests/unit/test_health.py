@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
-from bufferbloat import health as hl
-from bufferbloat import metrics as m
-from bufferbloat.results import RunWriter, find_runs, load_run
-from bufferbloat.series import SERIES_COLUMNS
+from bufferbloat.results import health as hl
+from bufferbloat.results import metrics as m
+from bufferbloat.results.records import RunWriter, find_runs, load_run
+from bufferbloat.core.series import SERIES_COLUMNS
 
 RATE = 10.0  # Mbit/s
 FIXTURES = "tests/fixtures/runs"
@@ -140,7 +140,7 @@ def test_goodput_never_exceeds_the_link_on_recorded_runs(run_dir):
 
 
 def test_a_degraded_run_gets_one_flag_that_names_the_emulator(tmp_path):
-    from plots.flags import flags
+    from bufferbloat.plots.flags import flags
     run = _write(tmp_path / "r", send_share=0.3, flows=4)
     run.record["health"] = hl.assess(run)
     got = flags(run, m.compute_metrics(run))
@@ -150,7 +150,7 @@ def test_a_degraded_run_gets_one_flag_that_names_the_emulator(tmp_path):
 
 
 def test_degraded_runs_are_marked_and_left_out_of_means(tmp_path, monkeypatch):
-    from plots import sweep as sw
+    from bufferbloat.plots import sweep as sw
     good = _write(tmp_path / "a" / "rep-1", send_share=1.0)
     bad = _write(tmp_path / "a" / "rep-2", send_share=0.3)
     for run in (good, bad):
@@ -230,7 +230,7 @@ def test_a_small_aqm_queue_that_empties_between_samples_is_not_blamed():
 def test_htb_burst_only_where_timers_come_late(monkeypatch):
     """tc's one-MTU burst on a kernel with punctual timers (exact shaping, short
     transfers not sped up); 20 ms of the rate in the TCG VM, bounded by 1 MTU and 64 KiB."""
-    from bufferbloat import bottleneck as bn
+    from bufferbloat.net import bottleneck as bn
     monkeypatch.delenv(bn.HTB_BURST_ENV, raising=False)
     monkeypatch.delenv("BUFFERBLOAT_GUEST_ACCEL", raising=False)
     assert bn.htb_burst_bytes(10) is None

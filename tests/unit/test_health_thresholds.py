@@ -2,7 +2,7 @@
 outside fails it, and every check is shown failing at least once.
 
 The thresholds are the numbers docs/HEALTH.md documents ("The checks and their
-thresholds"), written here as literals, never read from bufferbloat.health's constants:
+thresholds"), written here as literals, never read from bufferbloat.results.health's constants:
 a constant that drifts from its documented value fails a test here (for a threshold T,
 T +/- a small step sits on both sides of it; moving T past either step fails one of them).
 """
@@ -11,9 +11,9 @@ import os
 import numpy as np
 import pytest
 
-from bufferbloat import health as hl
-from bufferbloat.results import RunWriter, load_run
-from bufferbloat.series import SERIES_COLUMNS
+from bufferbloat.results import health as hl
+from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.core.series import SERIES_COLUMNS
 from unit.test_health import RATE, _write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -232,7 +232,7 @@ def test_goodput_possible_boundary(tmp_path, direction, share, ok):
 def test_goodput_above_the_link_from_the_recorded_bytes_fails(tmp_path):
     """The whole path: receivers acknowledging 3 % more than the link carries (a counting
     bug) makes the run degraded by goodput_possible, and by nothing else."""
-    from bufferbloat import metrics as m
+    from bufferbloat.results import metrics as m
     run = _write(tmp_path / "r", send_share=1.03)
     h = hl.assess(run, m.compute_metrics(run))
     assert h["checks"]["goodput_possible:up"]["ok"] is False

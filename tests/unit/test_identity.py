@@ -1,11 +1,11 @@
-"""A run's identity: the resolved configuration and its key (bufferbloat.identity)."""
+"""A run's identity: the resolved configuration and its key (bufferbloat.run.identity)."""
 import dataclasses
 
 import pytest
 
-from bufferbloat import identity
-from bufferbloat.errors import UsageError
-from scenarios import catalogue
+from bufferbloat.run import identity
+from bufferbloat.core.errors import UsageError
+from bufferbloat.scenarios import catalogue
 
 CAT = catalogue()
 A4 = CAT["a4_wifi_loss"]

@@ -9,13 +9,19 @@ import os
 
 import pytest
 
-from bufferbloat import metrics as m
-from bufferbloat.errors import UsageError
-from bufferbloat.results import RunWriter, load_run
-from bufferbloat.series import SERIES_COLUMNS
-from bufferbloat.stats import loss_figures, percentile
-from bufferbloat.traffic.irtt import (IrttPart, IrttProbe, client_args, duration_arg,
-                                      parse_irtt, server_args)
+from bufferbloat.results import metrics as m
+from bufferbloat.core.errors import UsageError
+from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.core.stats import loss_figures, percentile
+from bufferbloat.traffic.irtt import (
+    IrttPart,
+    IrttProbe,
+    client_args,
+    duration_arg,
+    parse_irtt,
+    server_args,
+)
 from conftest import FIXTURES
 
 IRTT = os.path.join(FIXTURES, "tools", "irtt")

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from bufferbloat import metrics as m
-from bufferbloat.results import RunWriter, load_run
-from bufferbloat.series import SERIES_COLUMNS
+from bufferbloat.results import metrics as m
+from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.core.series import SERIES_COLUMNS
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -291,7 +291,7 @@ def test_link_without_rate_skips_rate_metrics(tmp_path):
 
 
 def test_count_changes_counts_ssthresh_reactions():
-    from bufferbloat.metrics import count_changes
+    from bufferbloat.results.metrics import count_changes
     nan = float("nan")
     assert count_changes([nan, nan, 40, 40, 20, 20, 20, 10]) == 3
     assert count_changes([nan, nan, nan]) == 0

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from bufferbloat.errors import UsageError
+from bufferbloat.core.errors import UsageError
 from bufferbloat.traffic import netperfmeter as npm
 from bufferbloat.traffic.base import part_class
 from conftest import FIXTURES

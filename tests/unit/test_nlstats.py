@@ -12,9 +12,9 @@ import struct
 
 import pytest
 
-from bufferbloat import nlstats
-from bufferbloat.sampler import qdisc_row, tcp_row
-from bufferbloat.series import SERIES_COLUMNS
+from bufferbloat.netlink import nlstats
+from bufferbloat.measure.sampler import qdisc_row, tcp_row
+from bufferbloat.core.series import SERIES_COLUMNS
 
 TCP_COLUMNS = SERIES_COLUMNS["tcp"]
 from tests.conftest import FIXTURES
@@ -252,7 +252,7 @@ def _sock(sport, acked, cookie):
 
 
 def test_control_connection_rule():
-    from bufferbloat.sampler import _FlowGroup
+    from bufferbloat.measure.sampler import _FlowGroup
     g = _FlowGroup.__new__(_FlowGroup)
     g.host, g.labels, g.min_bytes, g.hold_s = "h1", {"40001": "h1-1"}, 65536, 2.0
     g.by_dport, g.by_sport = {}, {}
@@ -278,7 +278,7 @@ def test_control_connection_rule():
 def test_flow_labels_are_given_before_sampling():
     """A socket's rows get its source port's label, else the label of the spec whose port
     it matched, else host:sport: tcp.csv is written labelled, never relabelled."""
-    from bufferbloat.sampler import _FlowGroup
+    from bufferbloat.measure.sampler import _FlowGroup
     specs = [{"host": "h1", "pid": None, "dports": [5201], "sports": [], "label": "up",
               "labels": {"40002": "up-2"}},
              {"host": "h1", "pid": None, "dports": [], "sports": [5301], "label": "down",
@@ -305,7 +305,7 @@ def test_ipv4_mapped_addresses_read_as_ipv4():
 def test_ports_without_control_connections_are_written_from_the_first_sample():
     """NetPerfMeter's data port carries data connections only: a flow that has sent
     nothing yet (it starts later, or sends little) is sampled from its first moment."""
-    from bufferbloat.sampler import _FlowGroup
+    from bufferbloat.measure.sampler import _FlowGroup
     g = _FlowGroup.__new__(_FlowGroup)
     g.host, g.labels, g.min_bytes, g.hold_s = "h1", {}, 65536, 2.0
     g.data, g.ignored, g.pending = set(), set(), {}

@@ -116,7 +116,7 @@ def runs(tmp_path):
 
 
 def test_list_names_every_scenario(interpreter):
-    from scenarios import catalogue
+    from bufferbloat.scenarios import catalogue
     proc = _run(interpreter, "list")
     assert proc.returncode == 0
     for name in catalogue():

@@ -1,8 +1,8 @@
 """Parameter coercion and range checks shared by every component."""
 import pytest
 
-from bufferbloat.errors import ParameterError, UsageError
-from bufferbloat.params import (Param, check_number, check_params, check_port, check_range,
+from bufferbloat.core.errors import ParameterError, UsageError
+from bufferbloat.core.params import (Param, check_number, check_params, check_port, check_range,
                                env_number)
 
 RATE = Param("rate_mbit", float, 10.0, "rate", lo=0, lo_open=True, hi=100)

@@ -11,10 +11,11 @@ import struct
 
 import pytest
 
-from bufferbloat import nlqdisc, nlstats, pi
-from bufferbloat.errors import ParameterError, UsageError
-from bufferbloat.qdisc import make_qdisc
-from bufferbloat.bottleneck import shaped
+from bufferbloat.net import nlqdisc, pi
+from bufferbloat.netlink import nlstats
+from bufferbloat.core.errors import ParameterError, UsageError
+from bufferbloat.net.qdisc import make_qdisc
+from bufferbloat.net.bottleneck import shaped
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "fixtures", "tools", "sch_pi")
 
@@ -122,7 +123,7 @@ def test_pi_spec_is_validated_and_installed_through_netlink():
     assert spec.params["q_ref_pkts"] == 14 and spec.params["freq_hz"] == 160
     steps = shaped("h2", "s0-eth2", 10, spec.tc_args(10), "bottleneck")
     leaf = steps[-1].argv
-    assert leaf[1:3] == ("-m", "bufferbloat.nlqdisc") and leaf[3:7] == ("s0-eth2", "1:1", "10:",
+    assert leaf[1:3] == ("-m", "bufferbloat.net.nlqdisc") and leaf[3:7] == ("s0-eth2", "1:1", "10:",
                                                                        "pi")
     assert dict(zip(leaf[7::2], leaf[8::2]))["ecn"] == "1"
     with pytest.raises((ParameterError, UsageError)):

@@ -16,13 +16,13 @@ import shutil
 import numpy as np
 import pytest
 
-import plots
-from bufferbloat import theory
-from bufferbloat.errors import UsageError
-from bufferbloat.results import RunWriter, load_run
-from bufferbloat.series import SERIES_COLUMNS
-from plots import common, palette, sweep
-from plots.flags import flags
+from bufferbloat import plots
+from bufferbloat.results import theory
+from bufferbloat.core.errors import UsageError
+from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.plots import common, palette, sweep
+from bufferbloat.plots.flags import flags
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "fixtures", "runs")
@@ -245,7 +245,7 @@ def test_rrul_totals_sum_directions_with_target_and_link_rate():
 
 
 def test_ellipsis_mean_and_covariance():
-    from plots import ellipsis
+    from bufferbloat.plots import ellipsis
     r = run("b2_rrul")
     thr, lat = ellipsis.samples(r)
     assert thr.size >= 5

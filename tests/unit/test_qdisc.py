@@ -1,8 +1,8 @@
 """The qdisc registry: defaults, validation of every parameter, tc arguments."""
 import pytest
 
-from bufferbloat.errors import ParameterError, UsageError
-from bufferbloat.qdisc import KINDS, make_qdisc, with_buffer
+from bufferbloat.core.errors import ParameterError, UsageError
+from bufferbloat.net.qdisc import KINDS, make_qdisc, with_buffer
 
 
 def test_every_kind_builds_with_defaults_and_emits_its_tc_kind():
@@ -104,9 +104,9 @@ def test_buffer_units_are_never_converted_silently():
 def test_run_prints_the_tick_rounding_before_anything_is_built(monkeypatch):
     """`run` says it when PIE's tupdate is below or not a multiple of the kernel's tick
     (HZ=250: 4 ms): 1 ms becomes 4 ms, 30 ms 32 ms; 60 ms is 15 ticks, nothing said."""
-    from bufferbloat import engine
-    from bufferbloat.capabilities import Capabilities
-    from scenarios import catalogue
+    from bufferbloat.run import engine
+    from bufferbloat.net.capabilities import Capabilities
+    from bufferbloat.scenarios import catalogue
 
     class Built(Exception):
         pass

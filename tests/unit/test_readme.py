@@ -5,9 +5,9 @@ import re
 
 import pytest
 
-from bufferbloat.scenario import study_path
-from bufferbloat.sweep import points
-from scenarios import catalogue
+from bufferbloat.run.scenario import study_path
+from bufferbloat.run.sweep import points
+from bufferbloat.scenarios import catalogue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CATALOGUE = catalogue()

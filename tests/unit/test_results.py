@@ -7,11 +7,11 @@ import time
 import numpy as np
 import pytest
 
-from bufferbloat import results
-from bufferbloat.errors import UsageError
-from bufferbloat.atomic import write_json_atomic
-from bufferbloat.series import SERIES_COLUMNS
-from bufferbloat.results import (SCHEMA_VERSION, RunWriter, ResultsError, find_runs,
+from bufferbloat.results import records as results
+from bufferbloat.core.errors import UsageError
+from bufferbloat.core.atomic import write_json_atomic
+from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.results.records import (SCHEMA_VERSION, RunWriter, ResultsError, find_runs,
                                  is_run_dir, label_groups, load_run, read_series_csv)
 
 
@@ -234,7 +234,7 @@ def test_schema_1_runs_are_refused_with_a_reason(tmp_path):
 CHILD = r"""
 import sys, time
 sys.path.insert(0, sys.argv[2])
-from bufferbloat.results import RunWriter
+from bufferbloat.results.records import RunWriter
 w = RunWriter(sys.argv[1], flush_rows=1000, flush_interval_s=0.5)
 w.save()
 s = w.series("ping", ["probe", "t", "seq", "rtt_ms"])

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 import retries
-from bufferbloat.results import RunWriter
+from bufferbloat.results.records import RunWriter
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -4,10 +4,10 @@ import itertools
 
 import pytest
 
-from bufferbloat import derive
-from bufferbloat.errors import UsageError
-from bufferbloat.scenario import Scenario
-from scenarios import catalogue
+from bufferbloat.run import derive
+from bufferbloat.core.errors import UsageError
+from bufferbloat.run.scenario import Scenario
+from bufferbloat.scenarios import catalogue
 
 CAT = catalogue()
 

@@ -1,11 +1,11 @@
-"""The statistics of bufferbloat.stats, against hand-computed answers and numpy."""
+"""The statistics of bufferbloat.core.stats, against hand-computed answers and numpy."""
 import math
 import random
 
 import numpy as np
 import pytest
 
-from bufferbloat.stats import cov, jain_index, percentile, percentiles
+from bufferbloat.core.stats import cov, jain_index, percentile, percentiles
 
 
 def test_jain_index():

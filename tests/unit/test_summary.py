@@ -4,9 +4,10 @@ import shutil
 
 import pytest
 
-from bufferbloat import summary, theory
-from bufferbloat.headline import fmt
-from bufferbloat.results import load_run
+from bufferbloat import summary
+from bufferbloat.results import theory
+from bufferbloat.results.headline import fmt
+from bufferbloat.results.records import load_run
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "fixtures", "runs")

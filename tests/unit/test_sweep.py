@@ -1,7 +1,7 @@
 """Sweeps: cartesian points, point directories keyed by the run's configuration, reuse only
 of the same run, resumption after an interruption, the scenario's repetitions, the stall
 watchdog. The fake run_point writes result.json through the real writer with the
-identity the engine records (bufferbloat.identity), so reuse is decided as for real runs."""
+identity the engine records (bufferbloat.run.identity), so reuse is decided as for real runs."""
 import dataclasses
 import json
 import os
@@ -9,11 +9,12 @@ import time
 
 import pytest
 
-from bufferbloat import cli, identity, sweep
-from bufferbloat.signals import deferred_signals
-from bufferbloat.errors import UsageError
-from bufferbloat.results import RunWriter
-from scenarios import catalogue
+from bufferbloat import cli
+from bufferbloat.run import identity, sweep
+from bufferbloat.core.signals import deferred_signals
+from bufferbloat.core.errors import UsageError
+from bufferbloat.results.records import RunWriter
+from bufferbloat.scenarios import catalogue
 
 SCN = catalogue()["a4_wifi_loss"]
 QUIET = dict(log=lambda *_: None)
@@ -265,10 +266,10 @@ def test_point_dirs_are_stable_readable_and_safe():
 
 def test_a_c1_sweep_without_repeat_runs_the_scenarios_five_repetitions(tmp_path,
                                                                          monkeypatch):
-    import bufferbloat.engine as engine
+    import bufferbloat.run.engine as engine
     calls = []
     monkeypatch.setattr(engine, "run_point", fake_runner(calls))
-    monkeypatch.setattr("bufferbloat.where.require_here", lambda topos: None)
+    monkeypatch.setattr("bufferbloat.run.where.require_here", lambda topos: None)
     rc = cli.main(["sweep", "c1_red_vs_pie", "--quick", "--host", "--no-figures",
                    "--out", str(tmp_path)])
     scn = catalogue()["c1_red_vs_pie"]
@@ -322,7 +323,7 @@ def test_the_watchdog_waits_for_a_held_teardown(tmp_path):
 
 
 def test_stall_limit_is_the_duration_plus_a_stated_margin(monkeypatch):
-    from bufferbloat.engine import FLOW_GRACE_S
+    from bufferbloat.run.engine import FLOW_GRACE_S
     cfg = identity.run_config(SCN, quick=True)
     assert sweep.stall_limit_s(cfg) == pytest.approx(
         (cfg["duration_s"] + FLOW_GRACE_S + sweep.STALL_ALLOWANCE_S) * 1.5)
@@ -337,7 +338,7 @@ def test_stall_limit_is_the_duration_plus_a_stated_margin(monkeypatch):
 
 
 def test_run_ends_a_stalled_repetition_and_runs_the_next(tmp_path, monkeypatch, capsys):
-    import bufferbloat.engine as engine
+    import bufferbloat.run.engine as engine
     calls = []
     fake = fake_runner(calls)
 
@@ -349,7 +350,7 @@ def test_run_ends_a_stalled_repetition_and_runs_the_next(tmp_path, monkeypatch, 
             time.sleep(3600)               # the first repetition never ends
         return path
     monkeypatch.setattr(engine, "run_point", run_point)
-    monkeypatch.setattr("bufferbloat.where.require_here", lambda topos: None)
+    monkeypatch.setattr("bufferbloat.run.where.require_here", lambda topos: None)
     monkeypatch.setenv(sweep.STALL_LIMIT_ENV, "0.5")
     t0 = time.monotonic()
     rc = cli.main(["run", "a4_wifi_loss", "--repeat", "2", "--time", "5", "--host",
@@ -365,13 +366,13 @@ def test_run_all_reports_a_stalled_point_and_completes_the_others(tmp_path, monk
                                                                    capsys):
     """The catalogue (``run-all``, quick, one scenario) with one point whose traffic never
     ends: it is ended at the stall limit (env), reported, and the other points run."""
-    import bufferbloat.engine as engine
+    import bufferbloat.run.engine as engine
 
     class Caps:
         def require(self, needed):
             pass
     monkeypatch.setattr(cli, "_needs", lambda names: (Caps(), []))
-    monkeypatch.setattr("bufferbloat.where.require_here", lambda topos: None)
+    monkeypatch.setattr("bufferbloat.run.where.require_here", lambda topos: None)
     scn = catalogue()["a4_wifi_loss"]
     todo = cli.catalogue_points(True, ["a4_wifi_loss"])
     stuck = todo[1][2]                      # the second point's varied values
@@ -428,7 +429,7 @@ def test_a_degraded_point_is_kept_aside_and_run_again(tmp_path):
 
 
 def test_retry_degraded_is_validated_before_anything_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr("bufferbloat.where.require_here", lambda topos: None)
+    monkeypatch.setattr("bufferbloat.run.where.require_here", lambda topos: None)
     for bad in ("-1", "11"):
         assert cli.main(["sweep", "a4_wifi_loss", "--vary", "loss_pct=1", "--host",
                          "--retry-degraded", bad, "--out", str(tmp_path)]) == 2

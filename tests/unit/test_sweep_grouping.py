@@ -5,7 +5,7 @@ import json
 import os
 import shutil
 
-from plots import report, sweep
+from bufferbloat.plots import report, sweep
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "fixtures", "runs", "sweep_fifo_buffer")

@@ -1,7 +1,7 @@
 """Closed-form expectations, checked against hand-computed values."""
 import pytest
 
-from bufferbloat.theory import full_queue_rtt_ms, queue_delay_ms, tcp_goodput_ceiling
+from bufferbloat.results.theory import full_queue_rtt_ms, queue_delay_ms, tcp_goodput_ceiling
 
 
 def test_full_queue_rtt_of_the_textbook_cases():

@@ -1,9 +1,9 @@
 """Topologies and the qdisc plan that realises them (no root, no network needed)."""
 import pytest
 
-from bufferbloat import bottleneck as bn
-from bufferbloat.errors import ParameterError, UsageError
-from bufferbloat.topology import DumbbellTopo, KDumbbellTopo, make_topo
+from bufferbloat.net import bottleneck as bn
+from bufferbloat.core.errors import ParameterError, UsageError
+from bufferbloat.net.topology import DumbbellTopo, KDumbbellTopo, make_topo
 
 INTFS = {("h1", "s0"): ("h1-eth0", "s0-eth1"), ("s0", "h2"): ("s0-eth2", "h2-eth0")}
 

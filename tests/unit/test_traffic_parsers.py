@@ -7,17 +7,25 @@ import os
 
 import pytest
 
-from bufferbloat.errors import ParameterError
-from bufferbloat.series import SERIES_COLUMNS
-from bufferbloat.stats import percentile
+from bufferbloat.core.errors import ParameterError
+from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.core.stats import percentile
 from bufferbloat.traffic.base import Schedule
-from bufferbloat.traffic.iperf import (Iperf3Flow, iperf3_rows, iperf3_stream_labels,
-                                       sampled_flow)
+from bufferbloat.traffic.iperf import (
+    Iperf3Flow,
+    iperf3_rows,
+    iperf3_stream_labels,
+    sampled_flow,
+)
 from bufferbloat.traffic.ping import PingProbe, parse_ping, parse_ping_probes
-from bufferbloat.traffic.udpstream import (parse_failed, parse_recv_csv, parse_sent,
-                                           stream_stats)
+from bufferbloat.traffic.udpstream import (
+    parse_failed,
+    parse_recv_csv,
+    parse_sent,
+    stream_stats,
+)
 from bufferbloat.traffic.web import WebFetcher, parse_curl_w
-from bufferbloat.udptool import check_stream_params
+from bufferbloat.traffic.udptool import check_stream_params
 from conftest import FIXTURES
 
 TOOLS = os.path.join(FIXTURES, "tools")
@@ -321,7 +329,7 @@ def test_percentile_and_schedule_order():
 
 
 def test_webserver_page_is_exactly_the_size():
-    from webserver.__main__ import main, make_page
+    from bufferbloat.webserver.__main__ import main, make_page
     for n in (1, 2, 54, 55, 56, 1000, 100_000, 1_000_003):
         assert len(make_page(n)) == n
     assert make_page(1000).startswith(b"<!DOCTYPE html>")
@@ -335,7 +343,7 @@ def test_port_pools_are_disjoint_and_bounded():
     """Servers, UDP receivers and the client source ports an upload binds come from
     pools of their own; client ports lie below the kernel's ephemeral range (32768), so
     that no connection the kernel numbers can hold one; a pool that runs out says so."""
-    from bufferbloat.errors import UsageError
+    from bufferbloat.core.errors import UsageError
     from bufferbloat.traffic.base import PORT_POOL_LAST, PartContext
     ctx = PartContext(None, 10.0, 0.0, 0.0)
     assert [ctx.ports("tcp"), ctx.ports("tcp", 8), ctx.ports("tcp")] == [5201, 5202, 5210]

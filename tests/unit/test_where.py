@@ -1,12 +1,12 @@
-"""Where run, sweep and run-all build their networks (bufferbloat/where.py)."""
+"""Where run, sweep and run-all build their networks (bufferbloat/run/where.py)."""
 import os
 
 import pytest
 
-from bufferbloat import where
-from bufferbloat.capabilities import assess
+from bufferbloat.run import where
+from bufferbloat.net.capabilities import assess
 from bufferbloat.cli import main
-from scenarios import catalogue
+from bufferbloat.scenarios import catalogue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KERNELS = os.path.join(ROOT, "tests", "fixtures", "kernels")
@@ -33,7 +33,7 @@ def test_the_kernel_pieces_a_run_needs_decide():
 
 def test_choose_moves_only_when_a_piece_is_missing(monkeypatch):
     host = _caps("host-6.18-config.gz")
-    monkeypatch.setattr("bufferbloat.capabilities.probe", lambda refresh=False: host)
+    monkeypatch.setattr("bufferbloat.net.capabilities.probe", lambda refresh=False: host)
     monkeypatch.setattr(where, "in_project_vm", lambda: False)
     a1 = catalogue()["a1_fifo"]
     said = []

@@ -1,6 +1,6 @@
 """Every experiment family end to end in the project VM (quick profile, short runs), each
 showing its study's known qualitative outcome. Rates above what the TCG VM sustains are
-scaled (bufferbloat.scaling.TCG_MAX_MBIT) with buffers scaled alike, so delays stay the
+scaled (bufferbloat.net.scaling.TCG_MAX_MBIT) with buffers scaled alike, so delays stay the
 study's. Each assertion states its margin; they are qualitative by design (the studies'
 own claims), with margins wide enough for one short run and narrow enough that the
 opposite outcome fails. Every run must first prove that the emulator kept up (its health
@@ -12,12 +12,12 @@ import os
 import numpy as np
 import pytest
 
-from bufferbloat.engine import run_point
-from bufferbloat.health import headline
-from bufferbloat.results import load_run
-from bufferbloat.sweep import RETRY_DEGRADED
+from bufferbloat.run.engine import run_point
+from bufferbloat.results.health import headline
+from bufferbloat.results.records import load_run
+from bufferbloat.run.sweep import RETRY_DEGRADED
 from retries import run_until_healthy_counted
-from scenarios import catalogue
+from bufferbloat.scenarios import catalogue
 
 CAT = catalogue()
 _RUNS = {}
@@ -33,7 +33,7 @@ def run(out, name, time_s, **overrides):
     key = (name, time_s, tuple(sorted(overrides.items())))
     if key not in _RUNS:
         # a run the emulator fell behind on is kept and run again once, as a sweep does
-        # (bufferbloat.sweep.RETRY_DEGRADED): the outcome is judged on a healthy run;
+        # (bufferbloat.run.sweep.RETRY_DEGRADED): the outcome is judged on a healthy run;
         # each rerun counts toward the session's degraded budget (tests/retries.py)
         run_dir, aside = run_until_healthy_counted(
             lambda: run_point(CAT[name], overrides, duration_s=time_s, out_root=out,
@@ -149,7 +149,8 @@ def check_b_scaled_to_the_vms_cap(rec):
     default cap (scaling.TCG_MAX_MBIT, 20 Mbit/s, halved for a load both ways) exactly
     x0.1, to 10 Mbit/s; with BUFFERBLOAT_MAX_MBIT the factor that cap gives; where no
     cap applies (a KVM guest), unscaled."""
-    from bufferbloat import scaling, where
+    from bufferbloat.net import scaling
+    from bufferbloat.run import where
     if where.in_project_vm():      # vm/run tells the guest how it is accelerated
         assert os.environ.get("BUFFERBLOAT_GUEST_ACCEL") in ("tcg", "kvm")
     cap = scaling.rate_cap_mbit(CAT["b2_pie_target"])

@@ -12,8 +12,8 @@ import os
 import subprocess
 import sys
 
-from bufferbloat.errors import EXIT_DEGRADED
-from plots.report import TABLES_DIR
+from bufferbloat.core.errors import EXIT_DEGRADED
+from bufferbloat.plots.report import TABLES_DIR
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -32,9 +32,9 @@ Tolerances:
 """
 import numpy as np
 
-from bufferbloat.engine import run_point
-from bufferbloat.results import load_run
-from bufferbloat.scenario import Scenario
+from bufferbloat.run.engine import run_point
+from bufferbloat.results.records import load_run
+from bufferbloat.run.scenario import Scenario
 from retries import measure_until_met
 
 DURATION_S = 20

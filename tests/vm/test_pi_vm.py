@@ -6,9 +6,9 @@ import platform
 import subprocess
 import sys
 
-from bufferbloat import capabilities
-from bufferbloat.network import Network
-from bufferbloat.topology import DumbbellTopo
+from bufferbloat.net import capabilities
+from bufferbloat.net.network import Network
+from bufferbloat.net.topology import DumbbellTopo
 
 
 def test_check_lists_sch_pi_built_for_this_kernel():
@@ -33,7 +33,7 @@ def test_bottleneck_pi_installed_over_netlink_and_read_back():
         tree = net.bottleneck_tree()
         assert tree["leaf"]["kind"] == "pi"
         assert tree["leaf"]["parent"] == "1:1"
-        step = next(s for s in net.plan if "bufferbloat.nlqdisc" in s.argv)
+        step = next(s for s in net.plan if "bufferbloat.net.nlqdisc" in s.argv)
         words = step.argv[step.argv.index("pi") + 1:]
         assert dict(zip(words[::2], words[1::2])) == {
             "limit": "86", "q_ref": "14", "a": "0.001136", "b": "0.001086",
@@ -42,7 +42,7 @@ def test_bottleneck_pi_installed_over_netlink_and_read_back():
         assert {h: v["net.ipv4.tcp_ecn"] for h, v in net.sysctls().items()} == \
             {"h1": "1", "h2": "1"}
         ns, dev = net.bottleneck_dev
-        res = subprocess.run(net.ns_prefix(ns) + [sys.executable, "-m", "bufferbloat.nlqdisc",
+        res = subprocess.run(net.ns_prefix(ns) + [sys.executable, "-m", "bufferbloat.net.nlqdisc",
                                                   dev, "1:1", "10:", "pi", "freq_hz", "0"],
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 1

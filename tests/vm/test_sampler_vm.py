@@ -19,9 +19,9 @@ import csv
 import statistics
 import time
 
-from bufferbloat.network import Network
-from bufferbloat.sampler import Sampler, qdisc_helper_binary
-from bufferbloat.topology import DumbbellTopo
+from bufferbloat.net.network import Network
+from bufferbloat.measure.sampler import Sampler, qdisc_helper_binary
+from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.iperf import Iperf3Flow
 
 PIE_S = 25

@@ -17,17 +17,17 @@ import statistics
 
 import pytest
 
-from bufferbloat.network import Network
-from bufferbloat.recipes import idle_ping, long_flow
-from bufferbloat.qdisc import KINDS
-from bufferbloat.topology import DumbbellTopo
+from bufferbloat.net.network import Network
+from tests.recipes import idle_ping, long_flow
+from bufferbloat.net.qdisc import KINDS
+from bufferbloat.net.topology import DumbbellTopo
 
 FLOW_S = 25
 WARMUP_S = 5
 
 
 def test_guest_has_every_feature():
-    from bufferbloat.capabilities import probe
+    from bufferbloat.net.capabilities import probe
     caps = probe()
     caps.require(["sch_pie", "sch_netem", "sch_red", "sch_codel", "sch_fq_codel",
                   "openvswitch", "vegas", "bbr", "cubic", "ifb", "iperf3", "mininet"])

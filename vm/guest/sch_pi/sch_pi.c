@@ -20,12 +20,12 @@
  * and b arrive through netlink in units of 1e-9 per packet and are held as
  * a_fp = floor(a_nano * 2^32 / 1e9), b_fp likewise. One update is then exactly
  *     p = clamp(p + a_fp * (q - q_ref) - b_fp * (q_old - q_ref), 0, 2^32)
- * which is what bufferbloat/pi.py's reference model computes. The xstats carry p, the
+ * which is what bufferbloat/net/pi.py's reference model computes. The xstats carry p, the
  * p before the last update, q and q_old of the last update and an update count, so every
  * sample of the statistics is one checkable step of the law.
  *
  * Configured with RTM_NEWQDISC, kind "pi", TCA_OPTIONS holding the TCA_PI_* u32
- * attributes below (bufferbloat/nlqdisc.py sends them; `tc` has no parser for it).
+ * attributes below (bufferbloat/net/nlqdisc.py sends them; `tc` has no parser for it).
  */
 #include <linux/module.h>
 #include <linux/types.h>
@@ -53,7 +53,7 @@ enum {
 };
 #define TCA_PI_MAX (__TCA_PI_MAX - 1)
 
-/* the statistics dump (TCA_STATS_APP); bufferbloat/nlstats.py decodes it */
+/* the statistics dump (TCA_STATS_APP); bufferbloat/netlink/nlstats.py decodes it */
 struct tc_pi_xstats {
 	__u64 prob;		/* p after the last update, 2^-32 units */
 	__u64 prob_prev;	/* p before the last update */

@@ -1,0 +1,119 @@
+"""Rate scaling: a study's rates brought down to what this machine sustains, with every
+delay kept.
+
+Under TCG the project VM cannot forward the studies' bottleneck rates at full
+utilization (docs/PLATFORM.md, docs/HEALTH.md): :func:`rate_cap_mbit` says how fast this
+machine's bottleneck may go (env ``BUFFERBLOAT_MAX_MBIT`` overrides), and
+:func:`scale_to_rate` scales a study's rates and buffers by one factor, so that every
+delay (a buffer's drain time, an AQM target, the propagation delay) stays the study's;
+:func:`scale_traffic_rates` scales the traffic's own rates by the same factor.
+``Scenario.build`` applies it; the run records it (``scaling`` in result.json, part of
+the run's identity).
+"""
+
+import math
+import os
+
+from bufferbloat.core.errors import UsageError
+from bufferbloat.core.params import MIN_RATE_MBIT, env_number
+
+#: Under TCG the project VM forwards ~57 Mbit/s at most with nothing else running
+#: (docs/PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
+#: is what it sustains at full utilization. Env BUFFERBLOAT_MAX_MBIT overrides (0: none).
+TCG_MAX_MBIT = 20.0
+MAX_MBIT_ENV = "BUFFERBLOAT_MAX_MBIT"
+
+
+def rate_cap_mbit(scn=None):
+    """The highest bottleneck rate this machine sustains, or None (no scaling). Under
+    TCG a scenario whose bottleneck is loaded both ways (``aqm_both_ways``: B's RRUL)
+    gets half the cap per direction: 20 Mbit/s each way measured work conservation
+    0.86 and 11 % sampler misses, 10 Mbit/s each way 0.998 (docs/HEALTH.md)."""
+    cap = _machine_cap_mbit()
+    if cap and scn is not None and scn.params.get("aqm_both_ways") \
+            and os.environ.get(MAX_MBIT_ENV) is None:
+        return cap / 2
+    return cap
+
+
+def _machine_cap_mbit():
+    what = f"a rate in Mbit/s, at least {MIN_RATE_MBIT:g}, or 0 for no cap"
+    cap = env_number(MAX_MBIT_ENV, None, 0, math.inf, what)
+    if cap and cap < MIN_RATE_MBIT:     # scaled to it, the bottleneck could not be set
+        raise UsageError(f"invalid value for {MAX_MBIT_ENV}: "
+                         f"{os.environ.get(MAX_MBIT_ENV)!r} (allowed: {what})")
+    if cap is not None:
+        return cap or None
+    if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg":
+        return TCG_MAX_MBIT
+    return None
+
+
+#: bytes-valued qdisc parameters that set an operating point (scaled with the rate)
+_SCALED_QDISC_BYTES = ("limit_bytes", "min_bytes", "max_bytes")
+
+
+def scale_to_rate(params, qparams, knobs, max_rate_mbit):
+    """Scale a study's rates and buffers by f = max_rate_mbit / bottleneck rate so that
+    every *delay* stays the study's: a buffer of B bytes at rate R drains in 8B/R, so B
+    scales with R (packet buffers too, at least 2 packets); RED's thresholds (bytes) too;
+    AQM delay targets, propagation delays and loss stay; UDP/iperf rates scale. Returns
+    (params, qparams, knobs, record of what changed)."""
+    from bufferbloat.net.qdisc import KINDS
+    rate = float(params.get("bottleneck_mbit", 10.0))
+    f = max_rate_mbit / rate
+    params, qparams, knobs = dict(params), dict(qparams), dict(knobs)
+    changed = {"bottleneck_mbit": (rate, max_rate_mbit)}
+    params["bottleneck_mbit"] = max_rate_mbit
+    kind = params.get("qdisc", "fifo")
+    if params.get("buffer_pkts") is not None and kind == "fifo":
+        new = max(2, round(params["buffer_pkts"] * f))
+        changed["buffer_pkts"] = (params["buffer_pkts"], new)
+        params["buffer_pkts"] = new
+    if params.get("buffer_bytes") is not None:
+        new = max(3028, round(params["buffer_bytes"] * f))
+        changed["buffer_bytes"] = (params["buffer_bytes"], new)
+        params["buffer_bytes"] = new
+    if kind == "red":
+        defaults = {p.name: p.default for p in KINDS["red"].params}
+        for key in _SCALED_QDISC_BYTES:
+            if key == "limit_bytes" and params.get("buffer_bytes") is not None:
+                continue
+            old = qparams.get(key, defaults.get(key))
+            if old is not None:
+                qparams[key] = max(1514, round(float(old) * f))
+                changed[f"qdisc.{key}"] = (old, qparams[key])
+    return params, qparams, knobs, {"factor": f, "max_rate_mbit": max_rate_mbit,
+                                    "changed": changed}
+
+
+#: traffic spec fields that are rates (scaled with the bottleneck), with their floor
+#: (bufferbloat/core/params.py: MIN_RATE_MBIT) in the field's own unit
+TRAFFIC_RATE_FIELDS = ("rate_mbit", "rate_kbit")
+_RATE_FLOORS = {"rate_mbit": (MIN_RATE_MBIT, "Mbit/s"),
+                "rate_kbit": (MIN_RATE_MBIT * 1000, "kbit/s")}
+
+
+def scale_traffic_rates(spec, factor, names=None):
+    """Scale the numeric rates of a traffic ``spec`` (in place) by ``factor``; a rate
+    given as ``"bottleneck"`` follows the (scaled) link by itself. A rate that the
+    scaling (or the spec's ``rate_scale``, a fraction of it) would bring below the floor
+    every rate has is refused: UsageError naming ``names[field]``, the knob it came from,
+    else the field."""
+    for key in TRAFFIC_RATE_FIELDS:
+        value = spec.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            floor, unit = _RATE_FLOORS[key]
+            share = spec.get("rate_scale")
+            share = share if isinstance(share, (int, float)) and share > 0 else 1
+            if value >= floor > value * factor * share:
+                why = ([f"x{share:g} (rate_scale)"] if share != 1 else []) + (
+                    [f"x{factor:.4g} (rate scaling: the bottleneck brought down to this "
+                     f"machine's rate, {MAX_MBIT_ENV})"] if factor != 1 else [])
+                raise UsageError(
+                    f"invalid value for {(names or {}).get(key, key)}: {value:g} (allowed "
+                    f"here: >= {floor / factor / share:.4g} {unit}: {' and '.join(why)} "
+                    f"make(s) it {value * factor * share:.3g} {unit}, below the floor of "
+                    f"any rate, {floor:g} {unit})")
+            spec[key] = value * factor
+    return spec

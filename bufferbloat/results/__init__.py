@@ -1,0 +1,14 @@
+"""What a run leaves and what is read from it, on any machine (no network needed).
+
+==============  ===========================================================================
+``records``     the run directory: writer, loader, the record's accessors
+``metrics``     metrics from the stored series (per flow, ping, qdisc, network)
+``flowmetrics`` the studies' flow metrics (study E's k-flow metrics)
+``health``      the health verdict: did the emulator keep up
+``theory``      closed-form expectations (full-queue RTT, Mathis, goodput ceiling)
+``headline``    the headline metrics a scenario declares, with theory
+``flentexport`` a run as flent's .flent.gz
+==============  ===========================================================================
+
+Imports ``core``; knows no network and no engine: results are read back from disk.
+"""

@@ -1,0 +1,353 @@
+"""Did the emulator keep up? A health verdict for every run, from what the run recorded.
+
+An emulator that falls behind still produces numbers: a link that holds a queue but
+sends below its rate, a sampler that skips ticks, a flow that starts late. Those runs
+measured the emulator, not the network. :func:`assess` reads a stored run (its record
+and its series; it never asks the tools again) and returns::
+
+    {"verdict": "healthy" | "degraded" | "unknown",
+     "problems": ["work conservation 0.62 on s0-eth2:pie (>= 0.95 required)", ...],
+     "checks": {name: {"value": ..., "limit": ..., "ok": True | False | None, ...}}}
+
+``ok`` None means the check could not be made (e.g. no backlogged time to judge work
+conservation on); such a check does not make a run degraded. The thresholds below are
+justified by measurements in docs/HEALTH.md.
+"""
+
+import math
+
+import numpy as np
+
+from bufferbloat.results.metrics import NOT_LEAF_KINDS
+from bufferbloat.results.records import load_run
+
+#: The bottleneck must send at >= this share of its configured rate whenever its leaf
+#: holds a backlog. The host kernel (HTB, exact) and an unloaded TCG VM measure
+#: 0.98-1.01 (docs/HEALTH.md); 0.95 leaves room for sampling edges, not for a CPU-starved
+#: emulator (0.23-0.88 measured under overload).
+MIN_WORK_CONSERVATION = 0.95
+#: A sampler interval counts as backlogged when the leaf held at least this many bytes
+#: (two full-size packets) at both of its ends, and at its start at least what the link
+#: can send in the interval (see :func:`work_conservation`).
+BACKLOG_BYTES = 3000
+#: Less backlogged time than this is not enough to judge work conservation on.
+MIN_BACKLOGGED_S = 1.0
+#: Highest share of the sampler's ticks it may miss (10 ms series with gaps make queue
+#: percentiles and drop rates wrong).
+MAX_MISSED_TICKS = 0.05
+#: A flow's client may be launched at most this late against its schedule (its server
+#: listens before the schedule starts; the overloaded runs that prompted this were
+#: 49-53 s late). iperf3's own time zero comes a few round trips after the launch (its
+#: control exchange; behind a bloated queue, seconds): physics, recorded, not judged.
+MAX_START_LATE_S = 2.0
+#: The idle RTT before traffic may exceed the configured base RTT by at most
+#: max(IDLE_RTT_SLACK_MS, IDLE_RTT_SLACK_SHARE x base) at its median (TCG adds
+#: 0.8-1.1 ms of its own and ~0.3 ms per netem stage).
+IDLE_RTT_SLACK_MS = 3.0
+IDLE_RTT_SLACK_SHARE = 0.10
+#: ... and must not be below it by more than this (the delay emulation did not work).
+IDLE_RTT_BELOW_MS = 0.5
+#: Goodput above the link rate by more than this share is impossible (a measurement bug).
+MAX_GOODPUT_SHARE = 1.02
+#: The traffic phase may end at most this long after its scheduled end.
+MAX_OVERRUN_S = 3.0
+
+#: An AQM whose controller runs on its own timer (the project's PI, sch_pi) must update
+#: at no less than this share of its configured frequency: a softirq-starved guest
+#: delays its hrtimer and the controller runs slower than the law it is tested on
+#: (measured: 67 of 160 Hz in an overloaded TCG run; 160 Hz when the VM keeps up).
+MIN_CONTROLLER_RATE_SHARE = 0.95
+
+THRESHOLDS = {"work_conservation_min": MIN_WORK_CONSERVATION,
+              "controller_rate_share_min": MIN_CONTROLLER_RATE_SHARE,
+              "backlog_bytes": BACKLOG_BYTES, "min_backlogged_s": MIN_BACKLOGGED_S,
+              "missed_ticks_max": MAX_MISSED_TICKS, "start_late_max_s": MAX_START_LATE_S,
+              "idle_rtt_slack_ms": IDLE_RTT_SLACK_MS,
+              "idle_rtt_slack_share": IDLE_RTT_SLACK_SHARE,
+              "goodput_share_max": MAX_GOODPUT_SHARE, "overrun_max_s": MAX_OVERRUN_S}
+
+
+def _num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def work_conservation(t, backlog, sent_bytes, rate_mbit, backlog_bytes=BACKLOG_BYTES):
+    """(ratio, backlogged seconds): bytes the leaf sent over the sampler intervals during
+    which it stayed backlogged, x 8 / (rate x their total length). (None, 0) when no
+    interval was.
+
+    An interval counts when the leaf held, at its start, at least what the link can send
+    in it (rate x interval, and >= ``backlog_bytes``) and still >= ``backlog_bytes`` at
+    its end: the link then had no reason to idle, whatever arrived. A fixed 3 kB at both
+    ends is not enough for an AQM holding a few packets (PIE at 5 ms and 10 Mbit/s keeps
+    ~6 kB): its queue can empty between two samples, and the link idle for a reason, so
+    such intervals are not judged."""
+    t = np.asarray(t, dtype=float)
+    b = np.asarray(backlog, dtype=float)
+    s = np.asarray(sent_bytes, dtype=float)
+    ok = ~(np.isnan(t) | np.isnan(b) | np.isnan(s))
+    t, b, s = t[ok], b[ok], s[ok]
+    order = np.argsort(t, kind="stable")
+    t, b, s = t[order], b[order], s[order]
+    if t.size < 2 or not rate_mbit:
+        return None, 0.0
+    dt, ds = np.diff(t), np.diff(s)
+    need = np.maximum(backlog_bytes, rate_mbit * 1e6 / 8 * dt)
+    busy = (b[:-1] >= need) & (b[1:] >= backlog_bytes)
+    busy &= (dt > 0) & (ds >= 0)         # a counter reset is not an interval to judge
+    span = float(np.sum(dt[busy]))
+    if span <= 0:
+        return None, 0.0
+    return float(np.sum(ds[busy])) * 8 / (span * rate_mbit * 1e6), span
+
+
+def _leaf_rates(run):
+    """{dev: rate Mbit/s} of every AQM device the sampler watched: the bottleneck's
+    egress at its rate, the reverse AQM (receiver's egress) at the reverse rate."""
+    params = run.params
+    fwd = params.get("bottleneck_mbit")
+    rev = params.get("reverse_mbit") or fwd
+    want = run.bottleneck_dev
+    devs = (run.record.get("sampler") or {}).get("qdisc_devs") or ([want] if want else [])
+    return {d: (fwd if d == want or want is None else rev) for d in devs}
+
+
+def check_work_conservation(run):
+    """One check per AQM leaf with enough backlogged time."""
+    out = {}
+    if not run.has("qdisc"):
+        return out
+    q = run.series("qdisc")
+    rates = _leaf_rates(run)
+    n = len(q.get("t", []))
+    dev = q.get("dev", np.array([""] * n))
+    kind = q.get("kind", np.array([""] * n))
+    for key in dict.fromkeys(zip(dev.tolist(), kind.tolist())):
+        if key[1] in NOT_LEAF_KINDS or (rates and key[0] not in rates):
+            continue
+        rate = rates.get(key[0]) if rates else run.bottleneck_mbit
+        mask = (dev == key[0]) & (kind == key[1])
+        if "sent_bytes" not in q or "backlog_bytes" not in q:
+            continue
+        ratio, span = work_conservation(q["t"][mask], q["backlog_bytes"][mask],
+                                        q["sent_bytes"][mask], rate)
+        judged = span >= MIN_BACKLOGGED_S and ratio is not None
+        out[f"work_conservation:{key[0]}:{key[1]}"] = {
+            "value": None if ratio is None else round(ratio, 4),
+            "limit": f">= {MIN_WORK_CONSERVATION}", "backlogged_s": round(span, 3),
+            "rate_mbit": rate, "ok": (ratio >= MIN_WORK_CONSERVATION) if judged else None,
+            "what": f"bottleneck {key[0]} ({key[1]}) sent at this share of {rate:g} Mbit/s "
+                    f"while backlogged" if rate else "no rate recorded"}
+    return out
+
+
+def check_controller_rate(run):
+    """The timer-driven AQM controller's update rate against its configured frequency
+    (qdisc.csv's ``ctl_updates`` over the sampled span; the PI qdisc's freq_hz)."""
+    out = {}
+    if not run.has("qdisc"):
+        return out
+    q = run.series("qdisc")
+    if "ctl_updates" not in q:
+        return out
+    topo = (run.record.get("network") or {}).get("topology") or {}
+    qd = topo.get("qdisc") or {}
+    freq = (qd.get("params") or {}).get("freq_hz")
+    if qd.get("kind") != "pi" or not freq:
+        return out
+    n = len(q["t"])
+    kind = q.get("kind", np.array([""] * n))
+    dev = q.get("dev", np.array([""] * n))
+    for d in dict.fromkeys(dev[kind == "pi"].tolist()):
+        mask = (kind == "pi") & (dev == d) & np.isfinite(q["ctl_updates"])
+        t, u = q["t"][mask], q["ctl_updates"][mask]
+        if t.size < 2 or t[-1] - t[0] < MIN_BACKLOGGED_S:
+            continue
+        rate = float(u[-1] - u[0]) / float(t[-1] - t[0])
+        share = rate / freq
+        out[f"controller_rate:{d}:pi"] = {
+            "value": round(share, 4), "limit": f">= {MIN_CONTROLLER_RATE_SHARE}",
+            "ok": share >= MIN_CONTROLLER_RATE_SHARE, "rate_hz": round(rate, 2),
+            "freq_hz": freq,
+            "what": f"the PI controller on {d} updated at {rate:.1f} Hz of {freq} Hz"}
+    return out
+
+
+def check_sampler(record):
+    """The sampler's missed-tick share and achieved period."""
+    st = record.get("sampler") or {}
+    samples, missed = st.get("samples"), st.get("missed_ticks")
+    if not _num(samples) or not _num(missed) or samples + missed <= 0:
+        return {}
+    share = missed / (samples + missed)
+    return {"sampler_missed_ticks": {
+        "value": round(share, 4), "limit": f"<= {MAX_MISSED_TICKS}",
+        "ok": share <= MAX_MISSED_TICKS, "missed": missed, "samples": samples,
+        "period_ms": st.get("period_ms"), "period_p99_ms": st.get("period_p99_ms"),
+        "cpu_share": st.get("cpu_share"),
+        "what": f"the sampler missed {missed} of {samples + missed} ticks"}}
+
+
+def check_flows(record):
+    """Every scheduled flow started on time and moved data."""
+    late, early, never, empty, total = [], [], [], [], 0
+    worst = handshake = 0.0
+    summaries = []
+    for s in record.get("traffic_results") or []:
+        if isinstance(s, dict):
+            summaries += [s] + [f for f in s.get("flows") or [] if isinstance(f, dict)]
+    for s in summaries:
+        if "scheduled_s" not in s or "flow" not in s:
+            continue
+        total += 1
+        # when the flow was due to send by its tool's own clock (NetPerfMeter: its
+        # measurement's start + the flow's first "on"; the connecting before that is the
+        # tool's), else its client's launch (iperf3: its handshake behind the queue is
+        # physics, see MAX_START_LATE_S), else its first transmission
+        started = next((s[k] for k in ("first_on_s", "t_launch", "t_start")
+                        if _num(s.get(k))), None)
+        if not _num(started):
+            never.append(s["flow"])
+            continue
+        lag = started - s["scheduled_s"]
+        if _num(s.get("t_start")):
+            handshake = max(handshake, s["t_start"] - started)
+        worst = max(worst, lag)
+        if lag > MAX_START_LATE_S:
+            late.append(f"{s['flow']} +{lag:.1f} s")
+        elif lag < -MAX_START_LATE_S:    # a pre-connected tool's schedule ran ahead
+            early.append(f"{s['flow']} {lag:.1f} s")
+        moved = s.get("bytes_received") or s.get("bytes_sent")
+        if not moved:
+            empty.append(s["flow"])
+    if not total:
+        return {}
+    ok = not (late or early or never or empty)
+    parts = []
+    if late:
+        parts.append(f"{len(late)} started late ({', '.join(late[:4])}"
+                     f"{', ...' if len(late) > 4 else ''})")
+    if early:
+        parts.append(f"{len(early)} started early ({', '.join(early[:4])})")
+    if never:
+        parts.append(f"{len(never)} never started ({', '.join(never[:4])})")
+    if empty:
+        parts.append(f"{len(empty)} carried no data ({', '.join(empty[:4])})")
+    return {"flows_on_time": {
+        "value": round(worst, 3), "limit": f"start <= {MAX_START_LATE_S} s late",
+        "ok": ok, "flows": total, "late": len(late), "early": len(early),
+        "never_started": len(never),
+        "no_data": len(empty), "time_zero_after_launch_max_s": round(handshake, 3),
+        "what": "; ".join(parts) or f"all {total} flows started within "
+                                    f"{MAX_START_LATE_S:g} s of their schedule"}}
+
+
+def idle_rtt_limits(base_ms):
+    """(lowest, highest) acceptable median idle RTT for a configured base RTT, ms."""
+    return (base_ms - IDLE_RTT_BELOW_MS,
+            base_ms + max(IDLE_RTT_SLACK_MS, IDLE_RTT_SLACK_SHARE * base_ms))
+
+
+def check_idle_rtt(record):
+    """The RTT measured before the traffic against the configured base RTT."""
+    idle = record.get("idle_rtt") or {}
+    base = record.get("base_rtt_ms")
+    p50 = idle.get("p50_ms")
+    if not _num(base) or not _num(p50):
+        return {}
+    lo, hi = idle_rtt_limits(base)
+    return {"idle_rtt": {
+        "value": round(p50, 3), "limit": f"{lo:.2f} to {hi:.2f} ms (base {base:g} ms)",
+        "ok": lo <= p50 <= hi, "base_rtt_ms": base, **{k: idle.get(k) for k in
+                                                        ("min_ms", "p90_ms", "max_ms",
+                                                         "samples")},
+        "what": f"idle RTT p50 {p50:.2f} ms against a configured {base:g} ms"}}
+
+
+def check_overrun(record, handshake_s=0.0):
+    """The traffic phase ended within MAX_OVERRUN_S of its scheduled end, beyond the
+    longest time a flow took from its launch to iperf3's time zero (``handshake_s``: its
+    control exchange behind the queue; each flow's -t counts from there)."""
+    over = record.get("traffic_overrun_s")
+    if not _num(over):
+        return {}
+    excess = over - max(0.0, handshake_s or 0.0)
+    return {"traffic_overrun": {
+        "value": round(excess, 3), "limit": f"<= {MAX_OVERRUN_S} s",
+        "ok": excess <= MAX_OVERRUN_S, "overrun_s": round(over, 3),
+        "handshake_s": round(handshake_s or 0.0, 3),
+        "what": f"the traffic ended {over:.1f} s after its scheduled end "
+                f"({excess:.1f} s more than the flows' start-up behind the queue)"}}
+
+
+def check_goodput(run, metrics_rows=None):
+    """Goodput per direction can not exceed the link's rate."""
+    if metrics_rows is None:
+        return {}
+    params = run.params
+    fwd = params.get("bottleneck_mbit")
+    rev = params.get("reverse_mbit") or fwd
+    out = {}
+    for r in metrics_rows:
+        if r["scope"] != "network" or not r["metric"].startswith("goodput_") \
+                or not r["metric"].endswith("_mbit"):
+            continue
+        direction = r["metric"][len("goodput_"):-len("_mbit")]
+        rate = rev if direction == "down" else fwd
+        if not _num(rate):
+            continue
+        share = r["value"] / rate
+        out[f"goodput_possible:{direction}"] = {
+            "value": round(share, 4), "limit": f"<= {MAX_GOODPUT_SHARE}",
+            "ok": share <= MAX_GOODPUT_SHARE, "goodput_mbit": round(r["value"], 4),
+            "rate_mbit": rate,
+            "what": f"{direction} goodput {r['value']:.2f} Mbit/s on a {rate:g} Mbit/s link"}
+    return out
+
+
+def assess(run, metrics_rows=None):
+    """The health verdict of ``run`` (a Run or a run directory); see the module doc."""
+    if not hasattr(run, "record"):
+        run = load_run(run)
+    rec = run.record
+    checks = {}
+    checks.update(check_work_conservation(run))
+    checks.update(check_controller_rate(run))
+    checks.update(check_sampler(rec))
+    checks.update(check_flows(rec))
+    checks.update(check_idle_rtt(rec))
+    checks.update(check_overrun(rec, checks.get("flows_on_time", {}).get(
+        "time_zero_after_launch_max_s", 0.0)))
+    checks.update(check_goodput(run, metrics_rows))
+    problems = [f"{c['what']}: {c['value']} (required {c['limit']})"
+                for c in checks.values() if c["ok"] is False]
+    judged = [c for c in checks.values() if c["ok"] is not None]
+    verdict = "degraded" if problems else ("healthy" if judged else "unknown")
+    return {"verdict": verdict, "problems": problems, "checks": checks,
+            "thresholds": THRESHOLDS}
+
+
+def verdict_of(record):
+    """The verdict a record holds ('healthy', 'degraded', 'unknown'), 'unknown' if none."""
+    h = record.get("health") if isinstance(record, dict) else None
+    return (h or {}).get("verdict", "unknown")
+
+
+def headline(health):
+    """One line for a terminal: 'healthy (work conservation 0.99, ...)' or the problems."""
+    if not health:
+        return "health: unknown (not assessed)"
+    checks = health.get("checks", {})
+    figs = []
+    for name, c in checks.items():
+        if c.get("value") is None:
+            continue
+        short = name.split(":")[0].replace("_", " ")
+        figs.append(f"{short} {c['value']}" + (" (not judged)" if c.get("ok") is None
+                                                else ""))
+    line = f"health: {health['verdict']}"
+    if figs:
+        line += f" ({', '.join(figs[:6])})"
+    if health.get("problems"):
+        line += "\n  the emulator fell behind:\n    " + "\n    ".join(health["problems"])
+    return line

@@ -1,0 +1,107 @@
+"""Closed-form expectations the measurements are checked against."""
+
+from bufferbloat.net.qdisc import MTU_FRAME_BYTES
+
+TCP_PAYLOAD_BYTES = 1448  # MSS with timestamps on a 1500-byte MTU
+
+
+def queue_delay_ms(buffer_pkts, rate_mbit, frame_bytes=MTU_FRAME_BYTES):
+    """Time to drain ``buffer_pkts`` full frames at ``rate_mbit``, ms.
+
+    HTB counts a frame as its Ethernet length (1514 bytes for a 1500-byte packet).
+    E.g. 100 packets at 1.5 Mbit/s: 100 * 1514 * 8 / 1.5e6 = 807 ms.
+    """
+    return buffer_pkts * frame_bytes * 8 / (rate_mbit * 1e6) * 1e3
+
+
+PING_FRAME_BYTES = 98  # ping's default 56-byte payload in an Ethernet frame
+
+
+def full_queue_rtt_ms(base_rtt_ms, buffer_pkts, rate_mbit, probe_interval_s=None,
+                      probe_frame_bytes=PING_FRAME_BYTES):
+    """RTT seen by a probe queued behind a full packet-limited FIFO, ms.
+
+    Without ``probe_interval_s``: base RTT + drain time of ``buffer_pkts`` full frames
+    (807 ms for 100 packets at 1.5 Mbit/s). With it, the probes' own share of the buffer
+    is accounted for: a FIFO limited in *packets* that holds T ms of queue also holds
+    k = T / interval probes, which take a slot each but almost no time, so
+    T = (buffer - k) * t_frame + k * t_probe, i.e.
+    T = buffer * t_frame / (1 + (t_frame - t_probe) / interval).
+    E.g. pings every 0.1 s into 100 packets at 1.5 Mbit/s: 747 ms, not 807.
+    """
+    t_frame = queue_delay_ms(1, rate_mbit)
+    if not probe_interval_s:
+        return base_rtt_ms + buffer_pkts * t_frame
+    t_probe = queue_delay_ms(1, rate_mbit, probe_frame_bytes)
+    interval_ms = probe_interval_s * 1e3
+    return base_rtt_ms + buffer_pkts * t_frame / (1 + (t_frame - t_probe) / interval_ms)
+
+
+def tcp_goodput_ceiling(rate_mbit):
+    """Best TCP goodput through a shaper counting Ethernet frames, Mbit/s (95.6 %)."""
+    return rate_mbit * TCP_PAYLOAD_BYTES / MTU_FRAME_BYTES
+
+
+# ------------------------------------------------------------- of a recorded run
+# What theory says about one run, from its record (a results.Run: a recorded run, or a
+# scenario's default setting for ``describe``): the figures draw these lines, the
+# headline metrics (bufferbloat/results/headline.py) print them next to the measurements.
+
+
+def qdisc_info(run):
+    """(kind, params) of the bottleneck AQM (:attr:`bufferbloat.results.records.Run.qdisc`)."""
+    return run.qdisc
+
+
+def target_ms(run):
+    """The AQM's queueing-delay target, ms, else None (``Run.aqm_target_ms``)."""
+    return run.aqm_target_ms
+
+
+def base_rtt_ms(run):
+    """The propagation RTT of the path, ms (``Run.base_rtt_ms``)."""
+    return run.base_rtt_ms
+
+
+def ping_interval_s(run):
+    """The ping period of the run's (first) ping traffic, s, or None
+    (``Run.ping_interval_s``)."""
+    return run.ping_interval_s
+
+
+def fifo_buffer(run):
+    """(packets, bytes) of a FIFO bottleneck's buffer (one of them None), or None when
+    the run's qdisc is not a FIFO."""
+    kind, params = qdisc_info(run)
+    if kind != "fifo":
+        return None
+    pkts = params.get("limit_pkts", run.params.get("buffer_pkts"))
+    nbytes = params.get("limit_bytes", run.params.get("buffer_bytes"))
+    return (pkts if isinstance(pkts, (int, float)) else None,
+            nbytes if isinstance(nbytes, (int, float)) else None)
+
+
+def fifo_drain_ms(run):
+    """How long a full FIFO bottleneck buffer takes to drain, ms (the largest queueing
+    delay a FIFO adds), or None when the qdisc is not a FIFO or the record lacks it."""
+    buf, rate = fifo_buffer(run), run.bottleneck_mbit
+    if not buf or not rate:
+        return None
+    pkts, nbytes = buf
+    if pkts is not None:
+        return queue_delay_ms(pkts, rate)
+    return nbytes * 8 / (rate * 1e6) * 1e3 if nbytes is not None else None
+
+
+def run_full_queue_rtt_ms(run):
+    """FIFO theory: the RTT of a probe behind a full buffer, ms (:func:`full_queue_rtt_ms`
+    with the run's ping interval for a packet-limited buffer; base RTT + bytes x 8 / rate
+    for a byte-limited one), or None when the run's qdisc is not a FIFO or the record
+    lacks a number."""
+    buf, rate, base = fifo_buffer(run), run.bottleneck_mbit, base_rtt_ms(run)
+    if not buf or not rate or base is None:
+        return None
+    pkts, nbytes = buf
+    if pkts is not None:
+        return full_queue_rtt_ms(base, pkts, rate, probe_interval_s=ping_interval_s(run))
+    return base + nbytes * 8 / (rate * 1e6) * 1e3 if nbytes is not None else None

@@ -1,0 +1,402 @@
+"""Run one scenario point: build its network, drive its traffic, sample, record, measure.
+
+``run_point(scn, overrides, ...)`` validates everything before any network state exists,
+then writes one run directory (schema 2, docs/RESULTS.md):
+
+* ``result.json``: scenario, every parameter as validated (topology, qdisc, knobs, the
+  traffic as resolved), machine (host, kernel, host or VM), tool versions, sysctls, the
+  qdisc plan and trees as installed and read back, the clock (t0, realtime offset),
+  timings, status (running -> ok | failed | interrupted), error, per-traffic summaries;
+* ``series/*.csv``: the sampler's qdisc.csv and tcp.csv (10 ms netlink), and iperf.csv,
+  ping.csv, web.csv, udp.csv from the traffic objects;
+* ``raw/``: every tool's own output (iperf3 JSON, ping, curl, the sampler's log);
+* ``metrics.csv`` / ``metrics.json``: metrics recomputed from the stored series alone.
+
+result.json is saved when the run starts (status running) and again at the end; each save
+is atomic, series are flushed while the run goes, so an interrupted run keeps what it had.
+"""
+
+import datetime
+import os
+import time
+from dataclasses import asdict, dataclass, field
+
+from bufferbloat.results import metrics as mx
+from bufferbloat.results import health, theory
+from bufferbloat.run import identity
+from bufferbloat.net.capabilities import probe
+from bufferbloat.net.cleanup import record_result_file
+from bufferbloat.net.network import Network
+from bufferbloat.core.params import (
+    SAMPLE_PERIOD_LIMITS_S,
+    check_out_dir,
+    check_range,
+    env_number,
+)
+from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.measure.sampler import Sampler, prepare_qdisc_helper
+from bufferbloat.net.scaling import rate_cap_mbit
+from bufferbloat.core.series import columns_of
+from bufferbloat.core.signals import deferred_signals, terminate_on_sigterm
+from bufferbloat.traffic import base as traffic_base
+from bufferbloat.traffic.ping import idle_rtt
+
+SAMPLE_PERIOD_S = 0.01
+#: After the run's time, flows get this long (in all) to finish their own -t; the ones
+#: still running are then stopped by the run (recorded, not a failure).
+FLOW_GRACE_S = 8.0
+#: The sampler stops by itself this long after the grace period if nobody stops it
+#: (a safety net for an orphan; the run stops it well before).
+SAMPLER_SPARE_S = 60.0
+#: Env: the sampler's SCHED_FIFO priority (0: the normal scheduler). Default: 0 in the
+#: TCG VM, where a real-time sampler starves the softirq work that forwards the packets
+#: (work conservation 0.78 against 0.82 without, docs/HEALTH.md); 1 elsewhere, where the
+#: sampler costs a few % of a core and real-time keeps its ticks on time.
+SAMPLER_RT_ENV = "BUFFERBLOAT_SAMPLER_RT"
+
+
+def sampler_rt_priority():
+    """The sampler's SCHED_FIFO priority from the environment (see SAMPLER_RT_ENV)."""
+    default = 0 if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg" else 1
+    return env_number(SAMPLER_RT_ENV, default, 0, 99, "0 to 99", conv=int)
+
+
+def build_parts(net, traffic, duration_s, t0, rmm, raw_dir=None):
+    """The traffic parts of the resolved specs ``traffic`` (through the registry)."""
+    ctx = traffic_base.PartContext(net, duration_s, t0, rmm, raw_dir)
+    return [traffic_base.build(spec, ctx) for spec in traffic]
+
+
+def sampler_flows(parts):
+    """The sampler's flow specs: every TCP flow of the parts, labelled as the parts
+    label their rows (tcp.csv is written once, as sampled)."""
+    return [flow for part in parts for flow in part.sampled_flows()]
+
+
+@dataclass
+class RunContext:
+    """What the steps of one run share (see :func:`run_point` for the steps)."""
+
+    scn: object
+    overrides: dict
+    quick: bool
+    duration_s: float
+    warmup_s: float
+    sample_period_s: float
+    topo: object
+    knobs: dict
+    traffic: list
+    caps: object
+    net: Network
+    writer: RunWriter
+    log: object = print
+    parts: list = field(default_factory=list)
+    sampler: Sampler | None = None
+    #: the compiled queue sampler, made ready before the network is built
+    #: (:func:`bufferbloat.measure.sampler.prepare_qdisc_helper`)
+    qdisc_helper: dict | None = None
+    #: every measurement is in (an interrupt in the teardown leaves the run ok)
+    measured: bool = False
+    t_wall: float = field(default_factory=time.monotonic)
+
+    @property
+    def run_dir(self):
+        """The run directory."""
+        return self.writer.dir
+
+    @property
+    def record(self):
+        """result.json's content."""
+        return self.writer.record
+
+
+def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=False,
+              log=print, run_dir=None, sample_period_s=SAMPLE_PERIOD_S, rep=1):
+    """Run ``scn`` once with ``overrides``; returns the run directory. Bad input raises
+    UsageError before any network state exists. ``rep`` is the repetition number, part
+    of the run's identity (:mod:`.identity`: result.json's run_config, run_key).
+
+    The steps, top to bottom: :func:`resolve` (the configuration, once; the network's
+    checks; the record's identity) -> :func:`run_network` (build the network, record
+    it, then :func:`measure`: build and prepare the traffic parts, start the sampler and
+    the parts, watch them, wait, stop) -> :func:`finish` (collect what the parts and
+    the sampler left into the series, once; close the record; metrics, once; the health
+    verdict from what was collected; write).
+
+    While the traffic runs, its processes are checked every 0.5 s (see
+    :func:`health_problem`); a tool that died or exited with an error, or a flow that
+    reports an error afterwards, ends the run as ``failed`` with the reason (RunFailed).
+    SIGINT/SIGTERM end it as ``interrupted`` (KeyboardInterrupt). Either way the series
+    so far and every tool's output (raw/) are kept and the network is removed."""
+    terminate_on_sigterm()
+    ctx = resolve(scn, overrides, duration_s, out_root, quick, log, run_dir,
+                  sample_period_s, rep)
+    status, error = "failed", None
+    try:
+        run_network(ctx)
+        status = "ok"
+    except KeyboardInterrupt as exc:
+        # an interrupt during the teardown of a run that measured everything leaves it ok
+        if not ctx.measured:
+            status, error = "interrupted", f"interrupted ({str(exc) or 'SIGINT'})"
+        else:
+            status = "ok"
+        raise
+    except Exception as exc:
+        status, error = "failed", f"{type(exc).__name__}: {exc}"
+        raise
+    finally:
+        # recording must not be cut in two by a second Ctrl-C
+        with deferred_signals("bufferbloat: interrupt received: saving the results first"):
+            finish(ctx, status, error)
+    return ctx.run_dir
+
+
+def resolve(scn, overrides, duration_s, out_root, quick, log, run_dir, sample_period_s,
+            rep):
+    """Step 1: the run's configuration, validated once, before any network state exists
+    (UsageError otherwise); the run directory and its record's identity."""
+    caps = probe()
+    topo, knobs, traffic = scn.build(overrides, quick=quick, hz=caps.hz,
+                                     max_rate_mbit=rate_cap_mbit(scn))
+    for warning in topo.qdisc.warnings:   # e.g. PIE's tupdate rounded to the kernel tick
+        log(f"  warning: {warning}")
+    duration, warmup = identity.durations(scn, quick, duration_s)
+    check_range("sample period", sample_period_s, *SAMPLE_PERIOD_LIMITS_S, " s")
+    check_out_dir(run_dir if run_dir is not None else out_root,
+                  "--out" if run_dir is None else "run_dir")
+    net = Network(topo, caps=caps)
+    net.check()
+    caps.require(traffic_base.needs_of(traffic))  # the traffic's tools and kernel features
+    if run_dir is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        run_dir = os.path.join(out_root, scn.name, f"{stamp}-{os.getpid()}")
+    writer = RunWriter(run_dir)
+    writer.record.update(identity.record_fields(identity.config_of(
+        scn, topo, knobs, traffic, quick, duration, warmup, sample_period_s, rep)))
+    return RunContext(scn, dict(overrides or {}), quick, duration, warmup, sample_period_s,
+                      topo, knobs, traffic, caps, net, writer, log)
+
+
+class RunFailed(RuntimeError):
+    """A tool of the run died or reported an error: the run is recorded as failed."""
+
+
+def run_network(ctx):
+    """Step 2: record the configuration (status running), build the network, measure;
+    the traffic and the sampler end before the network does (even on an error or a
+    signal)."""
+    from bufferbloat.core.machine import machine_record, tool_versions
+    scn, topo, net, rec = ctx.scn, ctx.topo, ctx.net, ctx.record
+    rec.update({"scenario": asdict(scn), "overrides": ctx.overrides,
+                "profile": "quick" if ctx.quick else "full", "duration_s": ctx.duration_s,
+                "params": dict(topo.params), "qdisc": topo.qdisc.to_dict(),
+                "knobs": ctx.knobs, "traffic": ctx.traffic, "warmup_s": ctx.warmup_s,
+                "scaling": topo.scaling,
+                "base_rtt_ms": topo.base_rtt_ms(), "sample_period_s": ctx.sample_period_s,
+                "machine": machine_record(ctx.caps), "tools": tool_versions(),
+                "bottleneck_dev": None})
+    ctx.writer.save()
+    # built (first use in a fresh checkout, ~10 s under TCG) before the network exists
+    # and the clock starts: never a race against the sampler's start-up timeout
+    ctx.qdisc_helper = prepare_qdisc_helper(ctx.log)
+    with net:
+        record_result_file(net.state, ctx.writer.path)
+        if net.recovered:
+            rec["recovered"] = net.recovered
+            ctx.log(f"  removed what a killed run left behind: {net.recovered}")
+        rec["network"] = net.describe()
+        rec["bottleneck_dev"] = net.bottleneck_dev[1]
+        rec["sysctls"] = net.sysctls()
+        ctx.log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
+                f"{len(ctx.traffic)} traffic parts, {ctx.duration_s:g} s")
+        if topo.scaling:
+            ctx.log(f"  scaled to what this machine sustains: "
+                    + ", ".join(f"{k} {a:g} -> {b:g}" for k, (a, b)
+                                in topo.scaling["changed"].items()))
+        try:
+            measure(ctx)
+        finally:
+            with deferred_signals("bufferbloat: interrupt received: stopping the traffic "
+                                  "first"):
+                stop_traffic(ctx)
+
+
+def measure(ctx):
+    """Step 3: the clock, the traffic parts (built, prepared), the idle RTT probe, the
+    sampler and the parts started, watched while the run's time goes, waited for, and
+    stopped."""
+    net, rec, writer = ctx.net, ctx.record, ctx.writer
+    t0 = writer.start_clock()
+    ctx.parts = build_parts(net, ctx.traffic, ctx.duration_s, t0,
+                            rec["realtime_minus_monotonic"],
+                            raw_dir=os.path.join(ctx.run_dir, "raw"))
+    rec["idle_rtt"] = idle_rtt(net, *_probe_pair(ctx.topo, ctx.parts))
+    # e.g. servers: every one listens before the clock starts, so that a flow's start
+    # is its client's
+    for part in ctx.parts:
+        part.prepare()
+    ctx.sampler = make_sampler(ctx, t0)
+    ctx.sampler.start()
+    # the schedule's origin is taken once the sampler samples (its start-up takes seconds
+    # under TCG): a flow's lateness is then its own, not the sampler's
+    origin = time.monotonic()
+    # a part whose flows were connected ahead (NetPerfMeter: bufferbloat/traffic/
+    # netperfmeter.py) starts them at a time it set: the origin waits for it
+    due = [p.origin_at for p in ctx.parts if getattr(p, "origin_at", None) is not None]
+    if due and max(due) > origin:
+        time.sleep(max(due) - origin)
+        origin = max(due)
+    rec["traffic_start_s"] = origin - t0
+    for part in ctx.parts:
+        part.start(origin)
+    end = origin + ctx.duration_s
+    while time.monotonic() < end:
+        time.sleep(min(0.5, max(0.0, end - time.monotonic())))
+        problem = health_problem(net, ctx.parts, ctx.sampler)
+        if problem:
+            raise RunFailed(problem)
+    # let flows finish their own -t (a late start ends late), all within one grace
+    # period: 40 late flows must not wait 5 s each while the sampler runs out of time
+    grace_end = time.monotonic() + FLOW_GRACE_S
+    for part in ctx.parts:
+        part.wait(max(0.1, grace_end - time.monotonic()))
+    rec["traffic_overrun_s"] = time.monotonic() - end
+    stop_parts(ctx.parts)
+    sampler = ctx.sampler
+    if not sampler.alive():
+        raise RunFailed(f"the sampler died (exit {sampler.proc.returncode}): "
+                        + sampler.log_text()[-500:])
+    sampler.stop()
+    problem = next(filter(None, (part.reported_error() for part in ctx.parts)), None)
+    if problem:
+        raise RunFailed(problem)
+    rec["network"]["installed_after"] = net.readback()
+    ctx.measured = True
+
+
+def make_sampler(ctx, t0):
+    """The sampler of the run: the bottleneck's queue (and the reverse AQM's, in the
+    receiver) every sample period, the parts' TCP flows."""
+    net, topo, scn = ctx.net, ctx.topo, ctx.scn
+    devs = [net.bottleneck_dev]
+    if topo.params.get("aqm_both_ways"):   # the reverse AQM, in the receiver
+        bnl = topo.bottleneck
+        devs.append((bnl.b, net.intfs[(bnl.a, bnl.b)][1]))
+    tcp_period = (max(ctx.sample_period_s, scn.tcp_sample_ms / 1e3)
+                  if scn.tcp_sample_ms else None)
+    sampler = Sampler(net, ctx.run_dir, t0, period_s=ctx.sample_period_s, qdisc_devs=devs,
+                      flows=sampler_flows(ctx.parts), tcp_period_s=tcp_period,
+                      rt_priority=sampler_rt_priority(),
+                      duration_s=ctx.duration_s + FLOW_GRACE_S + SAMPLER_SPARE_S)
+    if ctx.qdisc_helper is not None:
+        sampler.spec["qdisc_helper"] = ctx.qdisc_helper
+    return sampler
+
+
+def stop_traffic(ctx):
+    """Stop every part and the sampler (idempotent)."""
+    stop_parts(ctx.parts)
+    if ctx.sampler is not None and ctx.sampler.alive():
+        ctx.sampler.stop()
+
+
+def finish(ctx, status, error):
+    """Step 4: store what was measured (even after a failure or an interruption), close
+    the record with its final status; for a run that went well, the metrics (once, from
+    the stored series) and the health verdict (from what was collected, never by
+    collecting again), saved."""
+    writer, rec = ctx.writer, ctx.record
+    stop_parts(ctx.parts)
+    try:
+        _collect(writer, ctx.parts, ctx.sampler)
+    except Exception as exc:  # noqa: BLE001 - the record must still be closed
+        rec["collect_error"] = f"{type(exc).__name__}: {exc}"
+    rec["wall_s"] = time.monotonic() - ctx.t_wall
+    rec["timings"] = dict(ctx.net.timings)
+    writer.close(status, error)
+    if status == "ok":
+        run = load_run(ctx.run_dir)        # the series are read (and parsed) once
+        rows = mx.compute_metrics(run, warmup_s=ctx.warmup_s)
+        mx.write_metrics(run, rows, warmup_s=ctx.warmup_s)
+        rec["summary"] = summarize(ctx.topo, rows)
+        rec["health"] = health.assess(run, rows)
+        writer.save()
+
+
+def _probe_pair(topo, parts):
+    """(src, dst) hosts for the idle RTT probe: the scenario's first RTT probe, else
+    its first part with two ends, else the first sender and the receiver."""
+    for part in sorted(parts, key=lambda p: not p.probes_rtt):
+        pair = part.endpoints()
+        if pair:
+            return pair
+    return topo.senders[0], topo.receiver
+
+
+def stop_parts(parts):
+    """Stop every part, the last started first (idempotent)."""
+    for part in reversed(parts):
+        part.stop()
+
+
+def health_problem(net, parts, sampler):
+    """Why the run cannot go on, or None: the sampler or a Mininet host gone, or what a
+    traffic part says (a tool that died or exited with an error, a part that failed to
+    start). The tools' output stays in raw/ (written by _collect)."""
+    if sampler is not None and not sampler.alive():
+        return (f"the sampler died (exit {sampler.proc.returncode if sampler.proc else '?'})"
+                f": {sampler.log_text()[-500:]}")
+    for node in list(getattr(net.net, "hosts", None) or []):
+        shell = getattr(node, "shell", None)
+        if shell is not None and shell.poll() is not None:
+            return f"host {node.name} died (its shell, pid {shell.pid}, exited)"
+    return next(filter(None, (part.problem() for part in parts)), None)
+
+
+def _collect(writer, parts, sampler):
+    """Store every part's rows, raw outputs and summary (even after a failure: what was
+    measured is kept)."""
+    summaries = []
+    for part in parts:
+        try:
+            for name, rows in part.rows().items():
+                if rows:
+                    writer.add_rows(name, columns_of(name, rows), rows)
+            for fname, text in part.raw_outputs().items():
+                writer.raw(fname, text)
+            summaries += part.summary()
+        except Exception as exc:  # noqa: BLE001 - one broken part must not lose the rest
+            summaries.append({"name": part.name, "error": repr(exc)})
+    writer.record["traffic_results"] = summaries
+    if sampler is not None:
+        if sampler.alive():
+            sampler.stop()
+        writer.raw("sampler.log", sampler.log_text())
+        writer.record["sampler"] = sampler.stats()
+
+
+def summarize(topo, rows):
+    """Headline metrics next to their theory."""
+    def get(scope, metric, name=None):
+        for r in rows:
+            if r["scope"] == scope and r["metric"] == metric and (name is None
+                                                                   or r["name"] == name):
+                return r["value"]
+        return None
+    rate = topo.bottleneck.rate_mbit
+    out = {"base_rtt_ms": topo.base_rtt_ms(), "rate_mbit": rate,
+           "tcp_goodput_ceiling_mbit": theory.tcp_goodput_ceiling(rate),
+           "aggregate_mbit": get("network", "aggregate_throughput_mbit"),
+           "jain_fairness": get("network", "jain_fairness"),
+           "ping_rtt_p50_ms": get("ping", "rtt_p50_ms"),
+           "ping_rtt_max_ms": get("ping", "rtt_max_ms"),
+           "queue_delay_p50_ms": get("link", "qdelay_p50_ms")}
+    if topo.qdisc.kind == "fifo" and topo.qdisc.params.get("limit_pkts"):
+        out["theory_full_queue_rtt_ms"] = theory.full_queue_rtt_ms(
+            topo.base_rtt_ms(), topo.qdisc.params["limit_pkts"], rate)
+    if topo.qdisc.kind in ("pie", "codel", "fq_codel"):
+        out["aqm_target_ms"] = topo.qdisc.params.get("target_ms")
+    if topo.qdisc.kind == "pi":
+        out["pi_q_ref_pkts"] = topo.qdisc.params.get("q_ref_pkts")
+    return out

@@ -1,0 +1,209 @@
+"""Where ``run``, ``sweep`` and ``run-all`` build their networks: here or in the VM.
+
+The rule is ``run_all.sh``'s: on a machine whose kernel lacks a piece the runs need
+(a qdisc, a kernel feature such as netem or the OVS datapath, a congestion control),
+the command moves into the project VM by itself and says so; ``--host`` refuses to
+move (the run then stops before any network state, naming what is missing: exit 2),
+``--vm`` forces the VM. Inside the project VM a command always stays where it is.
+
+In the VM the same command runs with ``--host`` (bufferbloat's own ``vm.run``: a fresh
+VM, the checkout shared as ``/bb`` over 9p), so its results land in the same place on
+the host: ``--out`` is given to the guest as the same directory seen from ``/bb`` (it
+must lie inside the checkout). The guest prints its progress as on the host; what
+needs only the stored results happens on the host afterwards, at native speed: the
+run's summary, figures and report (the guest lists the runs it recorded in a file of
+the share, :data:`RUNS_FILE_ENV`), a sweep's figures and report.
+"""
+
+import contextlib
+import os
+import secrets
+import sys
+
+from bufferbloat.core.errors import UsageError
+
+#: capability kinds only a kernel provides (the VM's has all of them)
+KERNEL_KINDS = ("qdisc", "kernel", "cca")
+#: env: a file (seen from the guest) where ``run`` lists the run directories it recorded
+RUNS_FILE_ENV = "BUFFERBLOAT_RUNS_FILE"
+GUEST_SHARE = "/bb"
+#: marker file of the project VM's image (bufferbloat/runner.py records it per run)
+VM_MARKER = "/etc/bufferbloat-vm"
+
+
+def in_project_vm():
+    """True inside the project VM."""
+    return os.path.exists(VM_MARKER)
+
+
+def needed(topos, caps):
+    """Every feature, tool and module building ``topos`` needs on this machine."""
+    from bufferbloat.net.network import Network
+    out = set()
+    for topo in topos:
+        out |= set(Network(topo, caps=caps).features)
+    return sorted(out)
+
+
+def missing_kernel_pieces(topos, caps=None):
+    """The kernel pieces (qdiscs, kernel features, CCAs) building ``topos`` needs and
+    this machine lacks, sorted."""
+    from bufferbloat.net.capabilities import probe
+    caps = caps or probe()
+    kinds = {r.name: r.kind for r in caps.rows}
+    return [f for f in needed(topos, caps) if kinds.get(f) in KERNEL_KINDS
+            and not caps.has(f)]
+
+
+def require_here(topos):
+    """Refuse (MissingFeature, exit 2) what building ``topos`` here needs and this
+    machine lacks: kernel pieces, tools, Python modules."""
+    from bufferbloat.net.capabilities import probe
+    caps = probe()
+    caps.require(needed(topos, caps))
+
+
+def choose(where, topos, log=print):
+    """'host' or 'vm' for a command whose runs build ``topos`` (``where``: 'auto',
+    'host' or 'vm'); says why it moves."""
+    if in_project_vm() or where == "host":
+        return "host"
+    if where == "vm":
+        return "vm"
+    from bufferbloat.net.capabilities import probe
+    missing = missing_kernel_pieces(topos)
+    if not missing:
+        return "host"
+    log(f"This kernel ({probe().kernel_release}) lacks {', '.join(missing)}: running "
+        "inside the project VM (--host refuses; results land in the same place)")
+    return "vm"
+
+
+def require_root(where):
+    """Networks and the VM both need root: say so before anything starts."""
+    if os.geteuid() != 0:
+        what = ("the project VM (its image cache and qemu)" if where == "vm" else
+                "network namespaces and qdiscs")
+        raise UsageError(f"this command needs root for {what}: run it with sudo")
+
+
+def _repo_root():
+    from bufferbloat.vm.common import REPO_ROOT
+    return str(REPO_ROOT)
+
+
+def guest_out(out):
+    """``--out`` as the guest sees it: the same directory under /bb (UsageError when it
+    lies outside the checkout, which is all the VM sees of the host)."""
+    repo = os.path.realpath(_repo_root())
+    full = os.path.realpath(out)
+    if full != repo and not full.startswith(repo + os.sep):
+        raise UsageError(f"--out {out}: the project VM sees only the checkout ({repo}); "
+                         "give an --out inside it, or run on a host whose kernel has "
+                         "what the runs need")
+    rel = os.path.relpath(full, repo)
+    return GUEST_SHARE if rel == "." else f"{GUEST_SHARE}/{rel}"
+
+
+def host_path(guest_path):
+    """A path the guest printed or recorded (/bb/...) as the host sees it."""
+    if guest_path == GUEST_SHARE or guest_path.startswith(GUEST_SHARE + "/"):
+        return os.path.join(_repo_root(), guest_path[len(GUEST_SHARE):].lstrip("/"))
+    return guest_path
+
+
+def guest_argv(argv, out, extra=()):
+    """The guest's ``python3 -m bufferbloat`` argument list: ``argv`` without
+    ``--vm``/``--host`` and ``--out``, then ``--out`` as the guest sees it, ``--host``
+    and ``extra``."""
+    def is_option(word, name):     # argparse takes unambiguous prefixes (--ou)
+        return len(word) > 2 and name.startswith(word)
+    words, skip = [], False
+    for w in argv:
+        if skip:
+            skip = False
+            continue
+        if is_option(w, "--vm") or (len(w) > 3 and is_option(w, "--host")):
+            continue
+        if len(w) > 2 and is_option(w, "--out"):
+            skip = True
+            continue
+        if w.split("=", 1)[0] != w and is_option(w.split("=", 1)[0], "--out"):
+            continue
+        words.append(w)
+    return (["python3", "-m", "bufferbloat"] + words
+            + ["--out", guest_out(out), "--host"] + list(extra))
+
+
+def _guest_env(extra=None):
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith("BUFFERBLOAT_") and not k.startswith("BUFFERBLOAT_VM_")}
+    env.update(extra or {})
+    return env
+
+
+def run_in_vm(argv, out, extra=(), env=None):
+    """Run ``python3 -m bufferbloat ARGV`` in a fresh project VM, its output streamed
+    here; returns its exit code (vm.run's own: 3 no result, 4 no boot, 130/143)."""
+    from bufferbloat.vm.common import VMError
+    from bufferbloat.vm.session import run as vm_run
+    command = guest_argv(argv, out, extra)
+    prepare_sampler_for_vm()
+    print(f"vm: {' '.join(command)}", file=sys.stderr, flush=True)
+    try:
+        return vm_run(command, timeout_s=None, env=_guest_env(env))
+    except VMError as exc:
+        print(f"vm: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def prepare_sampler_for_vm(log=None):
+    """Build the compiled queue sampler here (static: it runs in the guest through the
+    share) before the VM boots, so that no run in the guest waits for a compiler under
+    TCG. Where this machine cannot build it, say so: the guest then builds it before
+    its first run's sampler starts (never against a timeout)."""
+    from bufferbloat.measure.sampler import prepare_qdisc_helper, qdisc_sampler_mode
+    log = log or (lambda m: print(m, file=sys.stderr, flush=True))
+    try:
+        if qdisc_sampler_mode() == "python":
+            return None
+        helper = prepare_qdisc_helper(log)
+    except (RuntimeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    if helper["binary"] is None:
+        log(f"note: the compiled queue sampler is not ready here ({helper['why']}): "
+            "the project VM builds it before its first run")
+    return helper
+
+
+@contextlib.contextmanager
+def runs_file():
+    """(path seen from the guest, path on the host) of a fresh file of the share where
+    the guest's ``run`` lists its run directories; removed afterwards."""
+    from bufferbloat.vm.control import CONTROL_DIR
+    name = f"runs-{os.getpid()}-{secrets.token_hex(4)}.txt"
+    host = os.path.join(_repo_root(), CONTROL_DIR, name)
+    os.makedirs(os.path.dirname(host), exist_ok=True)
+    open(host, "w").close()
+    try:
+        yield f"{GUEST_SHARE}/{CONTROL_DIR}/{name}", host
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(host)
+
+
+def recorded_runs(host_file):
+    """The run directories the guest listed, as host paths."""
+    with open(host_file) as f:
+        return [host_path(line.strip()) for line in f if line.strip()]
+
+
+def note_run(run_dir):
+    """In the guest: list ``run_dir`` for the host (when the host asked); True if so
+    (the host then draws the figures and prints the summary)."""
+    path = os.environ.get(RUNS_FILE_ENV)
+    if not path:
+        return False
+    with open(path, "a") as f:
+        f.write(os.path.abspath(run_dir) + "\n")
+    return True
