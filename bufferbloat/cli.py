@@ -307,18 +307,18 @@ def cmd_show(args):
 
 def cmd_plot(args):
     """Redraw a run's figures (or a sweep's / results tree's) from what is stored."""
-    from bufferbloat import plots
+    from bufferbloat.plots.commands import cli_plot
     if args.format not in ("png", "svg", "pdf"):
         raise UsageError(f"invalid value for --format: {args.format!r} (allowed: png, svg, "
                          "pdf)")
-    return plots.cli_plot(args.path, args.format, progress=progress)
+    return cli_plot(args.path, args.format, progress=progress)
 
 
 def cmd_report(args):
     """Write one self-contained HTML report for a run, a sweep or a results tree, where
     the command runs (it reads stored results only: no kernel piece, no VM needed)."""
-    from bufferbloat import plots
-    return plots.cli_report(args.path, progress=progress)
+    from bufferbloat.plots.commands import cli_report
+    return cli_report(args.path, progress=progress)
 
 
 def cmd_compare(args):

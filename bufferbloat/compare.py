@@ -21,6 +21,7 @@ import string
 
 from bufferbloat.results import headline
 from bufferbloat.core.errors import UsageError
+from bufferbloat.scenarios import catalogue
 
 #: how many lines an overlay figure holds at most (sides x matched points)
 MAX_LINES = 16
@@ -72,7 +73,7 @@ def _entries(sides):
     seen, out = set(), []
     for side in sides:
         for p in side.points:
-            for entry in headline.declared(p.run):
+            for entry in headline.declared(p.run, catalogue()):
                 if entry["metric"] not in seen:
                     seen.add(entry["metric"])
                     out.append(entry)

@@ -38,6 +38,7 @@ from bufferbloat.core.errors import WARNINGS, UsageError, warnings_since
 from bufferbloat.results.metrics import format_value
 from bufferbloat.run.sweep import set_aside
 from bufferbloat.results.records import load_run
+from bufferbloat.scenarios import catalogue
 
 from bufferbloat.plots import (
     DEFAULT_RUN_FIGURES,
@@ -47,6 +48,7 @@ from bufferbloat.plots import (
     tree_kind,
     warn_missing,
 )
+from bufferbloat.plots import render
 from bufferbloat.plots import study as _study
 from bufferbloat.plots import sweep as _sweep
 from bufferbloat.plots.common import caption, run_label, run_metrics
@@ -295,7 +297,6 @@ def _headline_table_html(points):
 
 def _scenario(points):
     try:
-        from bufferbloat.scenarios import catalogue
         return catalogue().get(points[0].scenario)
     except Exception:  # noqa: BLE001 - a run of an unknown scenario still gets a section
         return None
@@ -332,7 +333,7 @@ def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
         first = run_parts[0]
         figs = [figure_html(path, f"{n}: {run_label(first['run'])}",
                             _study.reading(pts, [e["metric"] for e in
-                                                 headline.declared(first["run"])][:2])
+                                                 headline.declared(first["run"], catalogue())][:2])
                             if i == 0 else None)
                 for i, (n, path) in enumerate(first["figures"].items())]
     parts += figs
@@ -372,7 +373,6 @@ def write_report(path, out=None, progress=None):
     when fresh: :mod:`plots.render`) under each run's and set's directory; the
     studies' figures are embedded, the folded ones linked (a one-run report embeds
     everything)."""
-    from bufferbloat.plots import render
     mark = len(WARNINGS)
     path = os.path.abspath(str(path))
     if not os.path.isdir(path):
@@ -424,7 +424,7 @@ def write_report(path, out=None, progress=None):
         body.append(section)
         first = next(iter(drawn.get(scn, {}).get("study", {})), None)
         line = (_study.reading(pts, _study._plot(first)[1]) if first else
-                _study.reading(pts, [e["metric"] for e in headline.declared(pts[0].run)][:2]))
+                _study.reading(pts, [e["metric"] for e in headline.declared(pts[0].run, catalogue())][:2]))
         toc.append(f'<li><a href="#study-{esc(scn)}">{esc(scn)}</a> '
                    f'[{esc(_verdicts([p.run for p in pts]))}]: {esc(line)}</li>')
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
