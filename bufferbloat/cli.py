@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 
-from bufferbloat.core.errors import EXIT_DEGRADED, EXIT_USAGE, UsageError
+from bufferbloat.core.errors import EXIT_DEGRADED, EXIT_NOTHING_RECORDED, EXIT_USAGE, UsageError
 from bufferbloat.core.signals import ignore_signals, interrupt_rc
 
 
@@ -110,8 +110,6 @@ def cmd_run(args):
     on; exit 1 if any failed."""
     from bufferbloat import summary
     from bufferbloat.run.engine import run_point
-    from bufferbloat.results.health import verdict_of
-    from bufferbloat.run.sweep import read_record
     scn = _scenario(args.scenario)
     overrides = _overrides(args.set)
     _check_common(args)
@@ -119,12 +117,7 @@ def cmd_run(args):
     check_range("--sample-ms", args.sample_ms,
                 *(1000 * x for x in SAMPLE_PERIOD_LIMITS_S), " ms")
     from bufferbloat.run.identity import run_config
-    from bufferbloat.run.sweep import (
-        PointStalled,
-        run_until_healthy,
-        stall_limit_s,
-        watchdog,
-    )
+    from bufferbloat.run.sweep import run_one, stall_limit_s
     # every repetition's configuration (bad input: exit 2 before anything runs)
     configs = [run_config(scn, overrides, quick=args.quick, duration_s=args.time,
                           rep=i + 1, sample_period_s=args.sample_ms / 1000.0)
@@ -137,23 +130,16 @@ def cmd_run(args):
         limit = stall_limit_s(config)
         print(f"[{i + 1}/{args.repeat}] {scn.name} ({config['profile']} profile, "
               f"{config['duration_s']:g} s, stall limit {limit:.4g} s)", flush=True)
-        def once():
-            with watchdog(limit, f"{scn.name} run {i + 1}"):
-                return run_point(scn, overrides, args.time, args.out, quick=args.quick,
-                                 sample_period_s=args.sample_ms / 1000.0, rep=i + 1)
-        try:
-            run_dir, _ = run_until_healthy(once, _retries(args))
-        except (UsageError, KeyboardInterrupt):
-            raise
-        except PointStalled as exc:
+        def run(rep=i + 1):
+            return run_point(scn, overrides, args.time, args.out, quick=args.quick,
+                             sample_period_s=args.sample_ms / 1000.0, rep=rep)
+        done = run_one(run, f"{scn.name} run {i + 1}", limit, _retries(args))
+        if done.status != "ok":     # recorded in the run's result.json
             failed += 1
-            print(f"bufferbloat: run stalled: {exc}", file=sys.stderr)
+            print(f"bufferbloat: run {done.status}: {done.exc}", file=sys.stderr)
             continue
-        except Exception as exc:  # noqa: BLE001 - recorded in the run's result.json
-            failed += 1
-            print(f"bufferbloat: run failed: {exc}", file=sys.stderr)
-            continue
-        if verdict_of(read_record(run_dir)) == "degraded":
+        run_dir = done.run_dir
+        if done.health == "degraded":
             degraded.append(run_dir)
         if note_run(run_dir):       # in the VM for a host: the host draws and summarises
             print(f"recorded in the VM: {run_dir}", flush=True)
@@ -247,7 +233,7 @@ def cmd_sweep(args):
         from bufferbloat.run.where import run_in_vm
         rc = run_in_vm(args.argv, args.out, extra=["--no-figures"])
         sweep_dir = os.path.join(args.out, scn.name, "sweep")
-        if rc not in (EXIT_USAGE, 3, 4, 124, 130, 143) and not args.no_figures \
+        if rc not in EXIT_NOTHING_RECORDED and not args.no_figures \
                 and os.path.isfile(os.path.join(sweep_dir, "index.json")):
             from bufferbloat.summary import finish_sweep
             print("\n".join(finish_sweep(sweep_dir, progress=progress)))

@@ -26,6 +26,8 @@ import sys
 import threading
 import time
 
+from bufferbloat.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED
+
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -119,7 +121,7 @@ def ignore_signals():
 def interrupt_rc(exc):
     """128 + the signal that interrupted a command (SIGTERM 143, SIGINT 130), from the
     KeyboardInterrupt it became."""
-    return 143 if "SIGTERM" in str(exc) else 130
+    return EXIT_TERMINATED if "SIGTERM" in str(exc) else EXIT_INTERRUPTED
 
 
 def die_with_parent():

@@ -27,7 +27,7 @@ KERNEL_KINDS = ("qdisc", "kernel", "cca")
 #: env: a file (seen from the guest) where ``run`` lists the run directories it recorded
 RUNS_FILE_ENV = "BUFFERBLOAT_RUNS_FILE"
 GUEST_SHARE = "/bb"
-#: marker file of the project VM's image (bufferbloat/runner.py records it per run)
+#: marker file of the project VM's image (bufferbloat/core/machine.py records it per run)
 VM_MARKER = "/etc/bufferbloat-vm"
 
 

@@ -711,10 +711,6 @@ class NetPerfMeterPart(TrafficPart):
                                    out_dir=self.ctx.raw_dir, **self.ctx.clock)
         return [(self.run, self.start_s, self.stop_s)]
 
-    #: monotonic time the part's schedule must start at (its flows' instants count from
-    #: there: a pre-connected start), or None
-    origin_at = None
-
     def prepare(self):
         """The passive side listens; a part whose flows start with the traffic (its
         start 0) also connects them now (:meth:`NetPerfMeterRun.preconnect`), so that
