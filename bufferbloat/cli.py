@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import sys
 import time
 
@@ -253,16 +252,16 @@ def cmd_sweep(args):
 
 def cmd_show(args):
     """Print a run's metrics table (recomputed from its stored series with --recompute)."""
+    from bufferbloat.core.errors import warn
     from bufferbloat.results.health import headline
     from bufferbloat.results.metrics import (
         compute_metrics,
         format_table,
         run_rows,
+        series_cut,
         write_metrics,
     )
     from bufferbloat.results.records import load_run
-    from bufferbloat.results.metrics import series_cut
-    from bufferbloat.core.errors import warn
     run = load_run(args.run_dir)
     if args.recompute:
         cut = series_cut(run)

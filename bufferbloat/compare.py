@@ -16,11 +16,10 @@ side) and the table go into one self-contained HTML page.
 """
 
 import datetime
-import os
 import string
 
-from bufferbloat.results import headline
 from bufferbloat.core.errors import UsageError
+from bufferbloat.results import headline
 from bufferbloat.scenarios import catalogue
 
 #: how many lines an overlay figure holds at most (sides x matched points)

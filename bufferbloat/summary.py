@@ -69,6 +69,7 @@ def finish_sweep(sweep_dir, progress=None):
     each run's figures (``RUN/figures/``) and the sweep's (``SWEEP/figures/``: the
     study's first); returns the lines naming them."""
     import glob
+
     from bufferbloat.plots.report import write_report
     page = write_report(sweep_dir, progress=progress)
     fig_dir = os.path.join(sweep_dir, "figures")

@@ -37,8 +37,6 @@ import json
 import os
 
 from bufferbloat.core.errors import UsageError, warn
-from bufferbloat.results.records import RESULT_FILE
-
 from bufferbloat.plots import (
     cwnd,
     drops,
@@ -56,6 +54,7 @@ from bufferbloat.plots import (
 )
 from bufferbloat.plots.common import FORMATS, as_run, save
 from bufferbloat.plots.flags import flags
+from bufferbloat.results.records import RESULT_FILE
 
 FIGURES = {
     "cwnd": cwnd.draw,

@@ -5,19 +5,18 @@ package: nothing in ``plots`` imports this module."""
 import os
 
 from bufferbloat.core.errors import UsageError
-from bufferbloat.results.records import RESULT_FILE
-
 from bufferbloat.plots import (
     DEFAULT_RUN_FIGURES,
     draw_run,
+    render,
     scenario_figures,
     set_targets,
     sweep,
     warn_missing,
 )
-from bufferbloat.plots import render
 from bufferbloat.plots.common import FORMATS
 from bufferbloat.plots.report import write_report
+from bufferbloat.results.records import RESULT_FILE
 
 
 def draw_sweep(path, fmt="png", out_dir=None, points=None, progress=None, reuse=False):

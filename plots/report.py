@@ -31,28 +31,28 @@ import json
 import os
 import urllib.parse
 
-from bufferbloat.results import headline
-from bufferbloat.run import identity
 from bufferbloat.core.atomic import write_text_atomic
 from bufferbloat.core.errors import WARNINGS, UsageError, warnings_since
-from bufferbloat.results.metrics import format_value
-from bufferbloat.run.sweep import set_aside
-from bufferbloat.results.records import load_run
-from bufferbloat.scenarios import catalogue
-
 from bufferbloat.plots import (
     DEFAULT_RUN_FIGURES,
     FIGURES,
+    render,
     scenario_figures,
     set_targets,
     tree_kind,
     warn_missing,
 )
-from bufferbloat.plots import render
 from bufferbloat.plots import study as _study
 from bufferbloat.plots import sweep as _sweep
 from bufferbloat.plots.common import caption, run_label, run_metrics
 from bufferbloat.plots.flags import flags
+from bufferbloat.results import headline
+from bufferbloat.results.flentexport import SUFFIX, export_flent
+from bufferbloat.results.metrics import format_value
+from bufferbloat.results.records import load_run
+from bufferbloat.run import identity
+from bufferbloat.run.sweep import set_aside
+from bufferbloat.scenarios import catalogue
 
 REPORT_FILE = "report.html"
 TABLES_DIR = "report-tables"
@@ -230,7 +230,6 @@ def _warnings_html(items):
 def _flent_export(run, idx, out):
     """Export the run for flent beside the page; the link's relative path, or None for a
     run flent has no test for (no TCP flow and no probe)."""
-    from bufferbloat.results.flentexport import SUFFIX, export_flent
     scn = (run.record.get("scenario") or {}).get("name") or "run"
     folder = os.path.join(os.path.dirname(out), FLENT_DIR)
     os.makedirs(folder, exist_ok=True)

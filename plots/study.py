@@ -22,15 +22,11 @@ metric:KEY:PARAM   :func:`plots.sweep.draw_metric` (KEY of ``KEY_METRICS`` again
 A set whose scenario names none gets the ``timeseries`` overlay (2 to 6 points).
 """
 
+import csv
+import io
 import math
-import os
 
 import numpy as np
-
-from bufferbloat.results import headline, theory
-from bufferbloat.results.metrics import _truthy, traffic_start_s  # "ok" as the metrics read it
-from bufferbloat.run.scenario import study_file
-from bufferbloat.scenarios import catalogue
 
 from bufferbloat.plots import overlay
 from bufferbloat.plots import study_c as _study_c
@@ -39,6 +35,10 @@ from bufferbloat.plots import sweep as _sweep
 from bufferbloat.plots.common import legend, new_figure, series, write_csv_md
 from bufferbloat.plots.palette import flow_color
 from bufferbloat.plots.throughput import aggregate_rate
+from bufferbloat.results import headline, theory
+from bufferbloat.results.metrics import _truthy, traffic_start_s  # "ok" as the metrics read it
+from bufferbloat.run.scenario import study_file
+from bufferbloat.scenarios import catalogue
 
 #: at most this many sweep points are overlaid on one time-series figure
 MAX_OVERLAY = 6
@@ -408,8 +408,6 @@ def cell(mean, sd, th, unit):
 def write_headline_table(points, out_dir, stem):
     """``STEM.csv`` and ``STEM.md``: the headline metrics per sweep point (mean, std,
     theory); returns the two paths."""
-    import csv
-    import io
     entries, rows = headline_rows(points)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

@@ -6,6 +6,8 @@ code 2 with the message alone (no traceback): the message names the bad value an
 allowed, or the missing piece and the way out.
 """
 
+import sys
+
 EXIT_USAGE = 2
 #: Every run completed, but at least one is degraded: the emulator fell behind
 #: (bufferbloat/results/health.py); its numbers are kept, marked, and not averaged in.
@@ -66,7 +68,6 @@ def warn(message):
     """Say a degradation (a record read in part, metrics recomputed, series or runs
     missing): one line on stderr, ``warning: `` first, once per process; kept in
     :data:`WARNINGS` each time it is said."""
-    import sys
     message = " ".join(str(message).split())
     WARNINGS.append(message)
     if message not in _SAID:

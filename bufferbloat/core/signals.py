@@ -19,6 +19,7 @@ against PID reuse: :func:`proc_start_time`, :func:`same_process`) that a killed 
 """
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
@@ -77,7 +78,7 @@ def deferred_signals(note=None):
             print(note, file=sys.stderr, flush=True)
         got.append(sig)
     alarm_held = callable(signal.getsignal(signal.SIGALRM))
-    rearm = (lambda _sig, _frame: signal.setitimer(signal.ITIMER_REAL, 0.5))
+    rearm = (lambda _sig, _frame: signal.setitimer(signal.ITIMER_REAL, 0.5))  # noqa: E731
     with handled(INTERRUPTS, handler) as old, \
             handled((signal.SIGALRM,) if alarm_held else (), rearm):
         yield
@@ -128,7 +129,6 @@ def die_with_parent():
     """In a child between fork and exec (``preexec_fn``): SIGKILL when the process that
     started it dies, even by SIGKILL (prctl PR_SET_PDEATHSIG), so that a child such as
     qemu never outlives the command that owns it. Linux only; elsewhere a no-op."""
-    import ctypes
     pr_set_pdeathsig = 1
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)

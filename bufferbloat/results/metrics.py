@@ -21,13 +21,15 @@ writes (metrics.csv and metrics.json, into the run directory).
 
 import csv
 import io
-import json
 import math
 import os
 
 import numpy as np
 
 from bufferbloat.core.atomic import write_json_atomic, write_text_atomic
+from bufferbloat.core.series import TRAFFIC_TIME_COLUMNS
+from bufferbloat.core.stats import cov, jain_index, loss_figures
+from bufferbloat.results.flowmetrics import aliases_of, study_metrics
 from bufferbloat.results.records import (
     METRICS_CSV,
     METRICS_JSON,
@@ -36,9 +38,6 @@ from bufferbloat.results.records import (
     label_groups,
     load_run,
 )
-from bufferbloat.core.series import TRAFFIC_TIME_COLUMNS
-from bufferbloat.core.stats import cov, jain_index, loss_figures
-from bufferbloat.results.flowmetrics import aliases_of, study_metrics
 from bufferbloat.results.rows import Rows, counter_delta, counter_window, finite_values
 
 FIELDS = ("scope", "name", "metric", "value", "unit")

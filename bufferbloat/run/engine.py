@@ -21,23 +21,24 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 
-from bufferbloat.results import metrics as mx
-from bufferbloat.results import health
-from bufferbloat.run import identity
-from bufferbloat.net.capabilities import probe
-from bufferbloat.net.cleanup import record_result_file
-from bufferbloat.net.network import Network
+from bufferbloat.core.machine import machine_record, tool_versions
 from bufferbloat.core.params import (
     SAMPLE_PERIOD_LIMITS_S,
     check_out_dir,
     check_range,
     env_number,
 )
-from bufferbloat.results.records import RunWriter, load_run
-from bufferbloat.measure.sampler import Sampler, prepare_qdisc_helper
-from bufferbloat.net.scaling import rate_cap_mbit
 from bufferbloat.core.series import columns_of
 from bufferbloat.core.signals import deferred_signals, terminate_on_sigterm
+from bufferbloat.measure.sampler import Sampler, prepare_qdisc_helper
+from bufferbloat.net.capabilities import probe
+from bufferbloat.net.cleanup import record_result_file
+from bufferbloat.net.network import Network
+from bufferbloat.net.scaling import rate_cap_mbit
+from bufferbloat.results import health
+from bufferbloat.results import metrics as mx
+from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.run import identity
 from bufferbloat.traffic import base as traffic_base
 from bufferbloat.traffic.ping import idle_rtt
 
@@ -205,7 +206,6 @@ def run_network(ctx):
     """Step 2: record the configuration (status running), build the network, measure;
     the traffic and the sampler end before the network does (even on an error or a
     signal)."""
-    from bufferbloat.core.machine import machine_record, tool_versions
     scn, topo, net, rec = ctx.scn, ctx.topo, ctx.net, ctx.record
     rec.update({"scenario": asdict(scn), "overrides": ctx.overrides,
                 "profile": "quick" if ctx.quick else "full", "duration_s": ctx.duration_s,
@@ -230,7 +230,7 @@ def run_network(ctx):
         ctx.log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
                 f"{len(ctx.traffic)} traffic parts, {ctx.duration_s:g} s")
         if topo.scaling:
-            ctx.log(f"  scaled to what this machine sustains: "
+            ctx.log("  scaled to what this machine sustains: "
                     + ", ".join(f"{k} {a:g} -> {b:g}" for k, (a, b)
                                 in topo.scaling["changed"].items()))
         try:

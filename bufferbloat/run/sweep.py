@@ -31,13 +31,13 @@ import shutil
 import signal
 import time
 
-from bufferbloat.run import derive, identity
+from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.params import REPEAT_LIMITS, check_range, env_number
-from bufferbloat.results.health import verdict_of
-from bufferbloat.core.atomic import write_json_atomic
-from bufferbloat.results.records import RESULT_FILE
 from bufferbloat.core.signals import alarm
+from bufferbloat.results.health import headline, verdict_of
+from bufferbloat.results.records import RESULT_FILE
+from bufferbloat.run import derive, identity
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
 #: Seconds a point may take beyond its traffic and the flows' grace period (network
@@ -74,7 +74,6 @@ def run_until_healthy(run_once, retries, log=print, set_aside=None):
     most 1 + ``retries`` times. Returns (run_dir, [the degraded attempts' directories]).
     ``set_aside(run_dir)`` -> new directory: moves a degraded attempt out of the way
     first (a sweep's point directory is fixed); without it each attempt keeps its own."""
-    from bufferbloat.results.health import headline
     aside = []
     for attempt in range(retries + 1):
         run_dir = run_once()
@@ -300,7 +299,7 @@ def stall_limit_s(config, allowance_s=None, margin=STALL_MARGIN):
     flows' grace period + ``allowance_s``) x (1 + ``margin``). ``allowance_s`` defaults
     to env BUFFERBLOAT_STALL_ALLOWANCE_S, else STALL_ALLOWANCE_S; env
     BUFFERBLOAT_STALL_LIMIT_S replaces the whole formula."""
-    from bufferbloat.run.engine import FLOW_GRACE_S
+    from bufferbloat.run.engine import FLOW_GRACE_S  # noqa: PLC0415 - not the engine's imports for a limit
     fixed = _env_seconds(STALL_LIMIT_ENV, None)
     if fixed:
         return fixed

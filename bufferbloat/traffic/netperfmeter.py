@@ -35,10 +35,9 @@ import threading
 import time
 
 from bufferbloat.core.errors import UsageError
-from bufferbloat.core.signals import stop_process
-from bufferbloat.core.params import MIN_RATE_MBIT, Param
+from bufferbloat.core.params import MIN_RATE_MBIT, Param, check_number
 from bufferbloat.core.series import SERIES_COLUMNS
-from bufferbloat.core.params import check_number
+from bufferbloat.core.signals import stop_process
 from bufferbloat.traffic.base import (
     Timed,
     TrafficPart,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bufferbloat.core.errors import EXIT_INTERRUPTED
 from bufferbloat.vm.common import REPO_ROOT, VMError, quiet, stderr
 from bufferbloat.vm.control import ENV_NAME
 from bufferbloat.vm.image import build_image
-from bufferbloat.core.errors import EXIT_INTERRUPTED
 from bufferbloat.vm.session import DEFAULT_TIMEOUT_S, probe_kvm, run
 
 

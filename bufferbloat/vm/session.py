@@ -51,9 +51,9 @@ from bufferbloat.vm.boot import (
     read_text,
 )
 from bufferbloat.vm.common import (
-    Progress,
     REPO_ROOT,
     REQUIRED_TOOLS,
+    Progress,
     VMError,
     cache_dir,
     check_tools,
@@ -72,7 +72,6 @@ from bufferbloat.vm.control import (
     result_roots,
 )
 from bufferbloat.vm.image import build_image
-
 
 GUEST_ACCEL_ENV = "BUFFERBLOAT_GUEST_ACCEL"   # set in the guest command's environment
 ACCEL_ENV = "BUFFERBLOAT_VM_ACCEL"

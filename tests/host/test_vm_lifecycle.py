@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from bufferbloat.core import errors
 from bufferbloat.core.errors import EXIT_DEGRADED
 from bufferbloat.vm import boot, common, control, image, session
-from conftest import ROOT
 
 VM_RUN = os.path.join(ROOT, "vm", "run")
 

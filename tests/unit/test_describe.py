@@ -4,12 +4,12 @@ import re
 
 import pytest
 
-from bufferbloat.results import headline, theory
 from bufferbloat.cli import main
 from bufferbloat.describe import describe, key_rows, unit_of
+from bufferbloat.net.topology import DUMBBELL_PARAMS
+from bufferbloat.results import headline, theory
 from bufferbloat.results.records import load_run
 from bufferbloat.run.sweep import points
-from bufferbloat.net.topology import DUMBBELL_PARAMS
 from bufferbloat.scenarios import catalogue
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from bufferbloat import plots
-from bufferbloat.results import theory
 from bufferbloat.core.errors import UsageError
-from bufferbloat.results.records import RunWriter, load_run
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.plots import commands, common, palette, sweep
 from bufferbloat.plots.flags import flags
+from bufferbloat.results import theory
+from bufferbloat.results.records import RunWriter, load_run
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "fixtures", "runs")
