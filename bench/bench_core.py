@@ -18,10 +18,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bufferbloat.net.capabilities import probe  # noqa: E402
-from tests.recipes import idle_ping, long_flow  # noqa: E402
 from bufferbloat.net.network import Network  # noqa: E402
-from bufferbloat.results.theory import full_queue_rtt_ms, tcp_goodput_ceiling  # noqa: E402
 from bufferbloat.net.topology import DumbbellTopo  # noqa: E402
+from bufferbloat.results.theory import full_queue_rtt_ms, tcp_goodput_ceiling  # noqa: E402
+from tests.recipes import idle_ping, long_flow  # noqa: E402
 
 
 def row(*cols):

@@ -26,8 +26,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bufferbloat.run.engine import SAMPLER_RT_ENV, run_point  # noqa: E402
 from bufferbloat.results.records import load_run  # noqa: E402
+from bufferbloat.run.engine import SAMPLER_RT_ENV, run_point  # noqa: E402
 from bufferbloat.run.scenario import Scenario  # noqa: E402
 
 

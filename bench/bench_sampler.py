@@ -35,11 +35,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bufferbloat.netlink import nlstats  # noqa: E402
-from bufferbloat.net.network import Network  # noqa: E402
 from bufferbloat.core.signals import stop_process  # noqa: E402
 from bufferbloat.measure.sampler import QDISC_SAMPLER_ENV, Sampler, qdisc_helper_binary  # noqa: E402
+from bufferbloat.net.network import Network  # noqa: E402
 from bufferbloat.net.topology import DumbbellTopo  # noqa: E402
+from bufferbloat.netlink import nlstats  # noqa: E402
 
 GROUPS = ((6001, 1), (6002, 9), (6003, 70))
 OTHER = (7000, 80)

@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bufferbloat.core import errors  # noqa: E402
 from bufferbloat.vm import boot, image, session  # noqa: E402
 
 
@@ -90,7 +91,7 @@ def main():
     retries = sum(len(r["boots"]) - 1 for r in recs)
     print()
     print(f"runs: {len(recs)}, ok (rc 0): {rcs.count(0)}, "
-          f"boot failures (rc {session.RC_BOOT_FAILED}): {rcs.count(session.RC_BOOT_FAILED)}")
+          f"boot failures (rc {errors.EXIT_BOOT_FAILED}): {rcs.count(errors.EXIT_BOOT_FAILED)}")
     print(f"boots: {len(boots)}, started the command: {len(started)}, hung or died: "
           f"{len(failed)}, retries: {retries}")
     for b in failed:

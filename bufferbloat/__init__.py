@@ -6,17 +6,17 @@ The package reads as its layers, each importing only those below it (docs/ARCHIT
 ==============  ===========================================================================
 ``core``        errors, parameters, atomic writes, signals and processes, statistics,
                 the series schema, the machine's record, where the files are
+``vm``          the project VM's host side (standard library and ``core`` only)
 ``netlink``     raw netlink readers: qdisc and TCP socket statistics
 ``net``         the network: topology, queue disciplines, the bottleneck's plan,
                 capabilities, scaling, building and cleaning up (Mininet lives here)
 ``measure``     the sampler process and its compiled queue helper
+``webserver``   the page the web fetches load (a process the ``web`` kind starts)
 ``traffic``     the traffic parts, one module per kind
 ``results``     run records, metrics, flow metrics, health, theory, headline, exports
 ``run``         scenarios as data, a run's identity, the engine, sweeps, where to run
-``vm``          the project VM's host side
 ``scenarios``   the catalogue (one module per experiment, mostly data)
 ``plots``       figures and the report, from stored results
-``webserver``   the page the web fetches load
 (top)           the commands: ``cli``, ``summary``, ``describe``, ``compare``
 ==============  ===========================================================================
 

@@ -9,11 +9,10 @@ import argparse
 import json
 import os
 import re
-import signal
 import sys
 import time
 
-from bufferbloat.core.errors import EXIT_DEGRADED, EXIT_USAGE, UsageError
+from bufferbloat.core.errors import EXIT_DEGRADED, EXIT_NOTHING_RECORDED, EXIT_USAGE, UsageError
 from bufferbloat.core.signals import ignore_signals, interrupt_rc
 
 
@@ -110,8 +109,6 @@ def cmd_run(args):
     on; exit 1 if any failed."""
     from bufferbloat import summary
     from bufferbloat.run.engine import run_point
-    from bufferbloat.results.health import verdict_of
-    from bufferbloat.run.sweep import read_record
     scn = _scenario(args.scenario)
     overrides = _overrides(args.set)
     _check_common(args)
@@ -119,12 +116,7 @@ def cmd_run(args):
     check_range("--sample-ms", args.sample_ms,
                 *(1000 * x for x in SAMPLE_PERIOD_LIMITS_S), " ms")
     from bufferbloat.run.identity import run_config
-    from bufferbloat.run.sweep import (
-        PointStalled,
-        run_until_healthy,
-        stall_limit_s,
-        watchdog,
-    )
+    from bufferbloat.run.sweep import run_one, stall_limit_s
     # every repetition's configuration (bad input: exit 2 before anything runs)
     configs = [run_config(scn, overrides, quick=args.quick, duration_s=args.time,
                           rep=i + 1, sample_period_s=args.sample_ms / 1000.0)
@@ -137,23 +129,16 @@ def cmd_run(args):
         limit = stall_limit_s(config)
         print(f"[{i + 1}/{args.repeat}] {scn.name} ({config['profile']} profile, "
               f"{config['duration_s']:g} s, stall limit {limit:.4g} s)", flush=True)
-        def once():
-            with watchdog(limit, f"{scn.name} run {i + 1}"):
-                return run_point(scn, overrides, args.time, args.out, quick=args.quick,
-                                 sample_period_s=args.sample_ms / 1000.0, rep=i + 1)
-        try:
-            run_dir, _ = run_until_healthy(once, _retries(args))
-        except (UsageError, KeyboardInterrupt):
-            raise
-        except PointStalled as exc:
+        def run(rep=i + 1):
+            return run_point(scn, overrides, args.time, args.out, quick=args.quick,
+                             sample_period_s=args.sample_ms / 1000.0, rep=rep)
+        done = run_one(run, f"{scn.name} run {i + 1}", limit, _retries(args))
+        if done.status != "ok":     # recorded in the run's result.json
             failed += 1
-            print(f"bufferbloat: run stalled: {exc}", file=sys.stderr)
+            print(f"bufferbloat: run {done.status}: {done.exc}", file=sys.stderr)
             continue
-        except Exception as exc:  # noqa: BLE001 - recorded in the run's result.json
-            failed += 1
-            print(f"bufferbloat: run failed: {exc}", file=sys.stderr)
-            continue
-        if verdict_of(read_record(run_dir)) == "degraded":
+        run_dir = done.run_dir
+        if done.health == "degraded":
             degraded.append(run_dir)
         if note_run(run_dir):       # in the VM for a host: the host draws and summarises
             print(f"recorded in the VM: {run_dir}", flush=True)
@@ -247,7 +232,7 @@ def cmd_sweep(args):
         from bufferbloat.run.where import run_in_vm
         rc = run_in_vm(args.argv, args.out, extra=["--no-figures"])
         sweep_dir = os.path.join(args.out, scn.name, "sweep")
-        if rc not in (EXIT_USAGE, 3, 4, 124, 130, 143) and not args.no_figures \
+        if rc not in EXIT_NOTHING_RECORDED and not args.no_figures \
                 and os.path.isfile(os.path.join(sweep_dir, "index.json")):
             from bufferbloat.summary import finish_sweep
             print("\n".join(finish_sweep(sweep_dir, progress=progress)))
@@ -267,16 +252,16 @@ def cmd_sweep(args):
 
 def cmd_show(args):
     """Print a run's metrics table (recomputed from its stored series with --recompute)."""
+    from bufferbloat.core.errors import warn
     from bufferbloat.results.health import headline
     from bufferbloat.results.metrics import (
         compute_metrics,
         format_table,
         run_rows,
+        series_cut,
         write_metrics,
     )
     from bufferbloat.results.records import load_run
-    from bufferbloat.results.metrics import series_cut
-    from bufferbloat.core.errors import warn
     run = load_run(args.run_dir)
     if args.recompute:
         cut = series_cut(run)
@@ -307,18 +292,18 @@ def cmd_show(args):
 
 def cmd_plot(args):
     """Redraw a run's figures (or a sweep's / results tree's) from what is stored."""
-    from bufferbloat import plots
+    from bufferbloat.plots.commands import cli_plot
     if args.format not in ("png", "svg", "pdf"):
         raise UsageError(f"invalid value for --format: {args.format!r} (allowed: png, svg, "
                          "pdf)")
-    return plots.cli_plot(args.path, args.format, progress=progress)
+    return cli_plot(args.path, args.format, progress=progress)
 
 
 def cmd_report(args):
     """Write one self-contained HTML report for a run, a sweep or a results tree, where
     the command runs (it reads stored results only: no kernel piece, no VM needed)."""
-    from bufferbloat import plots
-    return plots.cli_report(args.path, progress=progress)
+    from bufferbloat.plots.commands import cli_report
+    return cli_report(args.path, progress=progress)
 
 
 def cmd_compare(args):

@@ -16,11 +16,11 @@ side) and the table go into one self-contained HTML page.
 """
 
 import datetime
-import os
 import string
 
-from bufferbloat.results import headline
 from bufferbloat.core.errors import UsageError
+from bufferbloat.results import headline
+from bufferbloat.scenarios import catalogue
 
 #: how many lines an overlay figure holds at most (sides x matched points)
 MAX_LINES = 16
@@ -72,7 +72,7 @@ def _entries(sides):
     seen, out = set(), []
     for side in sides:
         for p in side.points:
-            for entry in headline.declared(p.run):
+            for entry in headline.declared(p.run, catalogue()):
                 if entry["metric"] not in seen:
                     seen.add(entry["metric"])
                     out.append(entry)

@@ -13,11 +13,11 @@ import math
 import sys
 import textwrap
 
-from bufferbloat.results import headline
 from bufferbloat.net.qdisc import KINDS
+from bufferbloat.net.topology import TOPOLOGIES
+from bufferbloat.results import headline
 from bufferbloat.results.records import Run
 from bufferbloat.run.scenario import KNOBS, study_path
-from bufferbloat.net.topology import TOPOLOGIES
 
 #: unit of a parameter, from the suffix of its name
 UNITS = (("_mbit", "Mbit/s"), ("_kbit", "kbit/s"), ("_ms", "ms"), ("_us", "us"),

@@ -14,6 +14,7 @@ from bufferbloat.results import headline
 from bufferbloat.results.health import headline as health_line
 from bufferbloat.results.metrics import run_rows
 from bufferbloat.results.records import load_run
+from bufferbloat.scenarios import catalogue
 
 #: at most this many figure paths are printed one per line
 MAX_FIGURE_LINES = 6
@@ -42,7 +43,7 @@ def lines(run, rows=None, figures=(), report=None):
            f"{rec.get('duration_s', '?')} s" + (f" ({rec['error']})" if rec.get("error")
                                                  else "")]
     out.append(health_line(rec.get("health")))
-    items = headline.values(run, rows)
+    items = headline.values(run, rows, catalogue=catalogue())
     if items:
         out.append("headline (value, theory for this setting, the study's expected shape):")
         out += headline.lines(items)
@@ -68,6 +69,7 @@ def finish_sweep(sweep_dir, progress=None):
     each run's figures (``RUN/figures/``) and the sweep's (``SWEEP/figures/``: the
     study's first); returns the lines naming them."""
     import glob
+
     from bufferbloat.plots.report import write_report
     page = write_report(sweep_dir, progress=progress)
     fig_dir = os.path.join(sweep_dir, "figures")

@@ -26,15 +26,17 @@ flows       in flight, srtt and throughput per flow vs time    :mod:`.flowseries
 
 Across runs: :mod:`.sweep` (metric vs swept parameter, box plots, qdisc comparisons,
 CSV/Markdown tables); warnings against theory: :func:`.flags.flags`; one HTML page:
-:func:`.report.write_report`. Colours: :mod:`.palette`.
+:func:`.report.write_report`. Colours: :mod:`.palette`. Figures as files, in parallel:
+:mod:`.render`; the ``plot`` and ``report`` commands: :mod:`.commands`.
+
+Within the package, imports point one way: this ``__init__`` (the figure registry) and
+the figure modules < :mod:`.render` < :mod:`.report` < :mod:`.commands`.
 """
 
 import json
 import os
 
 from bufferbloat.core.errors import UsageError, warn
-from bufferbloat.results.records import RESULT_FILE
-
 from bufferbloat.plots import (
     cwnd,
     drops,
@@ -52,6 +54,7 @@ from bufferbloat.plots import (
 )
 from bufferbloat.plots.common import FORMATS, as_run, save
 from bufferbloat.plots.flags import flags
+from bufferbloat.results.records import RESULT_FILE
 
 FIGURES = {
     "cwnd": cwnd.draw,
@@ -74,8 +77,7 @@ FIGURES_DIR = "figures"
 #: figures of each run of a sweep when its scenario names none
 DEFAULT_RUN_FIGURES = ("cwnd", "rtt", "queue")
 
-__all__ = ["FIGURES", "FORMATS", "draw_figures", "draw_run", "draw_sweep", "flags",
-           "cli_plot", "cli_report", "scenario_figures"]
+__all__ = ["FIGURES", "FORMATS", "draw_figures", "draw_run", "flags", "scenario_figures"]
 
 
 def scenario_figures(run):
@@ -180,69 +182,3 @@ def set_targets(path, points, fallback=None):
         elif scn in dirs:
             out.append((scn, pts, os.path.join(dirs[scn], FIGURES_DIR)))
     return out
-
-
-def draw_sweep(path, fmt="png", out_dir=None, points=None, progress=None, reuse=False):
-    """Draw the across-runs figures of a sweep or results directory (every set of runs
-    of one scenario: the study's figures, metrics vs swept parameters, box plots, qdisc
-    comparison, ellipsis) as ``SCENARIO-NAME.FMT`` with the tables
-    ``SCENARIO-table.csv``/``.md`` and ``SCENARIO-headline.csv``/``.md``, into each
-    set's directory's ``figures/`` (:func:`set_dirs`; ``out_dir`` for all of them when
-    given); returns the paths written. Raises UsageError when ``path`` holds no run."""
-    from bufferbloat.plots import render
-    if fmt not in FORMATS:
-        raise UsageError(f"unknown figure format {fmt!r} (valid: {', '.join(FORMATS)})")
-    points = sweep.load_points(path) if points is None else points
-    sets = [(pts, target, scn, fmt, reuse, True)
-            for scn, pts, target in set_targets(path, points, out_dir)]
-    paths = []
-    for done in render.draw_sets(sets, progress):
-        paths += list(done["study"].values()) + list(done["more"].values()) + done["tables"]
-    return paths
-
-
-def draw_runs(runs, fmt="png", all_figures=False, progress=None, reuse=False):
-    """Each run's figures into its ``figures/`` (the scenario's own, or every figure the
-    data allow with ``all_figures``), in worker processes; returns the paths."""
-    from bufferbloat.plots import render
-    jobs = [(run.dir, None if all_figures else
-             (scenario_figures(run) or list(DEFAULT_RUN_FIGURES)), fmt, reuse)
-            for run in runs]
-    done = render.draw_runs(jobs, progress)
-    for run, drawn in zip(runs, done):
-        warn_missing(run, drawn)
-    return [p for drawn in done for p in drawn.values()]
-
-
-def cli_plot(path, fmt="png", progress=None):
-    """``bufferbloat plot DIR [--format F]``: for a run directory, its figures
-    (:func:`draw_run`); for a sweep or results directory, each run's figures and the
-    across-runs figures and tables of each set (:func:`draw_sweep`, in the set's
-    directory); for any other directory holding runs, each run's figures only (nothing
-    is written into the directory itself). Prints the paths written; exit code 0 (1
-    when there was no data to draw). Raises UsageError for a path holding no run."""
-    if fmt not in FORMATS:
-        raise UsageError(f"invalid value for --format: {fmt!r} (allowed: "
-                         f"{', '.join(FORMATS)})")
-    if os.path.isfile(os.path.join(str(path), RESULT_FILE)) or not os.path.isdir(str(path)):
-        paths = draw_run(path, fmt)            # load_run's UsageError for a non-run path
-    else:
-        points = sweep.load_points(path)       # UsageError: no run below
-        paths = draw_runs([p.run for p in points], fmt, progress=progress)
-        paths += draw_sweep(path, fmt, points=points, progress=progress)
-    for p in paths:
-        print(p)
-    if not paths:
-        print(f"{path}: no series to draw")
-        return 1
-    return 0
-
-
-def cli_report(path, progress=None):
-    """``bufferbloat report DIR``: write the HTML report of a run, sweep or results
-    tree (``progress(text)`` as it goes) and print its path; exit code 0. Raises
-    UsageError for any other path."""
-    from bufferbloat.plots.report import write_report
-    html = write_report(path, progress=progress)
-    print(html)
-    return 0

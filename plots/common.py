@@ -14,14 +14,14 @@ import os
 import matplotlib
 
 matplotlib.use("Agg")
+import numpy as np  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-import numpy as np  # noqa: E402
 
+from bufferbloat.core.atomic import write_text_atomic  # noqa: E402
 from bufferbloat.results import metrics as _metrics  # noqa: E402
 from bufferbloat.results import theory  # noqa: E402
-from bufferbloat.core.atomic import write_text_atomic  # noqa: E402
-from bufferbloat.results.records import Run, label_groups, load_run  # noqa: E402
+from bufferbloat.results.records import Run, load_run  # noqa: E402
 
 FORMATS = ("png", "svg", "pdf")
 #: gid of reference (theory) lines, so tests and readers can tell them from data.

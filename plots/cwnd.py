@@ -1,9 +1,8 @@
 """Congestion window of every TCP flow vs time (tcp.csv: one line per flow label)."""
 
-from bufferbloat.results.records import label_groups
-
 from bufferbloat.plots.common import caption, finish_axes, new_figure, series, takes_run
 from bufferbloat.plots.palette import flow_color
+from bufferbloat.results.records import label_groups
 
 
 @takes_run

@@ -2,10 +2,9 @@
 
 import numpy as np
 
-from bufferbloat.results.records import label_groups
-
 from bufferbloat.plots.common import caption, legend, new_figure, series, takes_run
 from bufferbloat.plots.palette import flow_color
+from bufferbloat.results.records import label_groups
 
 
 def ecdf(values):

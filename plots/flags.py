@@ -26,8 +26,6 @@ wrong. The checks and their tolerances:
   the emulator did.
 """
 
-from bufferbloat.results import theory
-
 from bufferbloat.plots.common import (
     as_run,
     full_queue_rtt_ms,
@@ -37,6 +35,7 @@ from bufferbloat.plots.common import (
     series,
 )
 from bufferbloat.plots.totals import DOWN, UP
+from bufferbloat.results import theory
 
 FIFO_RTT_TOL = 0.30
 TARGET_FACTOR = 2.0

@@ -3,12 +3,10 @@ one-way delay (NetPerfMeter's messages), and in-flight, srtt and throughput per 
 
 import numpy as np
 
-from bufferbloat.results.metrics import binned_rates
-
-from bufferbloat.results.records import label_groups
-
 from bufferbloat.plots.common import caption, new_figure, series, stacked_axes, takes_run
 from bufferbloat.plots.palette import flow_color
+from bufferbloat.results.metrics import binned_rates
+from bufferbloat.results.records import label_groups
 
 
 @takes_run

@@ -2,11 +2,10 @@
 
 import numpy as np
 
-from bufferbloat.results.records import label_groups
-
 from bufferbloat.plots.common import caption, new_figure, series, takes_run, xy_from_zero
 from bufferbloat.plots.palette import cca_color, flow_color
 from bufferbloat.plots.throughput import link_lines
+from bufferbloat.results.records import label_groups
 
 
 @takes_run

@@ -9,15 +9,13 @@ data it draws.
 
 import numpy as np
 
-from bufferbloat.results.metrics import queue_delay_ms, traffic_start_s
-
-from bufferbloat.results.records import label_groups
-
 from bufferbloat.plots.common import finish_axes, leaf_groups, legend, new_figure, series
 from bufferbloat.plots.ecdf import ecdf
 from bufferbloat.plots.palette import flow_color
 from bufferbloat.plots.sweep import samples
 from bufferbloat.plots.throughput import aggregate_rate
+from bufferbloat.results.metrics import queue_delay_ms, traffic_start_s
+from bufferbloat.results.records import label_groups
 
 
 def _t0(run):

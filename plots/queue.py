@@ -3,8 +3,6 @@ qdisc.csv), and the queueing delay with the AQM's target."""
 
 import numpy as np
 
-from bufferbloat.results.metrics import link_rate_mbit, queue_delay_ms
-
 from bufferbloat.plots.common import (
     TARGET_GID,
     caption,
@@ -17,6 +15,7 @@ from bufferbloat.plots.common import (
     takes_run,
 )
 from bufferbloat.plots.palette import TARGET_COLOR, THEORY_COLOR, qdisc_color
+from bufferbloat.results.metrics import link_rate_mbit, queue_delay_ms
 
 
 def _leaves(run):

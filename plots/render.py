@@ -21,10 +21,9 @@ import os
 
 from bufferbloat import scenarios
 from bufferbloat.core.paths import PACKAGE_DIR
-from bufferbloat.results.records import RESULT_FILE, write_json_atomic
-
-from bufferbloat.plots import FIGURES_DIR, draw_figures, study, sweep
+from bufferbloat.plots import FIGURES, FIGURES_DIR, draw_figures, scenario_figures, study, sweep
 from bufferbloat.plots.common import as_run, save
+from bufferbloat.results.records import RESULT_FILE, write_json_atomic
 
 MAX_WORKERS = 4
 _PLOTS = os.path.dirname(os.path.abspath(__file__))
@@ -95,7 +94,6 @@ def run_figures(run_dir, names=None, fmt="png", reuse=False):
     """{name: path} of the run's figures in ``RUN/figures/`` (``names``: default every
     figure its data allow, the scenario's first), drawn unless ``reuse`` finds them
     fresh."""
-    from bufferbloat.plots import FIGURES, scenario_figures
     run = as_run(run_dir)
     order = list(dict.fromkeys(scenario_figures(run) + list(FIGURES)))
     wanted = [n for n in order if names is None or n in names]

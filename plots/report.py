@@ -31,17 +31,12 @@ import json
 import os
 import urllib.parse
 
-from bufferbloat.results import headline
-from bufferbloat.run import identity
 from bufferbloat.core.atomic import write_text_atomic
 from bufferbloat.core.errors import WARNINGS, UsageError, warnings_since
-from bufferbloat.results.metrics import format_value
-from bufferbloat.run.sweep import set_aside
-from bufferbloat.results.records import load_run
-
 from bufferbloat.plots import (
     DEFAULT_RUN_FIGURES,
     FIGURES,
+    render,
     scenario_figures,
     set_targets,
     tree_kind,
@@ -51,6 +46,13 @@ from bufferbloat.plots import study as _study
 from bufferbloat.plots import sweep as _sweep
 from bufferbloat.plots.common import caption, run_label, run_metrics
 from bufferbloat.plots.flags import flags
+from bufferbloat.results import headline
+from bufferbloat.results.flentexport import SUFFIX, export_flent
+from bufferbloat.results.metrics import format_value
+from bufferbloat.results.records import load_run
+from bufferbloat.run import identity
+from bufferbloat.run.sweep import set_aside
+from bufferbloat.scenarios import catalogue
 
 REPORT_FILE = "report.html"
 TABLES_DIR = "report-tables"
@@ -228,7 +230,6 @@ def _warnings_html(items):
 def _flent_export(run, idx, out):
     """Export the run for flent beside the page; the link's relative path, or None for a
     run flent has no test for (no TCP flow and no probe)."""
-    from bufferbloat.results.flentexport import SUFFIX, export_flent
     scn = (run.record.get("scenario") or {}).get("name") or "run"
     folder = os.path.join(os.path.dirname(out), FLENT_DIR)
     os.makedirs(folder, exist_ok=True)
@@ -295,7 +296,6 @@ def _headline_table_html(points):
 
 def _scenario(points):
     try:
-        from bufferbloat.scenarios import catalogue
         return catalogue().get(points[0].scenario)
     except Exception:  # noqa: BLE001 - a run of an unknown scenario still gets a section
         return None
@@ -332,7 +332,7 @@ def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
         first = run_parts[0]
         figs = [figure_html(path, f"{n}: {run_label(first['run'])}",
                             _study.reading(pts, [e["metric"] for e in
-                                                 headline.declared(first["run"])][:2])
+                                                 headline.declared(first["run"], catalogue())][:2])
                             if i == 0 else None)
                 for i, (n, path) in enumerate(first["figures"].items())]
     parts += figs
@@ -372,7 +372,6 @@ def write_report(path, out=None, progress=None):
     when fresh: :mod:`plots.render`) under each run's and set's directory; the
     studies' figures are embedded, the folded ones linked (a one-run report embeds
     everything)."""
-    from bufferbloat.plots import render
     mark = len(WARNINGS)
     path = os.path.abspath(str(path))
     if not os.path.isdir(path):
@@ -424,7 +423,7 @@ def write_report(path, out=None, progress=None):
         body.append(section)
         first = next(iter(drawn.get(scn, {}).get("study", {})), None)
         line = (_study.reading(pts, _study._plot(first)[1]) if first else
-                _study.reading(pts, [e["metric"] for e in headline.declared(pts[0].run)][:2]))
+                _study.reading(pts, [e["metric"] for e in headline.declared(pts[0].run, catalogue())][:2]))
         toc.append(f'<li><a href="#study-{esc(scn)}">{esc(scn)}</a> '
                    f'[{esc(_verdicts([p.run for p in pts]))}]: {esc(line)}</li>')
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")

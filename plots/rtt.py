@@ -2,22 +2,21 @@
 
 import numpy as np
 
-from bufferbloat.results.records import label_groups
-
 from bufferbloat.plots.common import (
     LINK_GID,
     TARGET_GID,
     THEORY_GID,
     caption,
+    finish_axes,
     full_queue_rtt_ms,
     hline,
-    finish_axes,
     include_in_ylim,
     new_figure,
     series,
     takes_run,
 )
 from bufferbloat.plots.palette import LINK_COLOR, TARGET_COLOR, THEORY_COLOR, flow_color
+from bufferbloat.results.records import label_groups
 
 
 @takes_run

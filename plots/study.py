@@ -22,14 +22,11 @@ metric:KEY:PARAM   :func:`plots.sweep.draw_metric` (KEY of ``KEY_METRICS`` again
 A set whose scenario names none gets the ``timeseries`` overlay (2 to 6 points).
 """
 
+import csv
+import io
 import math
-import os
 
 import numpy as np
-
-from bufferbloat.results import headline, theory
-from bufferbloat.results.metrics import _truthy, traffic_start_s  # "ok" as the metrics read it
-from bufferbloat.run.scenario import study_file
 
 from bufferbloat.plots import overlay
 from bufferbloat.plots import study_c as _study_c
@@ -38,6 +35,10 @@ from bufferbloat.plots import sweep as _sweep
 from bufferbloat.plots.common import legend, new_figure, series, write_csv_md
 from bufferbloat.plots.palette import flow_color
 from bufferbloat.plots.throughput import aggregate_rate
+from bufferbloat.results import headline, theory
+from bufferbloat.results.metrics import _truthy, traffic_start_s  # "ok" as the metrics read it
+from bufferbloat.run.scenario import study_file
+from bufferbloat.scenarios import catalogue
 
 #: at most this many sweep points are overlaid on one time-series figure
 MAX_OVERLAY = 6
@@ -301,7 +302,6 @@ def declared(points):
     else ``timeseries`` for 2 to :data:`MAX_OVERLAY` points (one point: its runs' own
     figures stand for it)."""
     try:
-        from bufferbloat.scenarios import catalogue
         scn = catalogue().get(points[0].scenario)
     except Exception:  # noqa: BLE001 - a run of an unknown scenario still gets a figure
         scn = None
@@ -335,7 +335,7 @@ def reading(points, selectors):
         scope, _, metric = headline.parse_selector(selector)
         return scope, metric
     entries = {scope_metric(e["metric"]): e for p in points[:1]
-               for e in headline.declared(p.run)}
+               for e in headline.declared(p.run, catalogue())}
     parts = []
     groups = _reps_by_key(points)
     for selector in selectors:
@@ -380,7 +380,7 @@ def draw(points, names=None):
 def headline_rows(points):
     """One row per sweep point: ``point``, ``reps`` (averaged / all) and, per headline
     metric of the set's scenario, (mean, std over repetitions, theory, unit)."""
-    entries = headline.declared(points[0].run)
+    entries = headline.declared(points[0].run, catalogue())
     rows = []
     for key, reps in _reps_by_key(points).items():
         row = {"point": _label(key), "reps": f"{sum(p.averaged for p in reps)}/{len(reps)}",
@@ -408,8 +408,6 @@ def cell(mean, sd, th, unit):
 def write_headline_table(points, out_dir, stem):
     """``STEM.csv`` and ``STEM.md``: the headline metrics per sweep point (mean, std,
     theory); returns the two paths."""
-    import csv
-    import io
     entries, rows = headline_rows(points)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")

@@ -19,17 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bufferbloat.run import identity
 from bufferbloat.core.errors import UsageError, warn
-from bufferbloat.results.metrics import flow_directions, link_direction, traffic_start_s
-from bufferbloat.run.sweep import INDEX_FILE  # noqa: F401 (plots.render, plots.__init__ use it)
-
-#: Env: 1 puts degraded runs (the emulator fell behind) into means and figures too.
-INCLUDE_DEGRADED_ENV = "BUFFERBLOAT_INCLUDE_DEGRADED"
-from bufferbloat.results.records import Run, find_runs, is_run_dir, load_run
-from bufferbloat.run.sweep import read_index
-
 from bufferbloat.plots import ellipsis as _ellipsis
+from bufferbloat.plots import study_d
 from bufferbloat.plots.common import (
     LINK_GID,
     TARGET_GID,
@@ -55,6 +47,16 @@ from bufferbloat.plots.palette import (
     qdisc_kind,
 )
 from bufferbloat.plots.throughput import aggregate_rate
+from bufferbloat.results.metrics import flow_directions, link_direction, traffic_start_s
+from bufferbloat.results.records import Run, find_runs, is_run_dir, load_run
+from bufferbloat.run import identity
+from bufferbloat.run.sweep import (
+    INDEX_FILE,  # noqa: F401 (plots.render, plots.__init__ use it)
+    read_index,
+)
+
+#: Env: 1 puts degraded runs (the emulator fell behind) into means and figures too.
+INCLUDE_DEGRADED_ENV = "BUFFERBLOAT_INCLUDE_DEGRADED"
 
 #: Mathis et al.'s constant for periodic loss with delayed ACKs off: sqrt(3/2).
 MATHIS_C = math.sqrt(1.5)
@@ -711,6 +713,5 @@ def write_tables(points, out_dir, stem="table"):
     paths = write_csv_md(out_dir, stem, table_csv(rows), table_markdown(rows))
     scn = points[0].run.record.get("scenario") if points else None
     if isinstance(scn, dict) and scn.get("family") == "D":    # the study's own table
-        from bufferbloat.plots import study_d
         paths += study_d.write_table(points, out_dir, f"{stem}-study-d")
     return paths

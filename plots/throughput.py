@@ -3,13 +3,8 @@ per-flow shares with Jain's index (the ``fairness`` figure)."""
 
 import numpy as np
 
-from bufferbloat.results import theory
 from bufferbloat.core.stats import jain_index
-
-from bufferbloat.results.records import label_groups
-
 from bufferbloat.plots.common import (
-    takes_run,
     LINK_GID,
     THEORY_GID,
     caption,
@@ -20,8 +15,11 @@ from bufferbloat.plots.common import (
     new_figure,
     series,
     spread_over_bins,
+    takes_run,
 )
 from bufferbloat.plots.palette import LINK_COLOR, THEORY_COLOR, flow_color
+from bufferbloat.results import theory
+from bufferbloat.results.records import label_groups
 
 AGGREGATE_GID = "aggregate"
 

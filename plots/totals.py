@@ -10,8 +10,6 @@ import re
 
 import numpy as np
 
-from bufferbloat.results.records import label_groups
-
 from bufferbloat.plots.common import (
     LINK_GID,
     TARGET_GID,
@@ -24,6 +22,7 @@ from bufferbloat.plots.common import (
 )
 from bufferbloat.plots.palette import LINK_COLOR, TARGET_COLOR, flow_color
 from bufferbloat.plots.throughput import acked_rates, aggregate_rate, flow_rates, link_lines
+from bufferbloat.results.records import label_groups
 
 UP = re.compile(r"-up-\d+$")
 DOWN = re.compile(r"-down-\d+$")

@@ -2,8 +2,6 @@
 
 import numpy as np
 
-from bufferbloat.results.records import label_groups
-
 from bufferbloat.plots.common import (
     bin_edges,
     caption,
@@ -13,6 +11,7 @@ from bufferbloat.plots.common import (
     takes_run,
 )
 from bufferbloat.plots.palette import flow_color
+from bufferbloat.results.records import label_groups
 
 BIN_S = 1.0
 

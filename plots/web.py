@@ -2,12 +2,10 @@
 
 import numpy as np
 
-from bufferbloat.results.metrics import _truthy  # the same reading of "ok" as the metrics
-
-from bufferbloat.results.records import label_groups
-
 from bufferbloat.plots.common import caption, finish_axes, new_figure, series, takes_run
 from bufferbloat.plots.palette import flow_color
+from bufferbloat.results.metrics import _truthy  # the same reading of "ok" as the metrics
+from bufferbloat.results.records import label_groups
 
 
 @takes_run

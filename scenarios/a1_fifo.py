@@ -5,7 +5,6 @@ through a 1.5 Mbit/s bottleneck, base RTT 20 ms, maxq 100 packets (the sweep add
 20). The ping RTT climbs to the full-queue bound 20 + 807 ms (maxq 20: 20 + 161 ms).
 """
 from bufferbloat.run.scenario import Scenario
-
 from bufferbloat.scenarios._common import (
     A_FIFO_QDELAY,
     A_FIFO_RTT,

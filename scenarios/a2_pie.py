@@ -2,7 +2,6 @@
 bottleneck's AQM. The queueing delay PIE reports stays near its target while a FIFO's
 grows to the full buffer."""
 from bufferbloat.run.scenario import Scenario
-
 from bufferbloat.scenarios._common import (
     A_KNOBS,
     A_NET,

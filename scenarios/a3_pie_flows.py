@@ -1,7 +1,6 @@
 """Family A.3: PIE (target 20 ms) with 10 parallel TCP flows (iperf3 -P 10): the cwnd
 of every flow, the queue, and what 10 flows do to the web fetch time."""
 from bufferbloat.run.scenario import Scenario
-
 from bufferbloat.scenarios._common import (
     A_KNOBS,
     A_NET,

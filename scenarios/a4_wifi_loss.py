@@ -2,7 +2,6 @@
 access link, forward direction), swept over 0.5, 1, 2 and 4 %, for each of parts 1-3
 (variant fifo, pie, pie10). More loss, less throughput (Mathis: MSS/RTT * C/sqrt(p))."""
 from bufferbloat.run.scenario import Scenario
-
 from bufferbloat.scenarios._common import (
     A_KNOBS,
     A_NET,

@@ -4,7 +4,6 @@ stream crosses the bottleneck (h1 -> h2, the direction of the s0 -> h2 bottlenec
 it competes with TCP there: its jitter, loss and one-way latency are recorded, and the
 TCP flow's cwnd, RTT and throughput show what happens while it is on."""
 from bufferbloat.run.scenario import Scenario
-
 from bufferbloat.scenarios._common import (
     A_KNOBS,
     A_NET,

@@ -4,7 +4,6 @@ bottleneck; with no extra traffic, a UDP flood at the link rate, or an extra TCP
 (--set extra=none|udp|tcp). tupdate 1 ms rounds up to one kernel tick (4 ms at HZ=250):
 the run prints and records the warning."""
 from bufferbloat.run.scenario import Scenario
-
 from bufferbloat.scenarios._common import B_NET, B_TRAFFIC, b_study
 
 SCENARIO = Scenario(

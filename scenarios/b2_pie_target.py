@@ -2,7 +2,6 @@
 (ICMP and irtt UDP probes); average latency grows with the target (about target + base
 RTT)."""
 from bufferbloat.run.scenario import Scenario
-
 from bufferbloat.scenarios._common import B_NET, B_TRAFFIC, b_study
 
 SCENARIO = Scenario(

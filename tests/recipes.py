@@ -8,8 +8,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from bufferbloat.net.bottleneck import CLASS
 from bufferbloat.core.stats import percentile
+from bufferbloat.net.bottleneck import CLASS
 from bufferbloat.traffic.iperf import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Provision the project VM: the one script used by both
 #   - the Vagrantfile (shell provisioner, as root in a Debian bookworm box), and
-#   - vm/build (bufferbloat/vm.py: run as root inside the debootstrap chroot).
+#   - vm/build (bufferbloat/vm/image.py: run as root inside the debootstrap chroot).
 # Installs every package listed in packages.txt (found next to this script), enables
 # Open vSwitch, loads the kernel modules the experiments use at boot and writes the
 # sysctls they need. Idempotent: running it again changes nothing.

@@ -6,10 +6,24 @@ code 2 with the message alone (no traceback): the message names the bad value an
 allowed, or the missing piece and the way out.
 """
 
+import sys
+
 EXIT_USAGE = 2
 #: Every run completed, but at least one is degraded: the emulator fell behind
 #: (bufferbloat/results/health.py); its numbers are kept, marked, and not averaged in.
 EXIT_DEGRADED = 5
+#: a run in the project VM whose guest gave no exit status (it crashed)
+EXIT_NO_RESULT = 3
+#: the project VM did not boot (every boot attempt hung)
+EXIT_BOOT_FAILED = 4
+#: a run in the project VM outlived its time limit (as timeout(1))
+EXIT_TIMEOUT = 124
+#: a command ended by SIGINT (Ctrl-C) and by SIGTERM: 128 + the signal
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+#: the exit codes of a command in the VM that recorded nothing to draw or summarise
+EXIT_NOTHING_RECORDED = (EXIT_USAGE, EXIT_NO_RESULT, EXIT_BOOT_FAILED, EXIT_TIMEOUT,
+                         EXIT_INTERRUPTED, EXIT_TERMINATED)
 
 
 class UsageError(Exception):
@@ -54,7 +68,6 @@ def warn(message):
     """Say a degradation (a record read in part, metrics recomputed, series or runs
     missing): one line on stderr, ``warning: `` first, once per process; kept in
     :data:`WARNINGS` each time it is said."""
-    import sys
     message = " ".join(str(message).split())
     WARNINGS.append(message)
     if message not in _SAID:

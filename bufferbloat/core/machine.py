@@ -42,7 +42,7 @@ def tool_versions():
         except (OSError, IndexError, subprocess.TimeoutExpired):
             out[name] = None
     try:
-        import mininet.net
+        import mininet.net  # noqa: PLC0415 - Mininet only where a network is built
         out["mininet"] = mininet.net.VERSION
     except ImportError:
         out["mininet"] = None

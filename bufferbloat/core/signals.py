@@ -19,12 +19,15 @@ against PID reuse: :func:`proc_start_time`, :func:`same_process`) that a killed 
 """
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+
+from bufferbloat.core.errors import EXIT_INTERRUPTED, EXIT_TERMINATED
 
 INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
 
@@ -75,7 +78,7 @@ def deferred_signals(note=None):
             print(note, file=sys.stderr, flush=True)
         got.append(sig)
     alarm_held = callable(signal.getsignal(signal.SIGALRM))
-    rearm = (lambda _sig, _frame: signal.setitimer(signal.ITIMER_REAL, 0.5))
+    rearm = (lambda _sig, _frame: signal.setitimer(signal.ITIMER_REAL, 0.5))  # noqa: E731
     with handled(INTERRUPTS, handler) as old, \
             handled((signal.SIGALRM,) if alarm_held else (), rearm):
         yield
@@ -119,14 +122,13 @@ def ignore_signals():
 def interrupt_rc(exc):
     """128 + the signal that interrupted a command (SIGTERM 143, SIGINT 130), from the
     KeyboardInterrupt it became."""
-    return 143 if "SIGTERM" in str(exc) else 130
+    return EXIT_TERMINATED if "SIGTERM" in str(exc) else EXIT_INTERRUPTED
 
 
 def die_with_parent():
     """In a child between fork and exec (``preexec_fn``): SIGKILL when the process that
     started it dies, even by SIGKILL (prctl PR_SET_PDEATHSIG), so that a child such as
     qemu never outlives the command that owns it. Linux only; elsewhere a no-op."""
-    import ctypes
     pr_set_pdeathsig = 1
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)

@@ -37,6 +37,7 @@ socket at once.
 """
 
 import csv
+import ctypes
 import json
 import math
 import os
@@ -49,13 +50,13 @@ import subprocess
 import sys
 import time
 
-from bufferbloat.netlink import nlstats
+from bufferbloat.core import paths
 from bufferbloat.core.atomic import write_json_atomic
+from bufferbloat.core.paths import IMPORT_ROOT
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.core.signals import stop_process, stop_requests
-from bufferbloat.core import paths
-from bufferbloat.core.paths import IMPORT_ROOT
 from bufferbloat.core.stats import percentile
+from bufferbloat.netlink import nlstats
 
 MIN_PERIOD_S = 0.001
 DEFAULTS = {"period_s": 0.01, "flush_s": 0.5, "min_bytes_acked": 64 * 1024, "hold_s": 2.0,
@@ -345,7 +346,6 @@ def _timely(rt_priority):
     SCHED_FIFO. Returns what was obtained, for sampler.json."""
     got = {}
     try:
-        import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         got["timer_slack_ns"] = 1000 if libc.prctl(29, 1000, 0, 0, 0) == 0 else None
     except OSError:
@@ -637,7 +637,7 @@ def run(spec):
     ru = resource.getrusage(resource.RUSAGE_SELF)
     gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
     wall = stamps[-1] - stamps[0] if len(stamps) > 1 else 0.0
-    ms = (lambda v: None if v is None else round(v * 1e3, 4))
+    ms = (lambda v: None if v is None else round(v * 1e3, 4))  # noqa: E731
     stats = {
         "period_ms": period * 1e3, "qdisc_sampler": qsampler,
         "samples": len(stamps), "missed_ticks": missed,

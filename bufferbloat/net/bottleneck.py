@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from bufferbloat.core.params import env_number
 from bufferbloat.net.qdisc import NETLINK_KINDS
+from bufferbloat.net.topology import Impairment
 
 NETEM_LIMIT_PKTS = 100_000
 HOST_QUEUE_PKTS = 10_000
@@ -167,7 +168,6 @@ def plan_network(topo, intfs):
     topo: a built :class:`~bufferbloat.net.topology.BaseDumbbell`. intfs: {(a, b): (ifname at
     a, ifname at b)} for every link spec. Returns the list of :class:`Step`.
     """
-    from bufferbloat.net.topology import Impairment
 
     bnl = topo.bottleneck
     bn_out, rx_in = intfs[(bnl.a, bnl.b)]

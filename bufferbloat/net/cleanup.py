@@ -25,6 +25,7 @@ Ending processes and holding signals are :mod:`bufferbloat.core.signals`' concer
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -220,5 +221,4 @@ def record_result_file(state, path):
 
 
 def _run(argv):
-    import subprocess
     subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)

@@ -12,16 +12,16 @@ killed by name. Use it as a context manager so that teardown runs on errors and 
 
 import fcntl
 import json
-import re
 import os
+import re
 import subprocess
 import time
 
+from bufferbloat.core.errors import UsageError
+from bufferbloat.core.signals import deferred_signals, stop_process, terminate_on_sigterm
 from bufferbloat.net import bottleneck as bn
 from bufferbloat.net.capabilities import auto_switch, needed_for_switch, probe
 from bufferbloat.net.cleanup import NetworkState, recover
-from bufferbloat.core.errors import UsageError
-from bufferbloat.core.signals import deferred_signals, stop_process, terminate_on_sigterm
 
 OFFLOADS = ("tso", "gso", "gro")
 LOCK_PATH = "/run/bufferbloat-network.lock"
@@ -196,11 +196,11 @@ class Network:
         _write_sysctl(path, value)
 
     def _build_mininet(self):
-        from mininet.link import Link
-        from mininet.log import setLogLevel
-        from mininet.net import Mininet
-        from mininet.node import OVSBridge
-        from mininet.nodelib import LinuxBridge
+        from mininet.link import Link  # noqa: PLC0415 - Mininet only where a network is built
+        from mininet.log import setLogLevel  # noqa: PLC0415 - Mininet only where a network is built
+        from mininet.net import Mininet  # noqa: PLC0415 - Mininet only where a network is built
+        from mininet.node import OVSBridge  # noqa: PLC0415 - Mininet only where a network is built
+        from mininet.nodelib import LinuxBridge  # noqa: PLC0415 - Mininet only where a network is built
 
         setLogLevel(os.environ.get("BUFFERBLOAT_MININET_LOG", "warning"))
         switch = OVSBridge if self.switch_kind == "ovs" else LinuxBridge

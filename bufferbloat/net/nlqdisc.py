@@ -18,7 +18,7 @@ import struct
 import sys
 
 from bufferbloat.net import pi
-from bufferbloat.netlink.nlstats import NLMSG_ERROR, RTM_NEWQDISC, NLM_F_REQUEST, TCA_KIND
+from bufferbloat.netlink.nlstats import NLM_F_REQUEST, NLMSG_ERROR, RTM_NEWQDISC, TCA_KIND
 
 NLM_F_ACK = 0x4
 NLM_F_REPLACE = 0x100

@@ -16,6 +16,7 @@ import os
 
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.params import MIN_RATE_MBIT, env_number
+from bufferbloat.net.qdisc import KINDS
 
 #: Under TCG the project VM forwards ~57 Mbit/s at most with nothing else running
 #: (docs/PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
@@ -59,7 +60,6 @@ def scale_to_rate(params, qparams, knobs, max_rate_mbit):
     scales with R (packet buffers too, at least 2 packets); RED's thresholds (bytes) too;
     AQM delay targets, propagation delays and loss stay; UDP/iperf rates scale. Returns
     (params, qparams, knobs, record of what changed)."""
-    from bufferbloat.net.qdisc import KINDS
     rate = float(params.get("bottleneck_mbit", 10.0))
     f = max_rate_mbit / rate
     params, qparams, knobs = dict(params), dict(qparams), dict(knobs)

@@ -173,7 +173,7 @@ class BaseDumbbell:
     def to_mininet(self):
         """Mininet's ``Topo`` of this description (nodes and links in the same order, so
         the interfaces get the same names). Imports Mininet: call only to build."""
-        from mininet.topo import Topo
+        from mininet.topo import Topo  # noqa: PLC0415 - Mininet only where a network is built
         topo = Topo()
         for name, opts in self._nodes.items():
             (topo.addSwitch if name in self._switches else topo.addHost)(name, **opts)

@@ -134,7 +134,7 @@ def in_netns(pid, fn):
                 box["value"] = fn()
             finally:
                 _setns(own, CLONE_NEWNET)
-        except BaseException as exc:  # handed to the caller's thread
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             box["error"] = exc
         finally:
             os.close(target)

@@ -2,6 +2,7 @@
 
 ==============  ===========================================================================
 ``records``     the run directory: writer, loader, the record's accessors
+``rows``        metric rows and counter helpers the two metric modules share
 ``metrics``     metrics from the stored series (per flow, ping, qdisc, network)
 ``flowmetrics`` the studies' flow metrics (study E's k-flow metrics)
 ``health``      the health verdict: did the emulator keep up
@@ -10,5 +11,5 @@
 ``flentexport`` a run as flent's .flent.gz
 ==============  ===========================================================================
 
-Imports ``core``; knows no network and no engine: results are read back from disk.
+Imports ``core`` (and ``net``'s qdisc registry, for theory); knows no engine: results are read back from disk.
 """

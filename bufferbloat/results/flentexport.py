@@ -54,8 +54,10 @@ from bufferbloat.core.errors import UsageError
 from bufferbloat.results.metrics import (
     NOT_LEAF_KINDS,
     flow_directions,
-    leaf_groups as _leaf_groups,
     traffic_start_s,
+)
+from bufferbloat.results.metrics import (
+    leaf_groups as _leaf_groups,
 )
 from bufferbloat.results.records import label_groups as _groups
 from bufferbloat.results.records import load_run

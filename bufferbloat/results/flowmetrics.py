@@ -21,6 +21,10 @@ import math
 
 import numpy as np
 
+from bufferbloat.core.stats import cov
+from bufferbloat.results.records import label_groups as _groups
+from bufferbloat.results.rows import Rows, counter_delta, counter_window
+
 #: EWMA gain of the inter-departure time (per departing segment), as TCP's srtt (1/8).
 INTERDEPARTURE_ALPHA = 1.0 / 8
 #: tcpi_ca_state values of loss recovery: TCP_CA_Recovery (fast recovery) and TCP_CA_Loss
@@ -239,9 +243,7 @@ def _col(data, name, mask):
 def flow_rows(run, cutoff_s, throughput_mbit):
     """Study E's per-flow rows of every flow in tcp.csv, and {flow: {quantity: value}}
     for the network scope (``inflight``, ``bdp_utilization``)."""
-    from bufferbloat.results.metrics import _Rows, counter_delta, cov  # noqa: PLC0415 (cycle)
-    from bufferbloat.results.records import label_groups as _groups
-    rows, per_flow = _Rows(), {}
+    rows, per_flow = Rows(), {}
     if not run.has("tcp"):
         return rows, per_flow
     tcp = run.series("tcp")
@@ -316,15 +318,12 @@ def _finite(t, v):
 
 def _from_cut(t, values, cutoff_s):
     """(t, v) sorted, NaNs dropped, from the last sample at or before the cut on."""
-    from bufferbloat.results.metrics import _counter_window  # noqa: PLC0415 (cycle)
-    return _counter_window(t, values, cutoff_s)
+    return counter_window(t, values, cutoff_s)
 
 
 def network_rows(run, cutoff_s, throughput_mbit, per_flow):
     """Study E's network rows (name ``all``)."""
-    from bufferbloat.results.metrics import _Rows  # noqa: PLC0415 (cycle)
-    from bufferbloat.results.records import label_groups as _groups
-    rows = _Rows()
+    rows = Rows()
     if not throughput_mbit:
         return rows
     xs = list(throughput_mbit.values())
@@ -383,9 +382,7 @@ def app_rows(run, cutoff_s):
     intervals starting at or after the cut / their length) and the one-way delay of
     every message sent after the cut, ``owd_{mean,p50,p95,p99,max}_ms`` (t_recv - t_sent:
     the sender's timestamp in the message to its arrival, socket buffers included)."""
-    from bufferbloat.results.metrics import _Rows  # noqa: PLC0415 (cycle)
-    from bufferbloat.results.records import label_groups as _groups
-    rows = _Rows()
+    rows = Rows()
     if run.has("npm_msg"):
         msg = run.series("npm_msg")
         for flow, mask in _groups(msg, "flow").items():

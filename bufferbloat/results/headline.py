@@ -24,7 +24,7 @@ import math
 import textwrap
 
 from bufferbloat.results import theory
-from bufferbloat.core.errors import UsageError
+from bufferbloat.results.metrics import run_rows
 
 SCOPES = ("flow", "link", "network", "web", "ping", "udp")
 FIELDS = ("metric", "label", "spread", "theory", "expect", "agg")
@@ -206,18 +206,15 @@ DEFAULT = (
 )
 
 
-def declared(run):
-    """The headline declaration for ``run``: its recorded scenario's, else the current
-    catalogue's for its scenario name, else :data:`DEFAULT`."""
+def declared(run, catalogue=None):
+    """The headline declaration for ``run``: its recorded scenario's, else that of its
+    scenario name in ``catalogue`` ({name: Scenario}, given by the caller: the commands
+    and the figures hold the catalogue, this layer does not), else :data:`DEFAULT`."""
     scn = run.record.get("scenario")
     if isinstance(scn, dict) and scn.get("headline"):
         return tuple(scn["headline"])
     name = scn.get("name") if isinstance(scn, dict) else scn
-    try:
-        from bufferbloat.scenarios import catalogue
-        found = catalogue().get(name)
-    except (ImportError, UsageError):
-        found = None
+    found = (catalogue or {}).get(name) if isinstance(name, str) else None
     return tuple(found.headline) if found is not None and found.headline else DEFAULT
 
 
@@ -233,16 +230,16 @@ def _other_qdisc(run):
     return None
 
 
-def values(run, rows=None, entries=None):
+def values(run, rows=None, entries=None, catalogue=None):
     """The headline of ``run`` evaluated: one dict per entry with ``label``, ``metric``,
     ``value``, ``unit``, ``spread``, ``theory`` (name), ``theory_value``,
-    ``theory_unit``, ``ratio`` (value / theory) and ``expect``."""
+    ``theory_unit``, ``ratio`` (value / theory) and ``expect``. ``entries``: default
+    :func:`declared` (with ``catalogue``)."""
     if rows is None:
-        from bufferbloat.results.metrics import run_rows
         rows = run_rows(run)
     other = _other_qdisc(run)
     out = []
-    for entry in (declared(run) if entries is None else entries):
+    for entry in (declared(run, catalogue) if entries is None else entries):
         value = evaluate(rows, entry)
         expect = entry["expect"] if not other else (
             f"(the study's, with {other[0]}; this run has {other[1]}) {entry['expect']}")

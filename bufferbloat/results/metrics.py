@@ -21,13 +21,15 @@ writes (metrics.csv and metrics.json, into the run directory).
 
 import csv
 import io
-import json
 import math
 import os
 
 import numpy as np
 
 from bufferbloat.core.atomic import write_json_atomic, write_text_atomic
+from bufferbloat.core.series import TRAFFIC_TIME_COLUMNS
+from bufferbloat.core.stats import cov, jain_index, loss_figures
+from bufferbloat.results.flowmetrics import aliases_of, study_metrics
 from bufferbloat.results.records import (
     METRICS_CSV,
     METRICS_JSON,
@@ -36,22 +38,15 @@ from bufferbloat.results.records import (
     label_groups,
     load_run,
 )
-from bufferbloat.core.series import TRAFFIC_TIME_COLUMNS
-from bufferbloat.core.stats import cov, jain_index, loss_figures, percentiles
+from bufferbloat.results.rows import Rows, counter_delta, counter_window, finite_values
+
 FIELDS = ("scope", "name", "metric", "value", "unit")
 #: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
 NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"}
-PERCENTILES = (50, 95, 99)
 COV_BIN_S = 1.0
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def _values(xs):
-    """``xs`` as a 1-d float array without NaNs."""
-    arr = np.asarray(xs, dtype=float).ravel()
-    return arr[~np.isnan(arr)]
-
 
 def rfc3550_jitter(t_sent, t_recv):
     """RFC 3550 (section 6.4.1) interarrival jitter after the last packet, in the unit of
@@ -72,33 +67,6 @@ def rfc3550_jitter(t_sent, t_recv):
     for d in np.abs(np.diff(transit)):
         jitter += (d - jitter) / 16.0
     return float(jitter)
-
-
-def _counter_window(t, values, cutoff_s):
-    """(t, v) of a cumulative counter's samples sorted by time, NaNs dropped, from the
-    last sample at or before ``cutoff_s`` (the baseline) on."""
-    t = np.asarray(t, dtype=float)
-    v = np.asarray(values, dtype=float)
-    ok = ~(np.isnan(t) | np.isnan(v))
-    t, v = t[ok], v[ok]
-    order = np.argsort(t, kind="stable")
-    t, v = t[order], v[order]
-    before = np.nonzero(t <= cutoff_s)[0]
-    start = before[-1] if before.size else 0
-    return t[start:], v[start:]
-
-
-def counter_delta(t, values, cutoff_s=-math.inf):
-    """(dt_s, delta) of a cumulative counter over the samples at or after ``cutoff_s``,
-    starting from the last sample at or before the cut when there is one. NaN samples
-    are skipped; (0, 0) when fewer than two samples remain. A counter that went backwards
-    (reset) counts from its new value."""
-    t, v = _counter_window(t, values, cutoff_s)
-    if t.size < 2:
-        return 0.0, 0.0
-    steps = np.diff(v)
-    delta = float(np.sum(np.where(steps >= 0, steps, v[1:])))
-    return float(t[-1] - t[0]), delta
 
 
 def binned_rates(t, counter, bin_s=COV_BIN_S, cutoff_s=-math.inf):
@@ -141,7 +109,7 @@ def _traffic_times(run):
     out = []
     for name, col in TRAFFIC_TIME_COLUMNS:
         if run.has(name):
-            arr = _values(run.series(name).get(col, []))
+            arr = finite_values(run.series(name).get(col, []))
             if arr.size:
                 out.append(arr)
     return out
@@ -164,32 +132,6 @@ def series_cut(run, tolerance=0.1):
     return f"series end at {end:.3g} s of a {duration:g} s run (cut short)"
 
 
-class _Rows(list):
-    """Metric rows; ``add`` skips values that are missing or not finite."""
-
-    def add(self, scope, name, metric, value, unit):
-        if value is None:
-            return
-        value = float(value)
-        if math.isfinite(value):
-            self.append({"scope": scope, "name": str(name), "metric": metric,
-                         "value": value, "unit": unit})
-
-    def stats(self, scope, name, stem, unit, values, mean=True, pcts=PERCENTILES,
-              maximum=False, std=False):
-        arr = _values(values)
-        if arr.size == 0:
-            return
-        if mean:
-            self.add(scope, name, f"{stem}_mean_{unit}", float(np.mean(arr)), unit)
-        if std:
-            self.add(scope, name, f"{stem}_std_{unit}", float(np.std(arr)), unit)
-        for q, value in zip(pcts, percentiles(arr, pcts)):
-            self.add(scope, name, f"{stem}_p{q}_{unit}", value, unit)
-        if maximum:
-            self.add(scope, name, f"{stem}_max_{unit}", float(np.max(arr)), unit)
-
-
 # ----------------------------------------------------------------------------- per scope
 
 def flow_metrics(run, cutoff_s=-math.inf):
@@ -210,7 +152,7 @@ def flow_metrics(run, cutoff_s=-math.inf):
     a socket buffer in no time) and stand in only for flows the sampler did not see
     (UDP). Their iperf rate is kept as ``sent_throughput_mbit``.
     """
-    rows, throughput, sent = _Rows(), {}, {}
+    rows, throughput, sent = Rows(), {}, {}
     if run.has("iperf"):
         ip = run.series("iperf")
         for flow, mask in label_groups(ip, "flow").items():
@@ -223,10 +165,10 @@ def flow_metrics(run, cutoff_s=-math.inf):
                 mbit = np.nansum(ip["bytes"][mask][keep]) * 8 / span / 1e6
                 sent[flow] = mbit
                 rows.add("flow", flow, "sent_throughput_mbit", mbit, "Mbit/s")
-                bps = _values(ip["bits_per_second"][mask][keep])
+                bps = finite_values(ip["bits_per_second"][mask][keep])
                 if bps.size:
                     rows.add("flow", flow, "throughput_cov", cov(bps), "")
-                retr = _values(ip["retransmits"][mask][keep])
+                retr = finite_values(ip["retransmits"][mask][keep])
                 if retr.size:
                     rows.add("flow", flow, "retransmits", np.sum(retr), "pkts")
     if run.has("tcp"):
@@ -325,7 +267,7 @@ def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
     ``utilization`` (sent_bytes delta x 8 / time / rate). ``rate_mbit`` defaults to the
     rate of the link the leaf sends on (:func:`link_rate_mbit`: the bottleneck's, or the
     reverse rate for the reverse AQM)."""
-    rows = _Rows()
+    rows = Rows()
     if not run.has("qdisc"):
         return rows
     q = run.series("qdisc")
@@ -374,7 +316,7 @@ def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
 def _interval_rates(t, counter, cutoff_s):
     """Per-sample-interval rates of a cumulative counter, from the last sample at or
     before the cut."""
-    t, v = _counter_window(t, counter, cutoff_s)
+    t, v = counter_window(t, counter, cutoff_s)
     dt = np.diff(t)
     dv = np.diff(v)
     good = dt > 0
@@ -426,7 +368,7 @@ def delivered_goodput(run, cutoff_s=-math.inf):
     if not run.has("tcp"):
         return {}
     tcp = run.series("tcp")
-    t_all = _values(tcp["t"])
+    t_all = finite_values(tcp["t"])
     if t_all.size < 2:
         return {}
     lo = max(float(t_all.min()), cutoff_s)
@@ -446,7 +388,7 @@ def network_metrics(throughput_mbit, goodput_mbit=None):
     """``flows`` and ``jain_fairness`` over the per-flow throughputs {flow: Mbit/s};
     ``goodput_{up,down}_mbit`` and ``aggregate_throughput_mbit`` (their sum) from
     :func:`delivered_goodput` when the run has tcp.csv, else the per-flow sum."""
-    rows = _Rows()
+    rows = Rows()
     if throughput_mbit:
         shares = list(throughput_mbit.values())
         rows.add("network", "all", "flows", len(shares), "")
@@ -473,7 +415,7 @@ def web_metrics(run, cutoff_s=-math.inf):
     """Rows over every fetch of web.csv started at or after the cut (name ``all``):
     ``fetches``, ``failures`` (ok == 0), and ``total_{mean,std,p50,p95,p99}_s`` of the
     successful ones."""
-    rows = _Rows()
+    rows = Rows()
     if not run.has("web"):
         return rows
     w = run.series("web")
@@ -488,7 +430,7 @@ def web_metrics(run, cutoff_s=-math.inf):
 def ping_metrics(run, cutoff_s=-math.inf):
     """Per probe of ping.csv: ``rtt_{mean,p50,p95,p99,max}_ms`` and ``loss_pct`` (rows with
     an empty rtt_ms / all rows)."""
-    rows = _Rows()
+    rows = Rows()
     if not run.has("ping"):
         return rows
     p = run.series("ping")
@@ -509,7 +451,7 @@ def irtt_metrics(run, cutoff_s=-math.inf):
     probes; ``loss_pct`` (probes not answered / sent), ``loss_up_pct`` (requests lost /
     sent) and ``loss_down_pct`` (replies lost / requests known to have arrived: sent -
     lost up - lost in no known direction)."""
-    rows = _Rows()
+    rows = Rows()
     if not run.has("irtt"):
         return rows
     s = run.series("irtt")
@@ -547,7 +489,7 @@ def udp_metrics(run, cutoff_s=-math.inf):
     ``jitter_ms`` (RFC 3550), ``loss_pct`` (1 - distinct seqs received / expected;
     expected = the stream's ``sent`` in ``traffic_results`` without warm-up, else
     max seq - min seq + 1), ``owd_{mean,p50,p95,p99,max}_ms`` (t_recv - t_sent)."""
-    rows = _Rows()
+    rows = Rows()
     if not run.has("udp"):
         return rows
     u = run.series("udp")
@@ -563,7 +505,7 @@ def udp_metrics(run, cutoff_s=-math.inf):
             rows.add("udp", stream, "throughput_mbit", np.nansum(size[1:]) * 8 / span / 1e6,
                      "Mbit/s")
         rows.add("udp", stream, "jitter_ms", rfc3550_jitter(ts, tr) * 1e3, "ms")
-        seqs = np.unique(_values(u["seq"][keep]))
+        seqs = np.unique(finite_values(u["seq"][keep]))
         sent = _udp_sent(run, stream) if cutoff_s == -math.inf else None
         expected = sent if sent else (seqs[-1] - seqs[0] + 1 if seqs.size else 0)
         if expected:
@@ -591,7 +533,6 @@ def compute_metrics(run, warmup_s=0.0):
     rows += ping_metrics(run, cutoff)
     rows += irtt_metrics(run, cutoff)
     rows += udp_metrics(run, cutoff)
-    from bufferbloat.results.flowmetrics import study_metrics  # noqa: PLC0415 (it uses this module's helpers)
     rows += study_metrics(run, cutoff, throughput, rows)
     return rows
 
@@ -608,7 +549,6 @@ def write_metrics(run, rows, warmup_s=None):
     csv_path = os.path.join(run_dir, METRICS_CSV)
     write_text_atomic(csv_path, buf.getvalue())
     json_path = os.path.join(run_dir, METRICS_JSON)
-    from bufferbloat.results.flowmetrics import aliases_of  # noqa: PLC0415
     write_json_atomic(json_path, {"schema_version": SCHEMA_VERSION, "warmup_s": warmup_s,
                                   "metrics": [dict(r) for r in rows],
                                   "aliases": aliases_of(rows)})

@@ -9,6 +9,6 @@
 ``where``       here or in the project VM
 ==============  ===========================================================================
 
-Imports every layer below (``core`` .. ``results``); the catalogue is passed in by the
+Imports every layer below (``core``, ``vm`` .. ``results``); the catalogue is passed in by the
 commands, never imported from here.
 """

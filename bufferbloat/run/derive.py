@@ -19,9 +19,9 @@ of the point's identity. No recorded run is an error for that point, never a gue
 import json
 import os
 
-from bufferbloat.run import identity
 from bufferbloat.core.errors import UsageError
 from bufferbloat.results.records import RESULT_FILE
+from bufferbloat.run import identity
 
 #: a stand-in value used only to validate a point before its provider has run
 PLACEHOLDER = 1.0

@@ -21,23 +21,24 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 
-from bufferbloat.results import metrics as mx
-from bufferbloat.results import health, theory
-from bufferbloat.run import identity
-from bufferbloat.net.capabilities import probe
-from bufferbloat.net.cleanup import record_result_file
-from bufferbloat.net.network import Network
+from bufferbloat.core.machine import machine_record, tool_versions
 from bufferbloat.core.params import (
     SAMPLE_PERIOD_LIMITS_S,
     check_out_dir,
     check_range,
     env_number,
 )
-from bufferbloat.results.records import RunWriter, load_run
-from bufferbloat.measure.sampler import Sampler, prepare_qdisc_helper
-from bufferbloat.net.scaling import rate_cap_mbit
 from bufferbloat.core.series import columns_of
 from bufferbloat.core.signals import deferred_signals, terminate_on_sigterm
+from bufferbloat.measure.sampler import Sampler, prepare_qdisc_helper
+from bufferbloat.net.capabilities import probe
+from bufferbloat.net.cleanup import record_result_file
+from bufferbloat.net.network import Network
+from bufferbloat.net.scaling import rate_cap_mbit
+from bufferbloat.results import health
+from bufferbloat.results import metrics as mx
+from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.run import identity
 from bufferbloat.traffic import base as traffic_base
 from bufferbloat.traffic.ping import idle_rtt
 
@@ -71,6 +72,23 @@ def sampler_flows(parts):
     """The sampler's flow specs: every TCP flow of the parts, labelled as the parts
     label their rows (tcp.csv is written once, as sampled)."""
     return [flow for part in parts for flow in part.sampled_flows()]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one point runs, beside its scenario and overrides (:func:`resolve`)."""
+
+    #: the traffic's duration, s (None: the scenario's, or its quick profile's)
+    duration_s: float | None = None
+    #: where the run directory goes (``OUT/SCENARIO/STAMP-PID``) unless ``run_dir``
+    out_root: str = "results"
+    quick: bool = False
+    log: object = print
+    #: the run directory itself (a sweep's point), or None
+    run_dir: str | None = None
+    sample_period_s: float = SAMPLE_PERIOD_S
+    #: the repetition number, part of the run's identity
+    rep: int = 1
 
 
 @dataclass
@@ -129,8 +147,8 @@ def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=Fa
     SIGINT/SIGTERM end it as ``interrupted`` (KeyboardInterrupt). Either way the series
     so far and every tool's output (raw/) are kept and the network is removed."""
     terminate_on_sigterm()
-    ctx = resolve(scn, overrides, duration_s, out_root, quick, log, run_dir,
-                  sample_period_s, rep)
+    ctx = resolve(scn, overrides, RunOptions(duration_s, out_root, quick, log, run_dir,
+                                             sample_period_s, rep))
     status, error = "failed", None
     try:
         run_network(ctx)
@@ -152,25 +170,27 @@ def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=Fa
     return ctx.run_dir
 
 
-def resolve(scn, overrides, duration_s, out_root, quick, log, run_dir, sample_period_s,
-            rep):
+def resolve(scn, overrides, options):
     """Step 1: the run's configuration, validated once, before any network state exists
-    (UsageError otherwise); the run directory and its record's identity."""
+    (UsageError otherwise); the run directory and its record's identity. ``options``: a
+    :class:`RunOptions`."""
+    quick, log, run_dir = options.quick, options.log, options.run_dir
+    sample_period_s, rep = options.sample_period_s, options.rep
     caps = probe()
     topo, knobs, traffic = scn.build(overrides, quick=quick, hz=caps.hz,
                                      max_rate_mbit=rate_cap_mbit(scn))
     for warning in topo.qdisc.warnings:   # e.g. PIE's tupdate rounded to the kernel tick
         log(f"  warning: {warning}")
-    duration, warmup = identity.durations(scn, quick, duration_s)
+    duration, warmup = identity.durations(scn, quick, options.duration_s)
     check_range("sample period", sample_period_s, *SAMPLE_PERIOD_LIMITS_S, " s")
-    check_out_dir(run_dir if run_dir is not None else out_root,
+    check_out_dir(run_dir if run_dir is not None else options.out_root,
                   "--out" if run_dir is None else "run_dir")
     net = Network(topo, caps=caps)
     net.check()
     caps.require(traffic_base.needs_of(traffic))  # the traffic's tools and kernel features
     if run_dir is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = os.path.join(out_root, scn.name, f"{stamp}-{os.getpid()}")
+        run_dir = os.path.join(options.out_root, scn.name, f"{stamp}-{os.getpid()}")
     writer = RunWriter(run_dir)
     writer.record.update(identity.record_fields(identity.config_of(
         scn, topo, knobs, traffic, quick, duration, warmup, sample_period_s, rep)))
@@ -186,7 +206,6 @@ def run_network(ctx):
     """Step 2: record the configuration (status running), build the network, measure;
     the traffic and the sampler end before the network does (even on an error or a
     signal)."""
-    from bufferbloat.core.machine import machine_record, tool_versions
     scn, topo, net, rec = ctx.scn, ctx.topo, ctx.net, ctx.record
     rec.update({"scenario": asdict(scn), "overrides": ctx.overrides,
                 "profile": "quick" if ctx.quick else "full", "duration_s": ctx.duration_s,
@@ -211,7 +230,7 @@ def run_network(ctx):
         ctx.log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
                 f"{len(ctx.traffic)} traffic parts, {ctx.duration_s:g} s")
         if topo.scaling:
-            ctx.log(f"  scaled to what this machine sustains: "
+            ctx.log("  scaled to what this machine sustains: "
                     + ", ".join(f"{k} {a:g} -> {b:g}" for k, (a, b)
                                 in topo.scaling["changed"].items()))
         try:
@@ -243,7 +262,7 @@ def measure(ctx):
     origin = time.monotonic()
     # a part whose flows were connected ahead (NetPerfMeter: bufferbloat/traffic/
     # netperfmeter.py) starts them at a time it set: the origin waits for it
-    due = [p.origin_at for p in ctx.parts if getattr(p, "origin_at", None) is not None]
+    due = [p.origin_at for p in ctx.parts if p.origin_at is not None]
     if due and max(due) > origin:
         time.sleep(max(due) - origin)
         origin = max(due)
@@ -265,8 +284,7 @@ def measure(ctx):
     stop_parts(ctx.parts)
     sampler = ctx.sampler
     if not sampler.alive():
-        raise RunFailed(f"the sampler died (exit {sampler.proc.returncode}): "
-                        + sampler.log_text()[-500:])
+        raise RunFailed(sampler_died(sampler))
     sampler.stop()
     problem = next(filter(None, (part.reported_error() for part in ctx.parts)), None)
     if problem:
@@ -319,7 +337,6 @@ def finish(ctx, status, error):
         run = load_run(ctx.run_dir)        # the series are read (and parsed) once
         rows = mx.compute_metrics(run, warmup_s=ctx.warmup_s)
         mx.write_metrics(run, rows, warmup_s=ctx.warmup_s)
-        rec["summary"] = summarize(ctx.topo, rows)
         rec["health"] = health.assess(run, rows)
         writer.save()
 
@@ -340,13 +357,18 @@ def stop_parts(parts):
         part.stop()
 
 
+def sampler_died(sampler):
+    """What a run that lost its sampler says: its exit status and its log's end."""
+    code = sampler.proc.returncode if sampler.proc else "?"
+    return f"the sampler died (exit {code}): {sampler.log_text()[-500:]}"
+
+
 def health_problem(net, parts, sampler):
     """Why the run cannot go on, or None: the sampler or a Mininet host gone, or what a
     traffic part says (a tool that died or exited with an error, a part that failed to
     start). The tools' output stays in raw/ (written by _collect)."""
     if sampler is not None and not sampler.alive():
-        return (f"the sampler died (exit {sampler.proc.returncode if sampler.proc else '?'})"
-                f": {sampler.log_text()[-500:]}")
+        return sampler_died(sampler)
     for node in list(getattr(net.net, "hosts", None) or []):
         shell = getattr(node, "shell", None)
         if shell is not None and shell.poll() is not None:
@@ -374,29 +396,3 @@ def _collect(writer, parts, sampler):
             sampler.stop()
         writer.raw("sampler.log", sampler.log_text())
         writer.record["sampler"] = sampler.stats()
-
-
-def summarize(topo, rows):
-    """Headline metrics next to their theory."""
-    def get(scope, metric, name=None):
-        for r in rows:
-            if r["scope"] == scope and r["metric"] == metric and (name is None
-                                                                   or r["name"] == name):
-                return r["value"]
-        return None
-    rate = topo.bottleneck.rate_mbit
-    out = {"base_rtt_ms": topo.base_rtt_ms(), "rate_mbit": rate,
-           "tcp_goodput_ceiling_mbit": theory.tcp_goodput_ceiling(rate),
-           "aggregate_mbit": get("network", "aggregate_throughput_mbit"),
-           "jain_fairness": get("network", "jain_fairness"),
-           "ping_rtt_p50_ms": get("ping", "rtt_p50_ms"),
-           "ping_rtt_max_ms": get("ping", "rtt_max_ms"),
-           "queue_delay_p50_ms": get("link", "qdelay_p50_ms")}
-    if topo.qdisc.kind == "fifo" and topo.qdisc.params.get("limit_pkts"):
-        out["theory_full_queue_rtt_ms"] = theory.full_queue_rtt_ms(
-            topo.base_rtt_ms(), topo.qdisc.params["limit_pkts"], rate)
-    if topo.qdisc.kind in ("pie", "codel", "fq_codel"):
-        out["aqm_target_ms"] = topo.qdisc.params.get("target_ms")
-    if topo.qdisc.kind == "pi":
-        out["pi_q_ref_pkts"] = topo.qdisc.params.get("q_ref_pkts")
-    return out

@@ -24,6 +24,7 @@ import json
 import math
 
 from bufferbloat.core.params import DURATION_LIMITS_S, check_range
+from bufferbloat.net.scaling import rate_cap_mbit
 
 #: Bumped when the configuration's content changes meaning (all keys change with it).
 IDENTITY_VERSION = 1
@@ -73,7 +74,6 @@ def run_config(scn, overrides=None, quick=False, duration_s=None, rep=1,
     machine's cap (:func:`bufferbloat.net.scaling.rate_cap_mbit`, env BUFFERBLOAT_MAX_MBIT),
     the value the engine scales with."""
     if max_rate_mbit is _AUTO:
-        from bufferbloat.net.scaling import rate_cap_mbit
         max_rate_mbit = rate_cap_mbit(scn)
     duration, warmup = durations(scn, quick, duration_s)
     topo, knobs, traffic = scn.build(overrides, quick=quick, max_rate_mbit=max_rate_mbit)

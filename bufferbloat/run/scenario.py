@@ -29,13 +29,13 @@ rejected with the list of valid ones.
 
 from dataclasses import dataclass, field
 
-from bufferbloat.results import headline
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.params import MIN_RATE_MBIT, Param, check_params
+from bufferbloat.net.qdisc import KINDS
 from bufferbloat.net.scaling import scale_to_rate, scale_traffic_rates
 from bufferbloat.net.topology import TOPOLOGIES, make_topo
+from bufferbloat.results import headline
 from bufferbloat.traffic.base import HOST_FIELDS, part_class
-
 
 #: Knobs a scenario may declare: their types and ranges.
 KNOBS = {k.name: k for k in (
@@ -136,7 +136,6 @@ class Scenario:
                       | ({"variant"} if self.variants else set()))
 
     def _qdisc_keys(self):
-        from bufferbloat.net.qdisc import KINDS
         keys = set()
         for kind in KINDS.values():
             keys |= {p.name for p in kind.params}

@@ -31,13 +31,13 @@ import shutil
 import signal
 import time
 
-from bufferbloat.run import derive, identity
+from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.params import REPEAT_LIMITS, check_range, env_number
-from bufferbloat.results.health import verdict_of
-from bufferbloat.core.atomic import write_json_atomic
-from bufferbloat.results.records import RESULT_FILE
 from bufferbloat.core.signals import alarm
+from bufferbloat.results.health import headline, verdict_of
+from bufferbloat.results.records import RESULT_FILE
+from bufferbloat.run import derive, identity
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
 #: Seconds a point may take beyond its traffic and the flows' grace period (network
@@ -74,7 +74,6 @@ def run_until_healthy(run_once, retries, log=print, set_aside=None):
     most 1 + ``retries`` times. Returns (run_dir, [the degraded attempts' directories]).
     ``set_aside(run_dir)`` -> new directory: moves a degraded attempt out of the way
     first (a sweep's point directory is fixed); without it each attempt keeps its own."""
-    from bufferbloat.results.health import headline
     aside = []
     for attempt in range(retries + 1):
         run_dir = run_once()
@@ -275,11 +274,6 @@ def recorded(path):
     return rec.get("status"), rec.get("run_key")
 
 
-def point_status(path):
-    """Status recorded in a point's result.json, or None if there is none."""
-    return recorded(path)[0]
-
-
 def place(path, key):
     """Where the run ``key`` goes, starting at ``path``: (directory, reuse). ``reuse``
     when a directory holds this run recorded ``ok``; a directory holding an attempt of
@@ -305,7 +299,7 @@ def stall_limit_s(config, allowance_s=None, margin=STALL_MARGIN):
     flows' grace period + ``allowance_s``) x (1 + ``margin``). ``allowance_s`` defaults
     to env BUFFERBLOAT_STALL_ALLOWANCE_S, else STALL_ALLOWANCE_S; env
     BUFFERBLOAT_STALL_LIMIT_S replaces the whole formula."""
-    from bufferbloat.run.engine import FLOW_GRACE_S
+    from bufferbloat.run.engine import FLOW_GRACE_S  # noqa: PLC0415 - not the engine's imports for a limit
     fixed = _env_seconds(STALL_LIMIT_ENV, None)
     if fixed:
         return fixed
@@ -349,6 +343,34 @@ def run_sweep(scn, vary, repeat, out_root, run_point, quick=False, duration_s=No
                               duration_s=duration_s, log=log, stall_limit=stall_limit,
                               retries=retries)
     return index_path, failed
+
+
+class Outcome:
+    """How one point ended (:func:`run_one`): ``status`` ok, stalled or failed; its run
+    directory and health verdict when ok; the exception otherwise."""
+
+    def __init__(self, status, run_dir=None, health=None, exc=None):
+        self.status, self.run_dir, self.health, self.exc = status, run_dir, health, exc
+
+
+def run_one(run, label, limit, retries, log=print, set_aside=None):
+    """One point, for ``run`` and ``sweep`` alike: ``run()`` (returns its run directory)
+    under a stall watchdog of ``limit`` s (None: none), again while it comes out
+    degraded, up to ``retries`` times (:func:`run_until_healthy`). A stalled or failed
+    point is returned, not raised: the others go on; UsageError and KeyboardInterrupt
+    are raised. Returns an :class:`Outcome`."""
+    def once():
+        with watchdog(limit, label):
+            return run()
+    try:
+        run_dir, _ = run_until_healthy(once, retries, log=log, set_aside=set_aside)
+    except (UsageError, KeyboardInterrupt):
+        raise
+    except PointStalled as exc:
+        return Outcome("stalled", exc=exc)
+    except Exception as exc:  # noqa: BLE001 - one failed point must not stop the rest
+        return Outcome("failed", exc=exc)
+    return Outcome("ok", run_dir, verdict_of(read_record(run_dir)))
 
 
 def run_points(todo, out_root, run_point, index_path, meta, quick=False, duration_s=None,
@@ -413,39 +435,34 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         log(f"[{i}/{len(todo)}] {label} (elapsed {elapsed:.0f} s{eta}; {tag}"
             + (f", stall limit {limit:.4g} s)" if limit else ")"))
         t_point = time.monotonic()
-        def once():
-            with watchdog(limit, f"{label}"):
-                run_point(scn, overrides, duration_s=duration_s, quick=quick,
-                          run_dir=path, log=log, rep=rep)
+        def run(scn=scn, overrides=overrides, path=path, rep=rep):
+            run_point(scn, overrides, duration_s=duration_s, quick=quick, run_dir=path,
+                      log=log, rep=rep)
             return path
-        def aside(run_dir):   # listed at once: a rerun that fails keeps the list
+        def aside(run_dir, entry=entry):   # listed at once: a failed rerun keeps the list
             kept = set_aside_degraded(run_dir)
             entry.setdefault("degraded_attempts", []).append(kept)
             return kept
         try:
-            run_until_healthy(once, retries, log=log, set_aside=aside)
-            entry["status"] = "ok"
-            rec = read_record(path)
-            entry["health"] = verdict_of(rec)
-            if entry["health"] == "degraded":
-                log(f"  DEGRADED: the emulator fell behind ({path}/result.json: health)")
-            rec_key = rec.get("run_key")
-            if rec_key != key:
-                log(f"  warning: {path} records run_key {rec_key}, the sweep expected {key}")
+            done = run_one(run, label, limit, retries, log=log, set_aside=aside)
         except KeyboardInterrupt:
             index.append(dict(entry, status="interrupted"))
             save()
             raise
-        except UsageError:
-            raise
-        except PointStalled as exc:
-            entry["status"] = "stalled"
-            entry["error"] = f"stalled: {exc}"
+        entry["status"] = done.status
+        if done.status == "ok":
+            entry["health"] = done.health
+            if done.health == "degraded":
+                log(f"  DEGRADED: the emulator fell behind ({path}/result.json: health)")
+            rec_key = read_record(path).get("run_key")
+            if rec_key != key:
+                log(f"  warning: {path} records run_key {rec_key}, the sweep expected {key}")
+        elif done.status == "stalled":
+            entry["error"] = f"stalled: {done.exc}"
             failed += 1
-            log(f"  STALLED: {exc}; going on with the next point")
-        except Exception as exc:  # noqa: BLE001 - one failed point must not stop the rest
-            entry["status"] = "failed"
-            entry["error"] = f"{type(exc).__name__}: {exc}"
+            log(f"  STALLED: {done.exc}; going on with the next point")
+        else:
+            entry["error"] = f"{type(done.exc).__name__}: {done.exc}"
             failed += 1
             log(f"  FAILED: {entry['error']}")
         entry["wall_s"] = round(time.monotonic() - t_point, 3)

@@ -27,7 +27,7 @@ KERNEL_KINDS = ("qdisc", "kernel", "cca")
 #: env: a file (seen from the guest) where ``run`` lists the run directories it recorded
 RUNS_FILE_ENV = "BUFFERBLOAT_RUNS_FILE"
 GUEST_SHARE = "/bb"
-#: marker file of the project VM's image (bufferbloat/runner.py records it per run)
+#: marker file of the project VM's image (bufferbloat/core/machine.py records it per run)
 VM_MARKER = "/etc/bufferbloat-vm"
 
 
@@ -38,7 +38,7 @@ def in_project_vm():
 
 def needed(topos, caps):
     """Every feature, tool and module building ``topos`` needs on this machine."""
-    from bufferbloat.net.network import Network
+    from bufferbloat.net.network import Network  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     out = set()
     for topo in topos:
         out |= set(Network(topo, caps=caps).features)
@@ -48,7 +48,7 @@ def needed(topos, caps):
 def missing_kernel_pieces(topos, caps=None):
     """The kernel pieces (qdiscs, kernel features, CCAs) building ``topos`` needs and
     this machine lacks, sorted."""
-    from bufferbloat.net.capabilities import probe
+    from bufferbloat.net.capabilities import probe  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     caps = caps or probe()
     kinds = {r.name: r.kind for r in caps.rows}
     return [f for f in needed(topos, caps) if kinds.get(f) in KERNEL_KINDS
@@ -58,7 +58,7 @@ def missing_kernel_pieces(topos, caps=None):
 def require_here(topos):
     """Refuse (MissingFeature, exit 2) what building ``topos`` here needs and this
     machine lacks: kernel pieces, tools, Python modules."""
-    from bufferbloat.net.capabilities import probe
+    from bufferbloat.net.capabilities import probe  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     caps = probe()
     caps.require(needed(topos, caps))
 
@@ -70,7 +70,7 @@ def choose(where, topos, log=print):
         return "host"
     if where == "vm":
         return "vm"
-    from bufferbloat.net.capabilities import probe
+    from bufferbloat.net.capabilities import probe  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     missing = missing_kernel_pieces(topos)
     if not missing:
         return "host"
@@ -88,7 +88,7 @@ def require_root(where):
 
 
 def _repo_root():
-    from bufferbloat.vm.common import REPO_ROOT
+    from bufferbloat.vm.common import REPO_ROOT  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     return str(REPO_ROOT)
 
 
@@ -145,8 +145,8 @@ def _guest_env(extra=None):
 def run_in_vm(argv, out, extra=(), env=None):
     """Run ``python3 -m bufferbloat ARGV`` in a fresh project VM, its output streamed
     here; returns its exit code (vm.run's own: 3 no result, 4 no boot, 130/143)."""
-    from bufferbloat.vm.common import VMError
-    from bufferbloat.vm.session import run as vm_run
+    from bufferbloat.vm.common import VMError  # noqa: PLC0415 - the network's and the VM's modules load only when asked
+    from bufferbloat.vm.session import run as vm_run  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     command = guest_argv(argv, out, extra)
     prepare_sampler_for_vm()
     print(f"vm: {' '.join(command)}", file=sys.stderr, flush=True)
@@ -162,7 +162,7 @@ def prepare_sampler_for_vm(log=None):
     share) before the VM boots, so that no run in the guest waits for a compiler under
     TCG. Where this machine cannot build it, say so: the guest then builds it before
     its first run's sampler starts (never against a timeout)."""
-    from bufferbloat.measure.sampler import prepare_qdisc_helper, qdisc_sampler_mode
+    from bufferbloat.measure.sampler import prepare_qdisc_helper, qdisc_sampler_mode  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     try:
         if qdisc_sampler_mode() == "python":
@@ -180,7 +180,7 @@ def prepare_sampler_for_vm(log=None):
 def runs_file():
     """(path seen from the guest, path on the host) of a fresh file of the share where
     the guest's ``run`` lists its run directories; removed afterwards."""
-    from bufferbloat.vm.control import CONTROL_DIR
+    from bufferbloat.vm.control import CONTROL_DIR  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     name = f"runs-{os.getpid()}-{secrets.token_hex(4)}.txt"
     host = os.path.join(_repo_root(), CONTROL_DIR, name)
     os.makedirs(os.path.dirname(host), exist_ok=True)

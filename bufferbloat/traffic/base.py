@@ -1,6 +1,6 @@
 """The traffic-part interface, its registry, and the helpers every part uses.
 
-A scenario's traffic is a list of specs, each a dict with a ``kind`` (docs/SCENARIOS.md).
+A scenario's traffic is a list of specs, each a dict with a ``kind`` (bufferbloat/run/scenario.py).
 Each kind is a :class:`TrafficPart` subclass in its own module of this package,
 registered under its kind with :func:`register`; :func:`build` makes the part of a spec.
 The engine drives parts through this interface only:
@@ -209,6 +209,10 @@ class TrafficPart:
     #: capabilities (bufferbloat.net.capabilities rows: tools, kernel features) the kind needs
     #: beyond the network's; the run refuses to start without them
     needs = ()
+    #: the monotonic time this part's schedule must start at, or None: the engine's
+    #: origin (offset 0 of every part) waits for the latest one given. A part that
+    #: connects its flows ahead in :meth:`prepare` (NetPerfMeter) sets it there
+    origin_at = None
 
     def __init__(self, spec, ctx):
         self.spec, self.ctx = spec, ctx

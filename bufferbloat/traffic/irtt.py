@@ -17,8 +17,8 @@ import tempfile
 import time
 
 from bufferbloat.core.params import Param, check_number, check_port
-from bufferbloat.core.signals import stop_process
 from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.core.signals import stop_process
 from bufferbloat.core.stats import loss_figures, percentile
 from bufferbloat.traffic.base import Timed, TrafficPart, exit_problem, register
 from bufferbloat.traffic.ping import rtt_stats

@@ -35,10 +35,9 @@ import threading
 import time
 
 from bufferbloat.core.errors import UsageError
-from bufferbloat.core.signals import stop_process
-from bufferbloat.core.params import MIN_RATE_MBIT, Param
+from bufferbloat.core.params import MIN_RATE_MBIT, Param, check_number
 from bufferbloat.core.series import SERIES_COLUMNS
-from bufferbloat.core.params import check_number
+from bufferbloat.core.signals import stop_process
 from bufferbloat.traffic.base import (
     Timed,
     TrafficPart,
@@ -710,10 +709,6 @@ class NetPerfMeterPart(TrafficPart):
                                    flows, length + RUNTIME_SLACK_S, name=spec["name"],
                                    out_dir=self.ctx.raw_dir, **self.ctx.clock)
         return [(self.run, self.start_s, self.stop_s)]
-
-    #: monotonic time the part's schedule must start at (its flows' instants count from
-    #: there: a pre-connected start), or None
-    origin_at = None
 
     def prepare(self):
         """The passive side listens; a part whose flows start with the traffic (its

@@ -10,12 +10,12 @@ import sys
 import tempfile
 import time
 
-from bufferbloat.core.paths import IMPORT_ROOT
 from bufferbloat.core.params import MIN_RATE_MBIT, Param, check_number
+from bufferbloat.core.paths import IMPORT_ROOT
 from bufferbloat.core.signals import stop_process
 from bufferbloat.core.stats import percentile
-from bufferbloat.traffic.udptool import MAX_SIZE, MIN_SIZE, check_stream_params
 from bufferbloat.traffic.base import TrafficPart, exit_problem, register
+from bufferbloat.traffic.udptool import MAX_SIZE, MIN_SIZE, check_stream_params
 
 REPO_ROOT = str(IMPORT_ROOT)   # a child's working directory: it imports bufferbloat
 

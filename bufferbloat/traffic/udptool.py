@@ -21,7 +21,6 @@ and stops after ``--duration`` seconds or on SIGTERM (rows are flushed as they c
 """
 
 import argparse
-
 import csv
 import socket
 import struct

@@ -7,15 +7,15 @@ records every fetch (web.csv rows, bufferbloat/core/series.py). The loop is a th
 process; each curl runs in the client's namespace as an argument list.
 """
 
-import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
-from bufferbloat.core.paths import IMPORT_ROOT
 from bufferbloat.core.errors import ParameterError
 from bufferbloat.core.params import Param, check_number, check_port
+from bufferbloat.core.paths import IMPORT_ROOT
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.core.signals import stop_process
 from bufferbloat.core.stats import percentile
@@ -232,7 +232,6 @@ class WebFetcher(Timed):
 
 
 def _tempfile():
-    import tempfile
     return tempfile.TemporaryFile(mode="w+")
 
 

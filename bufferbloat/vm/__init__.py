@@ -31,7 +31,7 @@ Run protocol, one control directory per run (:mod:`.control`):
   its exit status to ``rc`` (write-then-rename), and powers the VM off; it prints
   ``bb-run: stage <name>`` markers on the console;
 * the host returns the ``rc`` value; when there is none (guest crash, timeout) it prints
-  the end of the console log and returns RC_NO_RESULT (3) or RC_TIMEOUT (124). The
+  the end of the console log and returns EXIT_NO_RESULT (3) or EXIT_TIMEOUT (124). The
   control directory is removed afterwards.
 
 A boot that hangs is stopped (that qemu, by PID) and a fresh copy booted, 3 boots at

@@ -21,7 +21,6 @@ from bufferbloat.vm.common import Progress, VMError, tool
 from bufferbloat.vm.control import RUN_ID
 from bufferbloat.vm.image import ImagePaths
 
-
 SHARE_TAG = "bb"
 # Boot watchdog (see :class:`BootWatch`). Measured on this project's machine kind (2
 # cores, qemu TCG, 2026-11): qemu start to guest command 19-27 s in 8 boots on a quiet

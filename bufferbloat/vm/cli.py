@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bufferbloat.core.errors import EXIT_INTERRUPTED
 from bufferbloat.vm.common import REPO_ROOT, VMError, quiet, stderr
 from bufferbloat.vm.control import ENV_NAME
 from bufferbloat.vm.image import build_image
-from bufferbloat.vm.session import DEFAULT_TIMEOUT_S, RC_INTERRUPTED, probe_kvm, run
+from bufferbloat.vm.session import DEFAULT_TIMEOUT_S, probe_kvm, run
 
 
 def _parse_env(items: list[str]) -> dict:
@@ -70,4 +71,4 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         print("vm: interrupted", file=sys.stderr)
-        return RC_INTERRUPTED
+        return EXIT_INTERRUPTED

@@ -15,7 +15,6 @@ from typing import Callable
 
 from bufferbloat.core import paths, signals
 
-
 #: the checkout (the VM shares it as /bb) and its vm/ directory: the guest's files
 REPO_ROOT = paths.SOURCE_ROOT
 VM_DIR = paths.VM_DIR

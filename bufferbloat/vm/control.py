@@ -24,7 +24,6 @@ from typing import Iterable, Sequence
 from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.vm.common import Progress, VMError, quiet
 
-
 CONTROL_DIR = ".vm-run"
 RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

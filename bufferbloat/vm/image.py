@@ -33,13 +33,13 @@ from typing import Callable, Iterable
 from bufferbloat.core import signals
 from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.vm.common import (
-    BuildError,
     CACHE_ENV,
+    SYS_PATH,
+    VM_DIR,
+    BuildError,
     MissingTool,
     Progress,
-    SYS_PATH,
     VMError,
-    VM_DIR,
     cache_dir,
     check_tools,
     locked,
@@ -47,7 +47,6 @@ from bufferbloat.vm.common import (
     stop_process,
     tool,
 )
-
 
 #: Bump when the build steps in this file change in a way that changes the image.
 RECIPE_VERSION = "4"

@@ -33,6 +33,12 @@ from typing import Sequence
 
 from bufferbloat.core import signals
 from bufferbloat.core.atomic import write_json_atomic
+from bufferbloat.core.errors import (
+    EXIT_BOOT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_NO_RESULT,
+    EXIT_TIMEOUT,
+)
 from bufferbloat.core.params import env_number
 from bufferbloat.vm.boot import (
     APPEND_ENV,
@@ -45,9 +51,9 @@ from bufferbloat.vm.boot import (
     read_text,
 )
 from bufferbloat.vm.common import (
-    Progress,
     REPO_ROOT,
     REQUIRED_TOOLS,
+    Progress,
     VMError,
     cache_dir,
     check_tools,
@@ -67,7 +73,6 @@ from bufferbloat.vm.control import (
 )
 from bufferbloat.vm.image import build_image
 
-
 GUEST_ACCEL_ENV = "BUFFERBLOAT_GUEST_ACCEL"   # set in the guest command's environment
 ACCEL_ENV = "BUFFERBLOAT_VM_ACCEL"
 DEFAULT_TIMEOUT_S = 4 * 3600.0
@@ -77,12 +82,6 @@ GUEST_BOOTS_ENV = "BUFFERBLOAT_VM_BOOTS"             # set in the guest command'
 #: on Ctrl-C/SIGTERM the guest command gets SIGINT and this long to save its results
 STOP_GRACE_S = 20.0
 STOP_GRACE_ENV = "BUFFERBLOAT_VM_STOP_GRACE"
-#: exit codes of :func:`run` when the guest gave no exit status
-RC_NO_RESULT = 3
-RC_BOOT_FAILED = 4
-RC_TIMEOUT = 124
-RC_INTERRUPTED = 130
-RC_TERMINATED = 143
 
 
 def boot_log_path() -> Path:
@@ -198,10 +197,10 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
 
     Boot watchdog (:class:`BootWatch`, :func:`boot_bounds`): a boot whose command has
     not started within the bound is stopped (by PID) and a fresh copy booted; after
-    the last attempt RC_BOOT_FAILED (4). Boots are appended to :func:`boot_log_path`.
+    the last attempt EXIT_BOOT_FAILED (4). Boots are appended to :func:`boot_log_path`.
 
-    Returns the command's exit code, or RC_NO_RESULT (3) if the guest gave none (crash),
-    RC_TIMEOUT (124) after ``timeout_s`` seconds. On Ctrl-C or SIGTERM the guest
+    Returns the command's exit code, or EXIT_NO_RESULT (3) if the guest gave none (crash),
+    EXIT_TIMEOUT (124) after ``timeout_s`` seconds. On Ctrl-C or SIGTERM the guest
     command gets SIGINT (through the control directory) and STOP_GRACE_S to finish,
     then qemu is stopped; run records under the share left ``running`` are closed
     (:func:`close_unfinished`), and KeyboardInterrupt / SystemExit(143) is raised.
@@ -297,8 +296,8 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
                 progress(f"vm: error: the project VM did not start the command in "
                          f"{attempts} boot(s) (stages reached: "
                          f"{', '.join(b['stage'] for b in record['boots'])}); "
-                         f"exit code {RC_BOOT_FAILED}")
-                rc = RC_BOOT_FAILED
+                         f"exit code {EXIT_BOOT_FAILED}")
+                rc = EXIT_BOOT_FAILED
             break
         wall = time.monotonic() - t0
         retries = len(record["boots"]) - 1
@@ -315,7 +314,7 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
         return rc
     except KeyboardInterrupt:
         end = sig.end if sig.got else "interrupt"
-        rc = RC_INTERRUPTED
+        rc = EXIT_INTERRUPTED
         raise
     except _Terminated as exc:
         end = _SIGNAL_END.get(exc.signum, "terminate")
@@ -491,7 +490,7 @@ def _boot_files(ctl: Path, tmp: Path, attempt: int, command: Sequence[str] | str
 def _guest_rc(ctl: Path, end: str | None, proc, wall: float, console_log: Path,
               qemu_log: Path, progress: Progress) -> tuple[int, str | None]:
     """(exit code, how the run ended): the guest command's, from its ``rc`` file; else
-    RC_TIMEOUT or RC_NO_RESULT, with the end of the console log shown."""
+    EXIT_TIMEOUT or EXIT_NO_RESULT, with the end of the console log shown."""
     rc_file = ctl / "rc"
     rc_text = rc_file.read_text().strip() if rc_file.is_file() else ""
     if rc_text.isdigit():
@@ -500,7 +499,7 @@ def _guest_rc(ctl: Path, end: str | None, proc, wall: float, console_log: Path,
     progress(f"vm: the guest gave no exit status ({end}, qemu exit {proc.returncode}, "
              f"{wall:.1f}s); last console lines:")
     print_tails(progress, console_log, qemu_log, 40, 10)
-    return (RC_TIMEOUT if end == "timeout" else RC_NO_RESULT), end
+    return (EXIT_TIMEOUT if end == "timeout" else EXIT_NO_RESULT), end
 
 
 def _append_boot_log(record: dict) -> None:

@@ -14,10 +14,10 @@ import shutil
 import subprocess
 
 import pytest
-
-from bufferbloat.net.cleanup import STATE_PATH
-from bufferbloat.cli import main
 from conftest import FIXTURES, ROOT, _links
+
+from bufferbloat.cli import main
+from bufferbloat.net.cleanup import STATE_PATH
 
 R = ["run", "a1_fifo", "--set", "delay_ms=0"]
 PIE = R + ["--set", "qdisc=pie"]
@@ -411,6 +411,7 @@ def _resolve(text, corrupt):
 
 def _lock_free():
     import fcntl
+
     from bufferbloat.net.network import LOCK_PATH
     if not os.path.exists(LOCK_PATH):
         return True

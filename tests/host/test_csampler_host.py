@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from bufferbloat.measure import sampler as sampler_mod
 from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.measure import sampler as sampler_mod
 from tests.conftest import ROOT
 
 SENDER = r"""

@@ -12,9 +12,9 @@ import os
 
 import numpy as np
 
-from bufferbloat.run.engine import run_point
 from bufferbloat.results.metrics import compute_metrics
 from bufferbloat.results.records import SCHEMA_VERSION, load_run
+from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
 from bufferbloat.scenarios import catalogue
 

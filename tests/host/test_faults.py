@@ -21,11 +21,11 @@ import sys
 import time
 
 import pytest
+from conftest import ROOT, _links
 
+from bufferbloat.core.signals import proc_start_time, same_process
 from bufferbloat.net.cleanup import STATE_PATH
 from bufferbloat.net.network import LOCK_PATH
-from bufferbloat.core.signals import proc_start_time, same_process
-from conftest import ROOT, _links
 
 PY = "/usr/bin/python3"
 SEED = int(os.environ.get("BUFFERBLOAT_FAULT_SEED") or time.time())

@@ -20,12 +20,12 @@ number of retransmissions but longer idle spells (the ACK clock goes through a s
 HTB); that is left as a property of the symmetric link, not hidden here.
 """
 import pytest
-
-from tests.recipes import long_flow
-from bufferbloat.net.network import Network
-from bufferbloat.results.theory import full_queue_rtt_ms
-from bufferbloat.net.topology import DumbbellTopo
 from retries import measure_until_met
+
+from bufferbloat.net.network import Network
+from bufferbloat.net.topology import DumbbellTopo
+from bufferbloat.results.theory import full_queue_rtt_ms
+from tests.recipes import long_flow
 
 
 @pytest.mark.parametrize("rate_mbit,ping_s,duration_s", [(1.5, 0.1, 120), (10, 0.05, 30)])

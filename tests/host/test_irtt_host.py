@@ -16,8 +16,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from bufferbloat.run.engine import run_point
 from bufferbloat.results.records import load_run
+from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
 
 DURATION_S = 12
@@ -92,9 +92,9 @@ def test_irtt_probes_idle_then_behind_the_queue(tmp_path, net_guard):
 
 
 def test_missing_irtt_refused_before_any_network_state(tmp_path, monkeypatch, net_guard):
-    from bufferbloat.run import engine
-    from bufferbloat.net.capabilities import Capabilities, Capability, probe
     from bufferbloat.core.errors import MissingFeature
+    from bufferbloat.net.capabilities import Capabilities, Capability, probe
+    from bufferbloat.run import engine
     real = probe()
     rows = [Capability(r.name, r.kind, False, "not found on PATH: install the Debian "
                        "package irtt") if r.name == "irtt" else r for r in real.rows]

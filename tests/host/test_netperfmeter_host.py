@@ -9,11 +9,11 @@ import os
 import numpy as np
 import pytest
 
-from bufferbloat.net.capabilities import probe
-from bufferbloat.run.engine import run_point
 from bufferbloat.core.errors import MissingFeature
+from bufferbloat.net.capabilities import probe
 from bufferbloat.results.metrics import compute_metrics
 from bufferbloat.results.records import load_run
+from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
 
 DURATION_S = 10
@@ -103,8 +103,8 @@ def test_netperfmeter_through_the_pipeline_or_refused_without_sctp(tmp_path, net
 def test_missing_sctp_refused_before_any_network_state(tmp_path, monkeypatch, net_guard):
     """On any kernel (the project VM's has SCTP): with SCTP stubbed off, the run is
     refused naming it, before any run directory or network exists."""
-    from bufferbloat.run import engine
     from bufferbloat.net.capabilities import Capabilities, Capability
+    from bufferbloat.run import engine
     real = probe()
     rows = [Capability(r.name, r.kind, False, "stubbed off by the test")
             if r.name == "sctp" else r for r in real.rows]

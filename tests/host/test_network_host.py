@@ -9,13 +9,12 @@ sch_pie, sch_red, sch_codel, sch_fq_codel, openvswitch, tcp_vegas; the VM has th
 import re
 
 import pytest
+from conftest import _links
 
-from bufferbloat.net.capabilities import Capabilities, Capability, probe
 from bufferbloat.core.errors import MissingFeature
+from bufferbloat.net.capabilities import Capabilities, Capability, probe
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo, KDumbbellTopo
-
-from conftest import _links
 
 
 def test_tree_readback_offloads_and_ccas(net_guard):

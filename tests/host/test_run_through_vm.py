@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
+from bufferbloat.core.errors import EXIT_DEGRADED
 from bufferbloat.run import where
 from bufferbloat.scenarios import catalogue
-from bufferbloat.core.errors import EXIT_DEGRADED
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

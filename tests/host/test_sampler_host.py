@@ -19,9 +19,9 @@ import os
 import statistics
 import time
 
-from bufferbloat.net.network import Network
-from bufferbloat.measure.sampler import Sampler
 from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.measure.sampler import Sampler
+from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.iperf import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe

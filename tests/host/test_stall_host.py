@@ -6,8 +6,8 @@ import json
 import os
 import time
 
-from bufferbloat.run import engine, sweep
 from bufferbloat.net.cleanup import STATE_PATH
+from bufferbloat.run import engine, sweep
 from bufferbloat.scenarios import catalogue
 
 TRAFFIC_S = 12

@@ -2,7 +2,7 @@
 
 * a boot made to hang on purpose (``bb.delay=600`` on the kernel command line: the
   guest's bb-run waits before starting the command) with a short boot bound is ended
-  by the watchdog, booted again, and finally fails with RC_BOOT_FAILED and a clear
+  by the watchdog, booted again, and finally fails with EXIT_BOOT_FAILED and a clear
   message, in bounded time, no qemu left behind;
 * a VM run interrupted mid-way by SIGINT to its process group (what a terminal's
   Ctrl-C does) exits 130, its run record says ``interrupted``, its series are kept,
@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
+from bufferbloat.core import errors
 from bufferbloat.core.errors import EXIT_DEGRADED
 from bufferbloat.vm import boot, common, control, image, session
-from conftest import ROOT
 
 VM_RUN = os.path.join(ROOT, "vm", "run")
 
@@ -112,7 +113,7 @@ def test_hung_boot_is_ended_retried_and_fails_clearly(tmp_path):
     out = run.proc.stdout.read()
     text = run.text()
     print(text)
-    assert rc == session.RC_BOOT_FAILED == 4, text
+    assert rc == errors.EXIT_BOOT_FAILED == 4, text
     assert "the command must never start" not in out
     t_boot = run.first("boot 1/2")
     assert t_boot is not None, text

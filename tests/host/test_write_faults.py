@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES, ROOT
 
 RUNS = os.path.join(FIXTURES, "runs")

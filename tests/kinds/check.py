@@ -3,8 +3,8 @@ must leave; shared by the host and VM tests."""
 import csv
 import os
 
-from bufferbloat.run.engine import run_point
 from bufferbloat.results.records import load_run
+from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
 from bufferbloat.traffic.base import KINDS
 

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from bufferbloat import plots
+from bufferbloat.plots import sweep
 from bufferbloat.results.metrics import compute_metrics, link_direction
 from bufferbloat.results.records import load_run
-from bufferbloat.plots import sweep
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "fixtures", "runs", "b2_rrul_irtt")

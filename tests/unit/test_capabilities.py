@@ -3,10 +3,10 @@ import gzip
 import os
 
 import pytest
-
-from bufferbloat.net.capabilities import assess, auto_switch, parse_modules
-from bufferbloat.core.errors import MissingFeature
 from conftest import FIXTURES
+
+from bufferbloat.core.errors import MissingFeature
+from bufferbloat.net.capabilities import assess, auto_switch, parse_modules
 
 KDIR = os.path.join(FIXTURES, "kernels")
 
@@ -63,7 +63,7 @@ def test_debian_guest_kernel_has_everything_as_modules(guest_inputs):
 
 def test_module_configured_but_not_installed_is_missing(guest_inputs):
     cfg, dep, builtin = guest_inputs
-    dep = "\n".join(l for l in dep.splitlines() if "sch_pie" not in l)
+    dep = "\n".join(line for line in dep.splitlines() if "sch_pie" not in line)
     caps = assess(cfg, dep, builtin)
     assert not caps.has("sch_pie")
     assert "not installed" in next(r.detail for r in caps.rows if r.name == "sch_pie")

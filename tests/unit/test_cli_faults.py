@@ -13,10 +13,10 @@ import subprocess
 import sys
 
 import pytest
-
-from bufferbloat.core.atomic import write_text_atomic
-from bufferbloat.cli import main, os_error_text
 from conftest import FIXTURES, ROOT
+
+from bufferbloat.cli import main, os_error_text
+from bufferbloat.core.atomic import write_text_atomic
 
 RUNS = os.path.join(FIXTURES, "runs")
 

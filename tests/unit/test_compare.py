@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from bufferbloat import compare
-from bufferbloat.results import headline
 from bufferbloat.cli import main
+from bufferbloat.plots.sweep import samples
+from bufferbloat.results import headline
 from bufferbloat.results.metrics import run_rows
 from bufferbloat.results.records import load_run
-from bufferbloat.plots.sweep import samples
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "fixtures", "runs")

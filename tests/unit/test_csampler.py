@@ -13,9 +13,9 @@ import subprocess
 
 import pytest
 
-from bufferbloat.netlink import nlstats
-from bufferbloat.measure import sampler
 from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.measure import sampler
+from bufferbloat.netlink import nlstats
 from tests.conftest import FIXTURES
 
 NL = os.path.join(FIXTURES, "netlink")

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from bufferbloat.run import derive, identity, sweep
 from bufferbloat.core.errors import UsageError
 from bufferbloat.results.records import RunWriter
+from bufferbloat.run import derive, identity, sweep
 from bufferbloat.scenarios import catalogue
 
 SCN = catalogue()["d1_cca_paths"]     # 15 Mbit/s and below: never scaled in the VM

@@ -4,12 +4,12 @@ import re
 
 import pytest
 
-from bufferbloat.results import headline, theory
 from bufferbloat.cli import main
 from bufferbloat.describe import describe, key_rows, unit_of
+from bufferbloat.net.topology import DUMBBELL_PARAMS
+from bufferbloat.results import headline, theory
 from bufferbloat.results.records import load_run
 from bufferbloat.run.sweep import points
-from bufferbloat.net.topology import DUMBBELL_PARAMS
 from bufferbloat.scenarios import catalogue
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -97,14 +97,14 @@ def test_headline_metrics_name_metrics_a_run_has(fixture, scenario):
 
 def test_headline_theory_of_a_recorded_run():
     run = load_run(os.path.join(FIXTURES, "a1_fifo"))   # FIFO 100 pkts, delay 0
-    items = {i["metric"]: i for i in headline.values(run)}
+    items = {i["metric"]: i for i in headline.values(run, catalogue=CATALOGUE)}
     rtt = items["ping:rtt_mean_ms"]
     expected = theory.full_queue_rtt_ms(theory.base_rtt_ms(run), 100, 1.5,
                                         probe_interval_s=0.1)
     assert rtt["theory_value"] == pytest.approx(expected)
     assert rtt["ratio"] == pytest.approx(rtt["value"] / expected)
     pie = load_run(os.path.join(FIXTURES, "a2_pie"))
-    items = {i["metric"]: i for i in headline.values(pie)}
+    items = {i["metric"]: i for i in headline.values(pie, catalogue=CATALOGUE)}
     assert items["ping:rtt_mean_ms"]["theory_value"] == pytest.approx(
         20 + theory.base_rtt_ms(pie))
 
@@ -129,9 +129,9 @@ def test_a_pattern_and_a_sum_select_rows():
 
 def test_the_expected_shape_says_when_the_run_changed_the_studys_qdisc():
     run = load_run(os.path.join(FIXTURES, "a2_pie"))
-    assert not headline.values(run)[0]["expect"].startswith("(the study's")
+    assert not headline.values(run, catalogue=CATALOGUE)[0]["expect"].startswith("(the study's")
     run.record["qdisc"] = dict(run.record["qdisc"], kind="fifo", params={"limit_pkts": 100})
-    items = headline.values(run)
+    items = headline.values(run, catalogue=CATALOGUE)
     assert items[0]["expect"].startswith("(the study's, with pie; this run has fifo)")
     # the theory follows the run: the FIFO's full-queue RTT, not PIE's target
     assert items[0]["theory_value"] == pytest.approx(theory.run_full_queue_rtt_ms(run))

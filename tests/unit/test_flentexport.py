@@ -21,13 +21,13 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import FIXTURES
 
 from bufferbloat.cli import main
 from bufferbloat.core.errors import UsageError
 from bufferbloat.results.flentexport import export_flent, flent_data
 from bufferbloat.results.metrics import compute_metrics, traffic_start_s
 from bufferbloat.results.records import load_run
-from conftest import FIXTURES
 
 RUNS = os.path.join(FIXTURES, "runs")
 FLENT = "/usr/bin/flent"

@@ -5,11 +5,10 @@ import math
 import numpy as np
 import pytest
 
+from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import flowmetrics as fm
 from bufferbloat.results import metrics as m
 from bufferbloat.results.records import RunWriter, load_run
-from bufferbloat.core.series import SERIES_COLUMNS
-
 
 # ----------------------------------------------------------------------------- helpers
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from bufferbloat import plots
-from bufferbloat.results.records import RunWriter, load_run
 from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.results.records import RunWriter, load_run
 
 
 def _run(tmp_path):

@@ -5,10 +5,10 @@ import json
 import numpy as np
 import pytest
 
+from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import health as hl
 from bufferbloat.results import metrics as m
 from bufferbloat.results.records import RunWriter, find_runs, load_run
-from bufferbloat.core.series import SERIES_COLUMNS
 
 RATE = 10.0  # Mbit/s
 FIXTURES = "tests/fixtures/runs"

@@ -11,9 +11,9 @@ import os
 import numpy as np
 import pytest
 
+from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import health as hl
 from bufferbloat.results.records import RunWriter, load_run
-from bufferbloat.core.series import SERIES_COLUMNS
 from unit.test_health import RATE, _write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

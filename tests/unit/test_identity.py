@@ -3,8 +3,8 @@ import dataclasses
 
 import pytest
 
-from bufferbloat.run import identity
 from bufferbloat.core.errors import UsageError
+from bufferbloat.run import identity
 from bufferbloat.scenarios import catalogue
 
 CAT = catalogue()

@@ -8,12 +8,13 @@ import math
 import os
 
 import pytest
+from conftest import FIXTURES
 
-from bufferbloat.results import metrics as m
 from bufferbloat.core.errors import UsageError
-from bufferbloat.results.records import RunWriter, load_run
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.core.stats import loss_figures, percentile
+from bufferbloat.results import metrics as m
+from bufferbloat.results.records import RunWriter, load_run
 from bufferbloat.traffic.irtt import (
     IrttPart,
     IrttProbe,
@@ -22,7 +23,6 @@ from bufferbloat.traffic.irtt import (
     parse_irtt,
     server_args,
 )
-from conftest import FIXTURES
 
 IRTT = os.path.join(FIXTURES, "tools", "irtt")
 

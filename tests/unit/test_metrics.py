@@ -5,10 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import metrics as m
 from bufferbloat.results.records import RunWriter, load_run
-from bufferbloat.core.series import SERIES_COLUMNS
-
 
 # ----------------------------------------------------------------------------- helpers
 

@@ -8,11 +8,11 @@ import os
 import re
 
 import pytest
+from conftest import FIXTURES
 
 from bufferbloat.core.errors import UsageError
 from bufferbloat.traffic import netperfmeter as npm
 from bufferbloat.traffic.base import part_class
-from conftest import FIXTURES
 
 D = os.path.join(FIXTURES, "tools", "netperfmeter")
 META = json.load(open(os.path.join(D, "meta.json")))

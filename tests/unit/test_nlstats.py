@@ -12,12 +12,12 @@ import struct
 
 import pytest
 
-from bufferbloat.netlink import nlstats
-from bufferbloat.measure.sampler import qdisc_row, tcp_row
 from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.measure.sampler import qdisc_row, tcp_row
+from bufferbloat.netlink import nlstats
+from tests.conftest import FIXTURES
 
 TCP_COLUMNS = SERIES_COLUMNS["tcp"]
-from tests.conftest import FIXTURES
 
 NL = os.path.join(FIXTURES, "netlink")
 QDISC_CASES = sorted(os.path.basename(p)[:-len(".qdisc.bin")]

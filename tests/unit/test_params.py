@@ -2,8 +2,14 @@
 import pytest
 
 from bufferbloat.core.errors import ParameterError, UsageError
-from bufferbloat.core.params import (Param, check_number, check_params, check_port, check_range,
-                               env_number)
+from bufferbloat.core.params import (
+    Param,
+    check_number,
+    check_params,
+    check_port,
+    check_range,
+    env_number,
+)
 
 RATE = Param("rate_mbit", float, 10.0, "rate", lo=0, lo_open=True, hi=100)
 LOSS = Param("loss_pct", float, 0.0, "loss", lo=0, hi=100)

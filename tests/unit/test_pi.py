@@ -11,11 +11,11 @@ import struct
 
 import pytest
 
-from bufferbloat.net import nlqdisc, pi
-from bufferbloat.netlink import nlstats
 from bufferbloat.core.errors import ParameterError, UsageError
-from bufferbloat.net.qdisc import make_qdisc
+from bufferbloat.net import nlqdisc, pi
 from bufferbloat.net.bottleneck import shaped
+from bufferbloat.net.qdisc import make_qdisc
+from bufferbloat.netlink import nlstats
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "fixtures", "tools", "sch_pi")
 

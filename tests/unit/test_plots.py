@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 
 from bufferbloat import plots
-from bufferbloat.results import theory
 from bufferbloat.core.errors import UsageError
-from bufferbloat.results.records import RunWriter, load_run
 from bufferbloat.core.series import SERIES_COLUMNS
-from bufferbloat.plots import common, palette, sweep
+from bufferbloat.plots import commands, common, palette, sweep
 from bufferbloat.plots.flags import flags
+from bufferbloat.results import theory
+from bufferbloat.results.records import RunWriter, load_run
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "fixtures", "runs")
@@ -337,20 +337,20 @@ def test_draw_run_writes_figures_in_the_format(tmp_path, fmt):
 
 def test_cli_plot_and_report_and_usage_errors(tmp_path, capsys):
     d = _copy("a2_pie", tmp_path)
-    assert plots.cli_plot(d, "png") == 0
+    assert commands.cli_plot(d, "png") == 0
     out = capsys.readouterr().out.split()
     assert out and all(os.path.isfile(p) for p in out)
     with pytest.raises(UsageError):
-        plots.cli_plot(str(tmp_path / "missing"), "png")
+        commands.cli_plot(str(tmp_path / "missing"), "png")
     with pytest.raises(UsageError, match="format"):
-        plots.cli_plot(d, "jpg")
+        commands.cli_plot(d, "jpg")
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(UsageError):
-        plots.cli_report(str(empty))
+        commands.cli_report(str(empty))
     with pytest.raises(UsageError):
-        plots.cli_report(str(tmp_path / "missing"))
-    assert plots.cli_report(d) == 0
+        commands.cli_report(str(tmp_path / "missing"))
+    assert commands.cli_report(d) == 0
     assert capsys.readouterr().out.strip() == os.path.join(d, "report.html")
 
 
@@ -502,7 +502,7 @@ def test_flags_contradictions_beyond_tolerance():
 
 def test_plot_of_a_sweep_directory_draws_across_runs(tmp_path, capsys):
     d = _copy("sweep_fifo_buffer", tmp_path)
-    assert plots.cli_plot(d, "svg") == 0
+    assert commands.cli_plot(d, "svg") == 0
     out = capsys.readouterr().out.split()
     names = {os.path.basename(p) for p in out}
     assert {"a1_fifo-rtt_mean_ms-vs-buffer_pkts.svg", "a1_fifo-box.svg",
@@ -525,7 +525,7 @@ def test_plot_of_a_directory_holding_runs_writes_per_run_only(tmp_path, capsys):
     holder.mkdir()
     for name in ("a1_fifo", "a2_pie"):
         shutil.copytree(os.path.join(FIX, name), holder / "deeper" / name)
-    assert plots.cli_plot(str(holder)) == 0
+    assert commands.cli_plot(str(holder)) == 0
     out = capsys.readouterr().out.split()
     assert not (holder / "figures").exists() and not (holder / "deeper" / "figures").exists()
     assert {os.path.relpath(os.path.dirname(p), holder) for p in out} == {
@@ -547,7 +547,7 @@ def test_plot_of_a_results_tree_puts_each_set_with_its_runs(tmp_path, capsys):
     index.pop("vary")
     (tree / "index.json").write_text(json.dumps(index))
     (tree / "a1_fifo" / "sweep" / "index.json").unlink()
-    assert plots.cli_plot(str(tree)) == 0
+    assert commands.cli_plot(str(tree)) == 0
     assert not (tree / "figures").exists()
     assert (tree / "a1_fifo" / "sweep" / "figures" / "a1_fifo-box.png").is_file()
 
@@ -605,7 +605,7 @@ def test_failed_runs_draw_what_they_have(tmp_path):
     (failed / "result.json").write_text(json.dumps({"schema_version": 2,
                                                     "status": "failed", "error": "boom"}))
     assert plots.draw_figures(str(failed)) == {}
-    assert plots.cli_plot(str(failed)) == 1
+    assert commands.cli_plot(str(failed)) == 1
     assert flags(str(failed)) == ["run status 'failed': boom"]
 
 

@@ -104,8 +104,8 @@ def test_buffer_units_are_never_converted_silently():
 def test_run_prints_the_tick_rounding_before_anything_is_built(monkeypatch):
     """`run` says it when PIE's tupdate is below or not a multiple of the kernel's tick
     (HZ=250: 4 ms): 1 ms becomes 4 ms, 30 ms 32 ms; 60 ms is 15 ticks, nothing said."""
-    from bufferbloat.run import engine
     from bufferbloat.net.capabilities import Capabilities
+    from bufferbloat.run import engine
     from bufferbloat.scenarios import catalogue
 
     class Built(Exception):
@@ -122,8 +122,8 @@ def test_run_prints_the_tick_rounding_before_anything_is_built(monkeypatch):
                           (30, "pie tupdate 30 ms becomes 32 ms"), (60, None)):
         lines = []
         with pytest.raises(Built):
-            engine.resolve(scn, {"qdisc.tupdate_ms": tupdate}, 10, "/tmp", True,
-                           lines.append, None, 0.01, 1)
+            engine.resolve(scn, {"qdisc.tupdate_ms": tupdate}, engine.RunOptions(
+                10, "/tmp", True, lines.append, None, 0.01, 1))
         warnings = [x for x in lines if "warning" in x]
         if said:
             assert len(warnings) == 1 and said in warnings[0] and "HZ=250" in warnings[0]

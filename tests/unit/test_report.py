@@ -201,9 +201,9 @@ def test_report_of_a_qdisc_sweep_compares_them(tmp_path):
     # each run's flags (from its stored metrics) are shown, whole: FIFO's buffer not
     # filled, CoDel's and FQ-CoDel's delay above a target shorter than one frame; PIE
     # has none
+    from bufferbloat.plots.flags import flags
     from bufferbloat.results.metrics import run_rows
     from bufferbloat.results.records import load_run
-    from bufferbloat.plots.flags import flags
     shown = {}
     for run_dir in runs:
         run = load_run(run_dir)
@@ -289,8 +289,8 @@ def test_the_report_is_shaped_by_the_studies_and_every_figure_shows(tmp_path):
 
 
 def test_the_reading_is_the_data(tmp_path):
-    from bufferbloat.results import headline
     from bufferbloat.plots import study, sweep
+    from bufferbloat.results import headline
     pts = sweep.load_points(os.path.join(FIX, "sweep_fifo_buffer"))
     text = study.reading(pts, ["link:qdelay_mean_ms"])
     for key, reps in sweep.by_key(pts).items():

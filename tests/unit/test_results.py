@@ -7,12 +7,20 @@ import time
 import numpy as np
 import pytest
 
-from bufferbloat.results import records as results
-from bufferbloat.core.errors import UsageError
 from bufferbloat.core.atomic import write_json_atomic
+from bufferbloat.core.errors import UsageError
 from bufferbloat.core.series import SERIES_COLUMNS
-from bufferbloat.results.records import (SCHEMA_VERSION, RunWriter, ResultsError, find_runs,
-                                 is_run_dir, label_groups, load_run, read_series_csv)
+from bufferbloat.results import records as results
+from bufferbloat.results.records import (
+    SCHEMA_VERSION,
+    ResultsError,
+    RunWriter,
+    find_runs,
+    is_run_dir,
+    label_groups,
+    load_run,
+    read_series_csv,
+)
 
 
 def test_round_trip_of_series_raw_and_record(tmp_path):
@@ -130,7 +138,7 @@ def test_an_interrupted_run_keeps_what_was_recorded(tmp_path):
 
 def test_a_failed_run_records_its_error(tmp_path):
     with pytest.raises(RuntimeError):
-        with RunWriter(tmp_path / "r") as w:
+        with RunWriter(tmp_path / "r"):
             raise RuntimeError("iperf3 died")
     rec = load_run(tmp_path / "r").record
     assert rec["status"] == "failed" and rec["error"] == "RuntimeError: iperf3 died"

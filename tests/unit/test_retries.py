@@ -7,8 +7,8 @@ import sys
 import textwrap
 
 import pytest
-
 import retries
+
 from bufferbloat.results.records import RunWriter
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from bufferbloat.run import derive
 from bufferbloat.core.errors import UsageError
+from bufferbloat.run import derive
 from bufferbloat.run.scenario import Scenario
 from bufferbloat.scenarios import catalogue
 

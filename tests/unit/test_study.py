@@ -5,9 +5,9 @@ import matplotlib
 import numpy as np
 import pytest
 
+from bufferbloat.plots import study, sweep
 from bufferbloat.results import headline
 from bufferbloat.results.metrics import traffic_start_s
-from bufferbloat.plots import study, sweep
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures",
                    "runs")

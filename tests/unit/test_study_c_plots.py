@@ -4,10 +4,10 @@ thresholds, and the instantaneous-queue overlay at the largest load."""
 import numpy as np
 import pytest
 
-from bufferbloat.results.records import RunWriter, load_run
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.plots import study_c
 from bufferbloat.plots.sweep import Point
+from bufferbloat.results.records import RunWriter, load_run
 
 QDISCS = {"red": {"min_bytes": 4000, "max_bytes": 12000},
           "pi": {"q_ref_pkts": 14}}

@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 from matplotlib.path import Path
 
-from bufferbloat.results.records import RunWriter, load_run
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.plots import study_d
 from bufferbloat.plots.sweep import Point, write_tables
+from bufferbloat.results.records import RunWriter, load_run
 
 
 def _run(path, cca, srtt_ms, owd_ms, goodput, degraded=False):

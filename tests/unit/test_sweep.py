@@ -10,10 +10,10 @@ import time
 import pytest
 
 from bufferbloat import cli
-from bufferbloat.run import identity, sweep
-from bufferbloat.core.signals import deferred_signals
 from bufferbloat.core.errors import UsageError
+from bufferbloat.core.signals import deferred_signals
 from bufferbloat.results.records import RunWriter
+from bufferbloat.run import identity, sweep
 from bufferbloat.scenarios import catalogue
 
 SCN = catalogue()["a4_wifi_loss"]

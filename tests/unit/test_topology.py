@@ -1,8 +1,8 @@
 """Topologies and the qdisc plan that realises them (no root, no network needed)."""
 import pytest
 
-from bufferbloat.net import bottleneck as bn
 from bufferbloat.core.errors import ParameterError, UsageError
+from bufferbloat.net import bottleneck as bn
 from bufferbloat.net.topology import DumbbellTopo, KDumbbellTopo, make_topo
 
 INTFS = {("h1", "s0"): ("h1-eth0", "s0-eth1"), ("s0", "h2"): ("s0-eth2", "h2-eth0")}
@@ -19,7 +19,7 @@ def steps_on(plan, dev):
 def test_dumbbell_shape():
     t = DumbbellTopo(bottleneck_mbit=1.5, delay_ms=5, buffer_pkts=100)
     assert sorted(t.hosts()) == ["h1", "h2"] and t.switches() == ["s0"]
-    assert {tuple(sorted(l)) for l in t.links()} == {("h1", "s0"), ("h2", "s0")}
+    assert {tuple(sorted(link)) for link in t.links()} == {("h1", "s0"), ("h2", "s0")}
     assert t.base_rtt_ms() == 20
     assert t.bottleneck.a == "s0" and t.bottleneck.b == "h2" and t.bottleneck.rate_mbit == 1.5
     assert t.qdisc.kind == "fifo" and t.qdisc.params["limit_pkts"] == 100

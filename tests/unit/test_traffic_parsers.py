@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+from conftest import FIXTURES
 
 from bufferbloat.core.errors import ParameterError
 from bufferbloat.core.series import SERIES_COLUMNS
@@ -24,9 +25,8 @@ from bufferbloat.traffic.udpstream import (
     parse_sent,
     stream_stats,
 )
-from bufferbloat.traffic.web import WebFetcher, parse_curl_w
 from bufferbloat.traffic.udptool import check_stream_params
-from conftest import FIXTURES
+from bufferbloat.traffic.web import WebFetcher, parse_curl_w
 
 TOOLS = os.path.join(FIXTURES, "tools")
 IPERF_COLUMNS = ["flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",

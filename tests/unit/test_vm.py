@@ -13,7 +13,6 @@ if str(REPO) not in sys.path:
 
 from bufferbloat.vm import boot, cli, common, control, image, session  # noqa: E402
 
-
 # ---------------------------------------------------------------------------- cache key
 
 @pytest.fixture

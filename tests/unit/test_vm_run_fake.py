@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bufferbloat.core import errors  # noqa: E402
 from bufferbloat.vm import boot, common, image, session  # noqa: E402
 
 FAKE_QEMU = r'''#!/usr/bin/python3
@@ -173,7 +174,7 @@ def test_hung_boots_are_retried_then_rc_boot_failed(fake, monkeypatch):
     monkeypatch.setenv(boot.BOOT_TIMEOUT_ENV, "2")
     monkeypatch.setenv(boot.BOOT_ATTEMPTS_ENV, "3")
     t0 = time.monotonic()
-    assert fake.run(["true"]) == session.RC_BOOT_FAILED
+    assert fake.run(["true"]) == errors.EXIT_BOOT_FAILED
     assert time.monotonic() - t0 < 3 * 2 + 10
     text = fake.text()
     for i in (1, 2, 3):
@@ -193,7 +194,7 @@ def test_silent_console_is_caught_by_the_first_output_bound(fake, monkeypatch):
     monkeypatch.setenv(boot.BOOT_TIMEOUT_ENV, "60")
     monkeypatch.setenv(boot.BOOT_ATTEMPTS_ENV, "1")
     t0 = time.monotonic()
-    assert fake.run(["true"]) == session.RC_BOOT_FAILED
+    assert fake.run(["true"]) == errors.EXIT_BOOT_FAILED
     assert time.monotonic() - t0 < 15
     assert "no console output after 1s" in fake.text()
     assert fake.boots()["boots"][0]["stage"] == "qemu"
@@ -203,7 +204,7 @@ def test_sigterm_asks_the_command_to_stop_and_exits_143(fake):
     _signal_when_started(fake, signal.SIGTERM)
     with pytest.raises(SystemExit) as e:
         fake.run()
-    assert e.value.code == session.RC_TERMINATED == 143
+    assert e.value.code == errors.EXIT_TERMINATED == 143
     assert "asking the guest command to stop" in fake.text()
     rec = fake.status()
     assert rec["status"] == "interrupted"
@@ -232,7 +233,7 @@ def test_sigint_with_a_stubborn_command_the_host_closes_the_record(fake, monkeyp
 
 def test_a_guest_that_dies_mid_run_leaves_a_failed_record_and_rc_3(fake, monkeypatch):
     monkeypatch.setenv("FAKE_QEMU_MODE", "die")
-    assert fake.run() == session.RC_NO_RESULT
+    assert fake.run() == errors.EXIT_NO_RESULT
     rec = fake.status()
     assert rec["status"] == "failed" and "guest crash" in rec["error"]
     assert fake.boots()["end"] == "crash"

@@ -3,9 +3,9 @@ import os
 
 import pytest
 
-from bufferbloat.run import where
-from bufferbloat.net.capabilities import assess
 from bufferbloat.cli import main
+from bufferbloat.net.capabilities import assess
+from bufferbloat.run import where
 from bufferbloat.scenarios import catalogue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

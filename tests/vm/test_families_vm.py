@@ -11,12 +11,12 @@ import os
 
 import numpy as np
 import pytest
+from retries import run_until_healthy_counted
 
-from bufferbloat.run.engine import run_point
 from bufferbloat.results.health import headline
 from bufferbloat.results.records import load_run
+from bufferbloat.run.engine import run_point
 from bufferbloat.run.sweep import RETRY_DEGRADED
-from retries import run_until_healthy_counted
 from bufferbloat.scenarios import catalogue
 
 CAT = catalogue()

@@ -31,11 +31,11 @@ Tolerances:
   median queue delay above idle), the replies' stays within 2 ms of its idle value.
 """
 import numpy as np
-
-from bufferbloat.run.engine import run_point
-from bufferbloat.results.records import load_run
-from bufferbloat.run.scenario import Scenario
 from retries import measure_until_met
+
+from bufferbloat.results.records import load_run
+from bufferbloat.run.engine import run_point
+from bufferbloat.run.scenario import Scenario
 
 DURATION_S = 20
 LOAD_FROM = 0.35

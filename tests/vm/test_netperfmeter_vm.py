@@ -18,13 +18,13 @@ import os
 
 import numpy as np
 import pytest
-
-from bufferbloat.run.engine import run_point
-from bufferbloat.results.records import load_run
-from bufferbloat.run.scenario import Scenario
-from bufferbloat.run.sweep import RETRY_DEGRADED, run_sweep
 from host.test_netperfmeter_host import run_and_check
 from retries import note_sweep_reruns, run_until_healthy_counted
+
+from bufferbloat.results.records import load_run
+from bufferbloat.run.engine import run_point
+from bufferbloat.run.scenario import Scenario
+from bufferbloat.run.sweep import RETRY_DEGRADED, run_sweep
 from bufferbloat.scenarios import catalogue
 
 CAT = catalogue()

@@ -19,8 +19,8 @@ import csv
 import statistics
 import time
 
-from bufferbloat.net.network import Network
 from bufferbloat.measure.sampler import Sampler, qdisc_helper_binary
+from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.iperf import Iperf3Flow
 

@@ -18,9 +18,9 @@ import statistics
 import pytest
 
 from bufferbloat.net.network import Network
-from tests.recipes import idle_ping, long_flow
 from bufferbloat.net.qdisc import KINDS
 from bufferbloat.net.topology import DumbbellTopo
+from tests.recipes import idle_ping, long_flow
 
 FLOW_S = 25
 WARMUP_S = 5
