@@ -405,6 +405,10 @@ class Run:
         self.record = record
         self.schema_version = record.get("schema_version")
         self._cache = {}
+        #: metrics.json's ``metrics_version`` (1 when it has none), read by metrics()
+        self.metrics_version = None
+        #: set by bufferbloat.results.metrics.run_rows when stored metrics were stale
+        self.metrics_recomputed = False
 
     def __repr__(self):
         return f"Run({self.dir!r}, status={self.record.get('status')!r})"
@@ -590,6 +594,8 @@ class Run:
             rows = data.get("metrics") if isinstance(data, dict) else data
             problem = _metric_rows_problem(rows)
             if problem is None:
+                version = data.get("metrics_version") if isinstance(data, dict) else None
+                self.metrics_version = version if isinstance(version, int) else 1
                 return rows
         warn(f"{path}: {problem}; the metrics are recomputed from the series")
         return None
