@@ -698,6 +698,8 @@ def load_run(run_dir):
     result.json, it is not a JSON object, its schema is not the one this code reads
     (an older one: schema 1; a newer one), or it is corrupt (:func:`check_record`)."""
     path = os.path.join(str(run_dir), RESULT_FILE)
+    if not os.path.exists(str(run_dir)):
+        raise ResultsError(f"{run_dir}: no such run (the directory does not exist)")
     if not os.path.isfile(path):
         raise ResultsError(f"{run_dir}: not a run directory (no {RESULT_FILE})")
     try:
