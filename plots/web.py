@@ -18,15 +18,15 @@ def warmup_cut_s(run):
 
 
 def fetch_title(fetches, warmup_s):
-    """``Web fetch times after the 5 s warm-up: 3 ok, 1.2 ± 0.3 s; 0 failed, 1 cut by
-    the run's end (2 in the warm-up, not counted)``: the counts and the mean ± std of the
+    """``Web fetch times after the 5 s warm-up:`` and, on a second line, ``3 ok, 1.2 ±
+    0.3 s; 0 failed, 1 cut by the run's end (2 in the warm-up, not counted)``: the counts and the mean ± std of the
     successful fetches that the metrics (web:all:*) report."""
     ok, times = int(fetches["ok"].sum()), fetches["total_s"][fetches["ok"]]
     head = (f"Web fetch times after the {warmup_s:g} s warm-up" if warmup_s
             else "Web fetch times")
     mean = (f", {headline.fmt(float(np.mean(times)))} ± "
             f"{headline.fmt(float(np.std(times)), 's')}" if times.size else "")
-    text = (f"{head}: {ok} ok{mean}; {int(fetches['failed'].sum())} failed, "
+    text = (f"{head}:\n{ok} ok{mean}; {int(fetches['failed'].sum())} failed, "
             f"{int(fetches['cut'].sum())} cut by the run's end")
     if fetches["warmup"]:
         text += f" ({fetches['warmup']} in the warm-up, not counted)"
