@@ -1,5 +1,6 @@
-"""The ``bufferbloat`` command: check, list, describe, run, sweep, show, plot, report, compare, export,
-run-all.
+"""The bufferbloat command: check, list, describe, run, sweep, show, plot, report,
+compare, export and run-all (:func:`parser`; the help texts are its DESCRIPTION, EPILOG
+and each command's).
 
 Usage errors (bad parameter, unknown scenario, missing kernel feature or tool) print one
 message and exit with code 2 before any network state is created.
@@ -54,12 +55,14 @@ def _needs(names):
 def cmd_check(args):
     """Print what this machine can emulate; with --scenario, exit 2 if it can't run it."""
     from bufferbloat.net.capabilities import probe
+    names = list(_scenarios()) if args.scenario == ["all"] else (args.scenario or [])
+    for name in names:
+        _scenario(name)           # an unknown name: exit 2 before any output
     caps = probe()
     if args.json:
         print(json.dumps(caps.to_dict(), indent=1))
     elif not args.quiet:
         print(caps.table())
-    names = list(_scenarios()) if args.scenario == ["all"] else (args.scenario or [])
     blocked = []
     for name in names:
         missing = [f for f in _needs([name])[1] if not caps.has(f)]
@@ -311,7 +314,7 @@ def cmd_compare(args):
     differences, and overlay figures, in the terminal and as one HTML page."""
     from bufferbloat.compare import compare
     from bufferbloat.core.errors import ParameterError
-    if os.path.isdir(args.html):
+    if args.html is not None and os.path.isdir(args.html):
         raise ParameterError("--html", args.html, "a file name (this is a directory)")
     print("\n".join(compare(args.paths, args.html)))
     return 0
@@ -403,83 +406,193 @@ def _where_options(p):
     p.set_defaults(where="auto")
 
 
+DESCRIPTION = """\
+Emulate a bottleneck link with Mininet, run the studies of bufferbloat and active queue
+management (FIFO, PIE, CoDel, fq_codel, RED, ...) on it, and read what they recorded:
+metrics, figures, HTML reports, comparisons, flent files.
+
+Commands that build networks (run, sweep, run-all) need root and Mininet; they move into
+the project VM by themselves when this kernel lacks what a scenario needs. The others
+(list, describe, show, plot, report, compare, export) read stored results only."""
+
+EPILOG = """\
+examples:
+  bufferbloat list                          the scenarios, one line each
+  bufferbloat describe a1_fifo              a scenario's study, keys, sweep, figures
+  sudo bufferbloat run a1_fifo --quick      one short run, into results/
+  bufferbloat report results/a1_fifo/...    one HTML page for a run, sweep or tree
+  bufferbloat compare RUN_A RUN_B --html c.html
+  bufferbloat COMMAND --help                a command's options
+
+exit codes: 0 done, 1 failed, 2 usage error (nothing was started), 5 done but a run
+came out degraded (the emulator fell behind)."""
+
+
+def _sub(sub, name, summary, description, examples):
+    """A subcommand's parser: ``summary`` in the program's list of commands,
+    ``description`` and ``examples`` (lines) on its own --help."""
+    import textwrap
+    return sub.add_parser(
+        name, help=summary, description=textwrap.fill(description, 88),
+        epilog="examples:\n" + "\n".join(f"  {line}" for line in examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _out_option(p, what):
+    p.add_argument("--out", default="results", metavar="DIR",
+                   help=f"the directory {what} go under (default: results, here)")
+
+
+def _quick_option(p):
+    p.add_argument("--quick", action="store_true",
+                   help="the scenario's short setting: shorter traffic and its quick sweep "
+                        "(a check that everything works, not a study)")
+
+
 def parser():
     """The argument parser (exposed for tests and docs)."""
-    p = argparse.ArgumentParser(prog="bufferbloat", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    c = sub.add_parser("check", help="what this kernel and machine can emulate")
-    c.add_argument("--scenario", action="append", help="scenario name, or 'all'")
-    c.add_argument("--json", action="store_true")
-    c.add_argument("--quiet", action="store_true")
+    p = argparse.ArgumentParser(prog="bufferbloat", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
+                           title="commands")
+    c = _sub(sub, "check", "what this kernel and machine can emulate",
+             "Print what this machine can emulate (kernel qdiscs, tools, Mininet, root). "
+             "With --scenario, also whether it can run those scenarios: exit 2 when it "
+             "cannot (the scenarios' names are checked first).",
+             ["bufferbloat check", "bufferbloat check --scenario a1_fifo --quiet",
+              "bufferbloat check --scenario all --json"])
+    c.add_argument("--scenario", action="append", metavar="NAME",
+                   help="a scenario to check (repeatable), or 'all' for the catalogue")
+    c.add_argument("--json", action="store_true",
+                   help="print the capabilities as JSON instead of a table")
+    c.add_argument("--quiet", action="store_true",
+                   help="print nothing: the exit code alone says (0 can run, 2 cannot)")
     c.set_defaults(func=cmd_check)
-    sub.add_parser("list", help="scenarios").set_defaults(func=cmd_list)
-    d = sub.add_parser("describe", help="a scenario's study, keys, variants, sweep, "
-                       "figures and expected result")
-    d.add_argument("scenario")
+    _sub(sub, "list", "the scenarios, one line each",
+         "List every scenario of the catalogue with a one-line description.",
+         ["bufferbloat list"]).set_defaults(func=cmd_list)
+    d = _sub(sub, "describe", "a scenario's study, keys, variants, sweep, figures and "
+             "expected result",
+             "Describe a scenario: its study, the keys --set accepts and their defaults, "
+             "its variants, its sweep, its figures and the expected result with theory.",
+             ["bufferbloat describe a1_fifo", "bufferbloat describe b2_pie_target | less"])
+    d.add_argument("scenario", help="the scenario's name (bufferbloat list)")
     d.set_defaults(func=cmd_describe)
-    r = sub.add_parser("run", help="run one scenario")
-    r.add_argument("scenario")
+    r = _sub(sub, "run", "run one scenario",
+             "Run one scenario (or --repeat of it): build its network, run its traffic, "
+             "sample the queues and flows, and record series, metrics, figures and "
+             "report.html under --out.",
+             ["sudo bufferbloat run a1_fifo", "sudo bufferbloat run a1_fifo --quick",
+              "sudo bufferbloat run a1_fifo --set buffer_pkts=20 --time 30",
+              "sudo bufferbloat run a2_pie --set qdisc.target_ms=5 --repeat 3"])
+    r.add_argument("scenario", help="the scenario's name (bufferbloat list)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a parameter (qdisc.KEY for the qdisc's own)")
-    r.add_argument("--time", type=float, help="seconds of traffic")
-    r.add_argument("--out", default="results")
-    r.add_argument("--repeat", type=int, default=1)
-    r.add_argument("--quick", action="store_true")
-    r.add_argument("--sample-ms", type=float, default=10.0,
+                   help="override a parameter (repeatable; qdisc.KEY for the qdisc's own; "
+                        "bufferbloat describe SCENARIO lists the keys)")
+    r.add_argument("--time", type=float, metavar="S",
+                   help="seconds of traffic (default: the scenario's duration)")
+    _out_option(r, "the runs")
+    r.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run it N times, each in its own directory (default 1)")
+    _quick_option(r)
+    r.add_argument("--sample-ms", type=float, default=10.0, metavar="MS",
                    help="sampler period, ms (1 to 10000; default 10)")
     r.add_argument("--no-figures", action="store_true",
                    help="end with the summary alone: no figures, no report.html")
     _retry_option(r)
     _where_options(r)
     r.set_defaults(func=cmd_run)
-    w = sub.add_parser("sweep", help="vary parameters of a scenario (resumable)")
-    w.add_argument("scenario")
+    w = _sub(sub, "sweep", "vary parameters of a scenario (resumable)",
+             "Run a scenario at every combination of the values given (the cartesian "
+             "product of the --vary lists; default: the scenario's own sweep), each "
+             "point --repeat times, then draw the across-runs figures and the report. "
+             "Interrupted, it resumes where it stopped when run again with the same "
+             "arguments.",
+             ["sudo bufferbloat sweep a1_fifo",
+              "sudo bufferbloat sweep a1_fifo --vary buffer_pkts=20,100 --repeat 3",
+              "sudo bufferbloat sweep a2_pie --vary qdisc=fifo,pie,codel --time 20"])
+    w.add_argument("scenario", help="the scenario's name (bufferbloat list)")
     w.add_argument("--vary", action="append", metavar="KEY=V1,V2,...",
                    help="values of a key (repeatable: cartesian product); default: the "
                         "scenario's own sweep")
-    w.add_argument("--set", action="append", metavar="KEY=VALUE")
-    w.add_argument("--repeat", type=int, default=None,
+    w.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a parameter at every point (repeatable; qdisc.KEY for "
+                        "the qdisc's own)")
+    w.add_argument("--repeat", type=int, default=None, metavar="N",
                    help="repetitions per point (default: the scenario's own)")
-    w.add_argument("--time", type=float)
-    w.add_argument("--out", default="results")
-    w.add_argument("--quick", action="store_true")
+    w.add_argument("--time", type=float, metavar="S",
+                   help="seconds of traffic per run (default: the scenario's duration)")
+    _out_option(w, "the sweep's runs and index.json")
+    _quick_option(w)
     w.add_argument("--no-figures", action="store_true",
                    help="no figures and no report.html at the end")
     _retry_option(w)
     _where_options(w)
     w.set_defaults(func=cmd_sweep)
-    s = sub.add_parser("show", help="a run's metrics table")
-    s.add_argument("run_dir")
+    s = _sub(sub, "show", "a run's metrics table",
+             "Print a run's status, health and metrics table. Metrics stored by older "
+             "code are recomputed from the series (not written); --recompute also "
+             "writes them.",
+             ["bufferbloat show results/a1_fifo/RUN",
+              "bufferbloat show results/a1_fifo/RUN --recompute"])
+    s.add_argument("run_dir", help="a run directory (the one holding result.json)")
     s.add_argument("--recompute", action="store_true",
-                   help="recompute the metrics from the stored series")
+                   help="recompute the metrics from the stored series and write them "
+                        "(metrics.csv, metrics.json)")
     s.set_defaults(func=cmd_show)
-    g = sub.add_parser("plot", help="redraw the figures of a run, sweep or results tree")
-    g.add_argument("path")
-    g.add_argument("--format", default="png", help="png (default), svg or pdf")
+    g = _sub(sub, "plot", "redraw the figures of a run, sweep or results tree",
+             "Redraw figures from stored results (nothing is rerun): a run's into "
+             "RUN/figures/; for a sweep or results tree, each run's and each set's "
+             "across-runs figures and tables.",
+             ["bufferbloat plot results/a1_fifo/RUN",
+              "bufferbloat plot results/sweep-a1_fifo --format svg"])
+    g.add_argument("path", help="a run, sweep or results directory")
+    g.add_argument("--format", default="png", metavar="FORMAT",
+                   help="the figures' file format: png (default), svg or pdf")
     g.set_defaults(func=cmd_plot)
-    h = sub.add_parser("report", help="one HTML page for a run, a sweep or results/")
-    h.add_argument("path")
+    h = _sub(sub, "report", "one HTML page for a run, a sweep or results/",
+             "Write one self-contained HTML page (report.html in PATH) with the "
+             "studies' figures and readings, health, flags against theory, and every "
+             "run's configuration, figures and metrics; print its path.",
+             ["bufferbloat report results/a1_fifo/RUN", "bufferbloat report results"])
+    h.add_argument("path", help="a run, sweep or results directory")
     h.set_defaults(func=cmd_report)
-    m = sub.add_parser("compare", help="runs, sweeps or results trees side by side")
+    m = _sub(sub, "compare", "runs, sweeps or results trees side by side",
+             "Print the headline metrics of runs, sweeps or results trees side by side, "
+             "with the differences from the first. With --html, also write a page with "
+             "the table and overlay figures (RTT eCDF, queueing delay, goodput).",
+             ["bufferbloat compare RUN_FIFO RUN_PIE",
+              "bufferbloat compare RUN_FIFO RUN_PIE --html compare.html"])
     m.add_argument("paths", nargs="+", metavar="PATH",
                    help="two or more run, sweep or results directories (the first is the "
                         "reference of the differences)")
-    m.add_argument("--html", default="compare.html",
-                   help="the page with the table and overlay figures (default: "
-                        "compare.html here)")
+    m.add_argument("--html", default=None, metavar="FILE",
+                   help="also write the table and overlay figures as an HTML page to FILE "
+                        "(default: write nothing)")
     m.set_defaults(func=cmd_compare)
 
-    e = sub.add_parser("export", help="a run as a flent data file (--flent)")
+    e = _sub(sub, "export", "a run as a flent data file (--flent)",
+             "Write a run in another tool's format. --flent: a .flent.gz that flent "
+             "loads and plots (flent -i FILE -p totals).",
+             ["bufferbloat export --flent results/b2_pie_target/RUN",
+              "bufferbloat export --flent RUN -o /tmp/b2.flent.gz"])
     e.add_argument("--flent", action="store_true", required=True,
                    help="flent's .flent.gz (the only format so far)")
-    e.add_argument("run_dir")
+    e.add_argument("run_dir", help="a run directory (the one holding result.json)")
     e.add_argument("-o", "--output", metavar="FILE",
-                   help="default: RUN_DIR/run.flent.gz")
+                   help="the file to write, ending with .flent.gz (default: "
+                        "RUN_DIR/run.flent.gz)")
     e.set_defaults(func=cmd_export)
-    a = sub.add_parser("run-all", help="run every scenario")
-    a.add_argument("--quick", action="store_true")
-    a.add_argument("--out", default="results")
-    a.add_argument("--only", action="append", help="run only these scenarios")
+    a = _sub(sub, "run-all", "run every scenario",
+             "Run the whole catalogue (or --only some scenarios), every point of each "
+             "scenario's sweep, with progress and a time estimate; go on past failures; "
+             "write OUT/index.json.",
+             ["sudo bufferbloat run-all --quick", "sudo bufferbloat run-all --only a1_fifo "
+              "--only a2_pie --out /tmp/r"])
+    _quick_option(a)
+    _out_option(a, "every scenario's runs and index.json")
+    a.add_argument("--only", action="append", metavar="SCENARIO",
+                   help="run only this scenario (repeatable)")
     _retry_option(a)
     _where_options(a)
     a.set_defaults(func=cmd_run_all)

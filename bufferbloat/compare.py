@@ -206,13 +206,18 @@ def write_html(path, sides, rows, figs):
     return write_page(path, page)
 
 
-def compare(paths, html_path="compare.html"):
-    """Compare ``paths``; write the HTML page; return the terminal lines."""
+def compare(paths, html_path=None):
+    """Compare ``paths``; return the terminal lines. With ``html_path``, also write the
+    HTML page (the table and the overlay figures) there; without it, nothing is
+    written."""
     sides = load_sides(paths)
     direct, rows = table(sides)
-    figs = figures(sides, direct)
     out = ["compare:"] + [f"  {s.describe()}" for s in sides]
     out += table_lines(sides, rows) if rows else ["(no headline metric in common)"]
+    if html_path is None:
+        out.append("(--html FILE writes a page with this table and the overlay figures)")
+        return out
+    figs = figures(sides, direct)
     out.append(f"figures ({', '.join(figs) or 'none'}) and the table: "
                f"{write_html(html_path, sides, rows, figs)}")
     return out

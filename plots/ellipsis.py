@@ -1,8 +1,8 @@
 """Latency vs throughput: each run (or sweep point) as the mean and the covariance
 ellipse of its (throughput, latency) samples, flent's "ellipsis" plot.
 
-Samples are 1 s bins: the aggregate iperf3 throughput of the bin (Mbit/s; the download
-flows' sum under the RRUL-like load) and the mean
+Samples are 1 s bins after the warm-up: the aggregate goodput of the bin (Mbit/s,
+acknowledged bytes; the download flows' sum under the RRUL-like load) and the mean
 ping RTT of the pings sent in it (ms). The ellipse is the 1-sigma contour of the samples'
 2x2 covariance (axes along its eigenvectors, half-lengths the square roots of its
 eigenvalues).
@@ -20,8 +20,9 @@ from bufferbloat.plots.common import (
     takes_run,
 )
 from bufferbloat.plots.palette import flow_color, qdisc_color
-from bufferbloat.plots.throughput import aggregate_rate
+from bufferbloat.plots.throughput import aggregate_rate, aggregate_source
 from bufferbloat.plots.totals import rrul_flows
+from bufferbloat.plots.web import warmup_cut_s
 
 BIN_S = 1.0
 
@@ -29,9 +30,10 @@ BIN_S = 1.0
 @takes_run
 def samples(run, bin_s=BIN_S):
     """(throughput Mbit/s, latency ms) arrays of the run's complete bins (both known);
-    two empty arrays when the run lacks iperf or ping data. Throughput is the sum of
-    every iperf3 flow, or of the download flows under the RRUL-like load (as flent's
-    ellipsis plot does)."""
+    two empty arrays when the run lacks flows or ping data. Bins after the warm-up only
+    (as the metrics). Throughput is the goodput (acknowledged bytes) of the flows over the
+    bottleneck, or the sum of the download flows under the RRUL-like load (as flent's
+    ellipsis plot does; their senders' rate when the sampler did not see them)."""
     down, _, _ = rrul_flows(run)
     agg = aggregate_rate(run, bin_s, flows=down or None)
     ping = series(run, "ping")
@@ -40,7 +42,7 @@ def samples(run, bin_s=BIN_S):
     centers, mbit = agg
     edges = np.append(centers - bin_s / 2, centers[-1] + bin_s / 2)
     lat = mean_per_bin(ping["t"], ping["rtt_ms"], edges)
-    ok = np.isfinite(mbit) & np.isfinite(lat)
+    ok = np.isfinite(mbit) & np.isfinite(lat) & (edges[:-1] >= warmup_cut_s(run) - 1e-9)
     return mbit[ok], lat[ok]
 
 
@@ -57,7 +59,8 @@ def ellipse(x, y, n_std=1.0):
             2 * n_std * np.sqrt(vals[0]), float(angle))
 
 
-def draw_groups(groups_, title, cap=None, colors=None):
+def draw_groups(groups_, title, cap=None, colors=None,
+                ylabel="goodput: sum of flows (Mbit/s)"):
     """One mean marker + ellipse per group {label: [(throughput, latency) arrays...]}:
     x latency (ms), y throughput (Mbit/s). Returns the Figure (None if no samples)."""
     fig, (ax,) = new_figure(title, cap)
@@ -70,7 +73,7 @@ def draw_groups(groups_, title, cap=None, colors=None):
         color = (colors or {}).get(label, flow_color(i))
         ax.plot(lat, thr, linestyle="none", marker=".", markersize=3, alpha=0.3, color=color)
         ax.plot([np.mean(lat)], [np.mean(thr)], marker="o", color=color, linestyle="none",
-                label=f"{label} (mean)", gid=f"mean:{label}")
+                label=f"{label} (mean of {thr.size} s)", gid=f"mean:{label}")
         e = ellipse(lat, thr)
         if e:
             patch = Ellipse((e[0], e[1]), e[2], e[3], angle=e[4], facecolor=color,
@@ -80,7 +83,7 @@ def draw_groups(groups_, title, cap=None, colors=None):
     if not drawn:
         return None
     ax.set_xlabel("latency: ping RTT (ms)")
-    ax.set_ylabel("throughput: sum of flows (Mbit/s)")
+    ax.set_ylabel(ylabel)
     ax.autoscale_view()
     legend(ax, loc="best")
     return fig
@@ -94,5 +97,11 @@ def draw(run):
     if thr.size == 0:
         return None
     kind, _ = run.qdisc
-    return draw_groups({run.label: [(thr, lat)]}, "Latency vs throughput (1 s samples)",
-                       caption(run), colors={run.label: qdisc_color(kind)})
+    down, _, _ = rrul_flows(run)
+    sent = aggregate_source(run, down or None) == "sent"
+    after = f", after the {run.warmup_s:g} s warm-up" if run.warmup_s else ""
+    return draw_groups({run.label: [(thr, lat)]},
+                       f"Latency vs throughput ({thr.size} samples of 1 s{after})",
+                       caption(run), colors={run.label: qdisc_color(kind)},
+                       ylabel=("sent: iperf3's senders' rate, not goodput (Mbit/s)" if sent
+                               else "goodput: sum of flows (Mbit/s)"))

@@ -1,11 +1,10 @@
 """Per-flow time series of studies D and E: the transport's RTT next to the application's
 one-way delay (NetPerfMeter's messages), and in-flight, srtt and throughput per flow."""
 
-import numpy as np
 
 from bufferbloat.plots.common import caption, new_figure, series, stacked_axes, takes_run
 from bufferbloat.plots.palette import flow_color
-from bufferbloat.results.metrics import binned_rates
+from bufferbloat.plots.throughput import flow_rates
 from bufferbloat.results.records import label_groups
 
 
@@ -41,23 +40,24 @@ def draw_owd(run):
 @takes_run
 def draw_flows(run):
     """Three panels per flow of tcp.csv against time: packets in flight, srtt (ms), and
-    throughput (Mbit/s, bytes_acked over 1 s bins). None without in-flight samples."""
+    goodput (Mbit/s, bytes_acked over 1 s bins: :func:`plots.throughput.flow_rates`).
+    None without in-flight samples."""
     tcp = series(run, "tcp")
     if tcp is None or "in_flight_pkts" not in tcp:
         return None
-    fig, (ax_i, ax_r, ax_t) = new_figure("In flight, srtt and throughput per flow",
+    fig, (ax_i, ax_r, ax_t) = new_figure("In flight, srtt and goodput per flow",
                                          caption(run), nrows=3, height=7.5)
+    goodput = {f: r for f, r in flow_rates(run).items() if r[2] == "goodput"}
     for i, (flow, mask) in enumerate(label_groups(tcp, "flow").items()):
         t, color = tcp["t"][mask], flow_color(i)
         ax_i.plot(t, tcp["in_flight_pkts"][mask], linewidth=1, color=color, label=flow,
                   gid=f"inflight:{flow}")
         ax_r.plot(t, tcp["srtt_us"][mask] / 1e3, linewidth=1, color=color, label=flow,
                   gid=f"srtt:{flow}")
-        rates = binned_rates(t, tcp["bytes_acked"][mask])
-        if rates.size:
-            edges = np.nanmin(t) + np.arange(rates.size + 1)
-            ax_t.step(edges[1:], rates * 8 / 1e6, where="pre", color=color, label=flow,
+        if flow in goodput:
+            centres, mbit, _ = goodput[flow]
+            ax_t.step(centres + 0.5, mbit, where="pre", color=color, label=flow,
                       gid=f"flow:{flow}")
     stacked_axes((ax_i, ax_r, ax_t), ("in flight (packets)", "srtt (ms)",
-                                       "throughput (Mbit/s)"))
+                                       "goodput (Mbit/s)"))
     return fig

@@ -13,7 +13,7 @@ from bufferbloat.plots.common import finish_axes, leaf_groups, legend, new_figur
 from bufferbloat.plots.ecdf import ecdf
 from bufferbloat.plots.palette import flow_color
 from bufferbloat.plots.sweep import samples
-from bufferbloat.plots.throughput import aggregate_rate
+from bufferbloat.plots.throughput import aggregate_rate, aggregate_source, sent_label
 from bufferbloat.results.metrics import queue_delay_ms, traffic_start_s
 from bufferbloat.results.records import label_groups
 
@@ -74,9 +74,11 @@ def queue_delay(pairs, title="Queueing delay at the bottleneck", cap=None):
     return fig
 
 
-def throughput(pairs, title="Aggregate throughput (1 s bins)", cap=None):
-    """Each run's aggregate iperf3 throughput (Mbit/s per 1 s) vs time since its
-    traffic started (gid ``throughput:LABEL``), with each link rate."""
+def throughput(pairs, title="Aggregate goodput over the bottleneck (1 s bins)", cap=None):
+    """Each run's aggregate goodput over the bottleneck (Mbit/s per 1 s: acknowledged
+    bytes of the flows going up, :func:`plots.throughput.aggregate_rate`) vs time since
+    its traffic started (gid ``throughput:LABEL``; a run whose flows the sampler did not
+    see: its senders' rate, labelled so, gid ``sent:LABEL``), with each link rate."""
     fig = ax = None
     rates = set()
     for i, (label, run) in enumerate(pairs):
@@ -86,8 +88,12 @@ def throughput(pairs, title="Aggregate throughput (1 s bins)", cap=None):
         if fig is None:
             fig, (ax,) = new_figure(title, cap)
         t, mbit = agg
-        ax.plot(t - _t0(run), mbit, color=flow_color(i), linewidth=1.2, label=label,
-                gid=f"throughput:{label}")
+        if aggregate_source(run) == "goodput":
+            ax.plot(t - _t0(run), mbit, color=flow_color(i), linewidth=1.2, label=label,
+                    gid=f"throughput:{label}")
+        else:
+            ax.plot(t - _t0(run), mbit, color=flow_color(i), linewidth=1.2, linestyle="--",
+                    label=sent_label(label, mbit, run.bottleneck_mbit), gid=f"sent:{label}")
         if run.bottleneck_mbit:
             rates.add(run.bottleneck_mbit)
     if fig is None:
@@ -95,7 +101,7 @@ def throughput(pairs, title="Aggregate throughput (1 s bins)", cap=None):
     for rate in sorted(rates):
         ax.axhline(rate, color="#444444", linestyle="-.", linewidth=1,
                    label=f"link rate {rate:g} Mbit/s").set_gid("link-rate")
-    finish_axes(ax, "time since the traffic started (s)", "throughput (Mbit/s)", "lower right")
+    finish_axes(ax, "time since the traffic started (s)", "goodput (Mbit/s)", "lower right")
     return fig
 
 

@@ -48,7 +48,7 @@ from bufferbloat.plots.common import caption, run_label, run_metrics
 from bufferbloat.plots.flags import flags
 from bufferbloat.results import headline
 from bufferbloat.results.flentexport import SUFFIX, export_flent
-from bufferbloat.results.metrics import format_value
+from bufferbloat.results.metrics import METRICS_VERSION, format_value
 from bufferbloat.results.records import load_run
 from bufferbloat.run import identity
 from bufferbloat.run.sweep import set_aside
@@ -74,6 +74,7 @@ h4{font-size:.95em}section.run{border-left:3px solid #ddd;padding-left:.8em}
 .flags{background:#fff3cd;border:1px solid #e0c060;padding:.5em 1em}
 .ok{color:#2a7a2a}.muted{color:#777}
 details{margin:.5em 0}
+.scroll{overflow-x:auto;max-width:100%}
 """
 
 _CHECK_SCRIPT = """
@@ -123,9 +124,14 @@ def _caption(alt, reading):
     return f"<figcaption>{text}<span class=muted>{esc(alt)}</span></figcaption>"
 
 
+def scroll(table_html):
+    """A table in its own box that scrolls sideways when it is wider than the page."""
+    return f'<div class="scroll">{table_html}</div>'
+
+
 def _kv_table(pairs, cls="config"):
     rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in pairs)
-    return f'<table class="{cls}">{rows}</table>'
+    return scroll(f'<table class="{cls}">{rows}</table>')
 
 
 def _json(value):
@@ -173,13 +179,21 @@ def config_pairs(run):
 
 
 def metrics_table(run, rows):
-    """The run's metrics as an HTML table (class ``metrics``, ``data-run`` = its dir)."""
+    """The run's metrics as an HTML table (class ``metrics``, ``data-run`` = its dir),
+    after a note when they were recomputed because older code had stored them."""
     body = "".join(
         f"<tr><td>{esc(r['scope'])}</td><td>{esc(r['name'])}</td><td>{esc(r['metric'])}</td>"
         f"<td class=num>{esc(format_value(r['value']))}</td><td>{esc(r.get('unit', ''))}</td></tr>"
         for r in rows if r.get("value") is not None)
-    return (f'<table class="metrics" data-run="{esc(run.dir)}"><tr><th>scope</th><th>name'
-            f"</th><th>metric</th><th>value</th><th>unit</th></tr>{body}</table>")
+    note = ""
+    if getattr(run, "metrics_recomputed", False):
+        note = (f'<p class="muted recomputed">Recomputed from the series by the current code '
+                f"(metrics version {METRICS_VERSION}): the stored metrics.json was computed "
+                f"by older code (version {esc(run.metrics_version)}) and is not used."
+                "</p>")
+    return note + scroll(f'<table class="metrics" data-run="{esc(run.dir)}"><tr><th>scope'
+                         f"</th><th>name</th><th>metric</th><th>value</th><th>unit</th></tr>"
+                         f"{body}</table>")
 
 
 def _flags_html(items):
@@ -276,7 +290,7 @@ def _sweep_table_html(rows):
     head = "".join(f"<th>{esc(c)}</th>" for c in cols)
     body = "".join("<tr>" + "".join(f"<td>{esc(_sweep._fmt(r.get(c)))}</td>" for c in cols)
                    + "</tr>" for r in rows)
-    return f'<table class="sweep"><tr>{head}</tr>{body}</table>'
+    return scroll(f'<table class="sweep"><tr>{head}</tr>{body}</table>')
 
 
 def _headline_table_html(points):
@@ -289,8 +303,8 @@ def _headline_table_html(points):
                    + "</tr>" for r in rows)
     expect = "".join(f"<li><b>{esc(e['label'])}</b>: {esc(e['expect'])}</li>"
                      for e in entries)
-    return (f'<table class="headline"><tr>{head}</tr>{body}</table>'
-            f"<details><summary>expected shape of each</summary><ul>{expect}</ul>"
+    return (scroll(f'<table class="headline"><tr>{head}</tr>{body}</table>')
+            + f"<details><summary>expected shape of each</summary><ul>{expect}</ul>"
             "</details>")
 
 

@@ -35,8 +35,12 @@ from bufferbloat.plots import sweep as _sweep
 from bufferbloat.plots.common import legend, new_figure, series, write_csv_md
 from bufferbloat.plots.palette import flow_color
 from bufferbloat.plots.throughput import aggregate_rate
+from bufferbloat.plots.web import warmup_cut_s
 from bufferbloat.results import headline, theory
-from bufferbloat.results.metrics import _truthy, traffic_start_s  # "ok" as the metrics read it
+from bufferbloat.results.metrics import (
+    traffic_start_s,
+    web_fetches,
+)
 from bufferbloat.run.scenario import study_file
 from bufferbloat.scenarios import catalogue
 
@@ -81,32 +85,35 @@ def timeseries(points):
 
 
 def fetch_times(points):
-    """[(point label, every successful fetch time of its runs, s)] (points without
-    fetches left out)."""
+    """[(point label, every successful fetch time of its runs after each run's warm-up,
+    s)]: the fetches the metrics count (web:all:total_*_s,
+    :func:`bufferbloat.results.metrics.web_fetches`); a point whose runs fetched only
+    in the warm-up has an empty array; points without web.csv are left out."""
     data = []
     for key, reps in _reps_by_key(points).items():
         times = []
         for p in reps:
-            web = series(p.run, "web") if p.averaged else None
-            if web is not None:
-                good = _truthy(web["ok"]) if "ok" in web else np.ones(len(web["t"]), bool)
-                times.append(np.asarray(web["total_s"], float)[good])
-        times = np.concatenate(times) if times else np.array([])
-        times = times[np.isfinite(times)]
-        if times.size:
-            data.append((_label(key), times))
+            fetches = web_fetches(p.run, warmup_cut_s(p.run)) if p.averaged else None
+            if fetches is not None:
+                times.append(fetches["total_s"][fetches["ok"]])
+        if times:
+            times = np.concatenate(times)
+            data.append((_label(key), times[np.isfinite(times)]))
     return data
 
 
 def fetch(points):
-    """Web fetch time (s), mean ± std of every successful fetch of the point's runs."""
+    """Web fetch time (s), mean ± std of every successful fetch after the warm-up of the
+    point's runs, the count in each bar's label."""
     data = fetch_times(points)
     if not data:
         return None
-    fig, (ax,) = new_figure(_sweep._title(points, "Web fetch time per sweep point"),
+    fig, (ax,) = new_figure(_sweep._title(points, "Web fetch time per sweep point, after "
+                                                  "the warm-up"),
                             _sweep._caption(points))
     for i, (label, times) in enumerate(data):
-        ax.bar([i], [times.mean()], yerr=[times.std()], capsize=5, color=flow_color(i),
+        ax.bar([i], [times.mean() if times.size else 0.0],
+               yerr=[times.std() if times.size else 0.0], capsize=5, color=flow_color(i),
                gid=f"fetch:{label}", label=f"{label} ({times.size} fetches)")
     ax.set_xticks(range(len(data)))
     ax.set_xticklabels([d[0] for d in data], fontsize=8)
@@ -117,11 +124,13 @@ def fetch(points):
 
 
 def fetch_reading(points):
-    """``web fetch time: buffer_pkts=20 0.98 ± 0.36 s (6 fetches), ...``."""
+    """``web fetch time after the warm-up: buffer_pkts=20 0.98 ± 0.36 s (6 fetches),
+    ...``."""
     data = fetch_times(points)
-    return ("web fetch time: " + ", ".join(
-        f"{label} {headline.fmt(t.mean())} ± {headline.fmt(t.std(), 's')} ({t.size} "
-        f"fetches)" for label, t in data)) if data else ""
+    return ("web fetch time after the warm-up: " + ", ".join(
+        (f"{label} {headline.fmt(t.mean())} ± {headline.fmt(t.std(), 's')} ({t.size} "
+         f"fetches)" if t.size else f"{label} n/a (0 fetches)") for label, t in data)
+    ) if data else ""
 
 
 def _stream_span(run):
@@ -162,7 +171,7 @@ def udp_effect(points):
             for ax in (ax_t, ax_r, ax_u):
                 ax.axvspan(*span, color="#dddddd", alpha=0.5, zorder=0,
                            label="UDP stream on" if ax is ax_t else None)
-    ax_t.set_ylabel("TCP throughput (Mbit/s)")
+    ax_t.set_ylabel("TCP goodput (Mbit/s)")
     ax_r.set_ylabel("ping RTT (ms)")
     ax_u.set_ylabel("UDP one-way delay (ms)")
     ax_u.set_xlabel("time since the traffic started (s)")

@@ -466,8 +466,8 @@ def draw_metric(points, param, key):
 
 
 def samples(run):
-    """(ping RTTs ms, aggregate throughput Mbit/s per 1 s bin) after the record's
-    warm-up."""
+    """(ping RTTs ms, aggregate goodput Mbit/s per 1 s bin: acknowledged bytes of the flows
+    over the bottleneck) after the record's warm-up."""
     cut = traffic_start_s(run) + run.warmup_s
     rtt = np.array([])
     ping = series(run, "ping")
@@ -499,7 +499,7 @@ def draw_box(points, param=None):
     labels = list(groups)
     colors = [qdisc_color(reps[0].run.qdisc[0]) for reps in groups.values()]
     for ax, vals, ylabel in ((ax_r, rtts, "ping RTT (ms)"),
-                             (ax_t, thrs, "aggregate throughput (Mbit/s)")):
+                             (ax_t, thrs, "aggregate goodput per 1 s (Mbit/s)")):
         pos = [i for i, v in enumerate(vals) if v.size]
         if pos:
             box = ax.boxplot([vals[i] for i in pos], positions=pos, patch_artist=True,

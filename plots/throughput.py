@@ -1,5 +1,12 @@
-"""Per-flow and aggregate throughput vs time (iperf.csv intervals), with the link rate;
-per-flow shares with Jain's index (the ``fairness`` figure)."""
+"""Per-flow and aggregate throughput vs time, with the link rate; per-flow shares with
+Jain's index (the ``fairness`` figure).
+
+Throughput here is goodput: what the receivers acknowledged (tcp.csv's bytes_acked), the
+data :mod:`bufferbloat.results.metrics` computes goodput from. iperf3's per-interval rates
+count what the sender wrote into its socket (a socket buffer fills in no time, so they
+read above the link); they are drawn only for flows the sampler did not see, labelled as
+the sender's rate and flagged when above the link.
+"""
 
 import numpy as np
 
@@ -12,59 +19,125 @@ from bufferbloat.plots.common import (
     hline,
     include_in_ylim,
     legend,
+    metric_values,
     new_figure,
+    run_metrics,
     series,
     spread_over_bins,
     takes_run,
 )
 from bufferbloat.plots.palette import LINK_COLOR, THEORY_COLOR, flow_color
 from bufferbloat.results import theory
+from bufferbloat.results.metrics import flow_directions
 from bufferbloat.results.records import label_groups
 
 AGGREGATE_GID = "aggregate"
 
 
-@takes_run
-def flow_rates(run):
-    """{flow: (t_mid, Mbit/s)} of iperf.csv's intervals, or {} without them."""
+#: a sender's rate this far above the link rate is flagged on its figure
+OVER_LINK_TOL = 0.05
+
+
+def sent_rates(run, flows, bin_s=1.0):
+    """(bin centres, {flow: Mbit/s}) of what iperf3's senders wrote (iperf.csv's interval
+    bytes spread over whole ``bin_s`` s bins from the first interval's start), or None."""
     iperf = series(run, "iperf")
-    if iperf is None:
-        return {}
+    if iperf is None or not flows:
+        return None
+    masks = {f: iperf["flow"] == f for f in flows}
+    masks = {f: m for f, m in masks.items() if m.any()}
+    if not masks:
+        return None
+    every = np.any(list(masks.values()), axis=0)
+    t0, t1 = np.nanmin(iperf["t_start"][every]), np.nanmax(iperf["t_end"][every])
+    # whole bins only: a last partial bin would read as a collapse of the rate
+    n = int(np.floor((t1 - t0) / bin_s + 1e-9))
+    edges = t0 + bin_s * np.arange(n + 1) if n >= 1 else np.array([t0, t1])
+    width = np.diff(edges)
+    out = {f: spread_over_bins(iperf["t_start"][m], iperf["t_end"][m], iperf["bytes"][m],
+                               edges) * 8 / width / 1e6 for f, m in masks.items()}
+    return (edges[:-1] + edges[1:]) / 2, out
+
+
+def all_flows(run):
+    """Every flow label of tcp.csv and iperf.csv, tcp.csv's first."""
+    labels = []
+    for name in ("tcp", "iperf"):
+        data = series(run, name)
+        if data is not None:
+            labels += list(label_groups(data, "flow"))
+    return list(dict.fromkeys(labels))
+
+
+def acked_flows(run):
+    """The flows whose acknowledged bytes tcp.csv holds (the sampler saw their sender)."""
+    tcp = series(run, "tcp")
+    return set(label_groups(tcp, "flow")) if tcp is not None else set()
+
+
+def direction_flows(run, direction="up"):
+    """The TCP flows going ``direction`` ('up': towards the bottleneck's receiver, over
+    the bottleneck; 'down': back), as :func:`bufferbloat.results.metrics.flow_directions`
+    says; flows it does not know (UDP) count as 'up'."""
+    ways = flow_directions(run)
+    return [f for f in all_flows(run) if ways.get(f, "up") == direction]
+
+
+@takes_run
+def flow_rates(run, bin_s=1.0):
+    """{flow: (bin centres, Mbit/s, source)} of every flow over whole ``bin_s`` s bins:
+    its goodput, what its receiver acknowledged (tcp.csv's bytes_acked, source
+    ``goodput``: the data the metrics use; a bin's excess over the link after a loss
+    recovery moved back where the bytes arrived, :func:`spill_back`), or, for a flow the
+    sampler did not see (UDP,
+    a sender outside the sampled hosts), what iperf3's sender wrote (source ``sent``).
+    A flow's bins outside its own samples are NaN. {} without either series."""
+    flows = all_flows(run)
+    acked = [f for f in flows if f in acked_flows(run)]
     out = {}
-    for flow, mask in label_groups(iperf, "flow").items():
-        a, b = iperf["t_start"][mask], iperf["t_end"][mask]
-        out[flow] = ((a + b) / 2, iperf["bits_per_second"][mask] / 1e6)
-    return out
+    got = acked_rates(run, acked, bin_s, outside=np.nan) if acked else None
+    if got is not None:
+        for f in acked:
+            out[f] = (got[0], spill_back(got[1][f], link_rate_of(run, f)), "goodput")
+    sent = sent_rates(run, [f for f in flows if f not in out], bin_s)
+    if sent is not None:
+        for f, mbit in sent[1].items():
+            out[f] = (sent[0], mbit, "sent")
+    return {f: out[f] for f in flows if f in out}
 
 
 @takes_run
 def aggregate_rate(run, bin_s=1.0, flows=None):
-    """(bin centres, Mbit/s) of the sum of the iperf intervals of ``flows`` (all when
-    None) on a common grid of whole ``bin_s`` s bins from the first interval's start
-    (each interval's bytes spread uniformly over it); None without iperf intervals."""
-    iperf = series(run, "iperf")
-    if iperf is None:
+    """(bin centres, Mbit/s) of the summed goodput of ``flows`` (default: the flows over
+    the bottleneck, :func:`direction_flows` 'up') on one grid of whole ``bin_s`` s bins:
+    acknowledged bytes (tcp.csv) when the sampler saw every one of them, else what their
+    iperf3 senders wrote (:func:`aggregate_source` says which); None without data."""
+    flows = list(flows) if flows is not None else direction_flows(run, "up")
+    got = acked_rates(run, flows, bin_s)
+    if got is not None:
+        cap = max((link_rate_of(run, f) or 0 for f in flows), default=0)
+        return got[0], spill_back(np.sum(list(got[1].values()), axis=0), cap)
+    got = sent_rates(run, flows, bin_s)
+    if got is None:
         return None
-    mask = np.ones(len(iperf["flow"]), bool) if flows is None else np.isin(
-        iperf["flow"], list(flows))
-    if not mask.any():
-        return None
-    a, b = iperf["t_start"][mask], iperf["t_end"][mask]
-    t0, t1 = np.nanmin(a), np.nanmax(b)
-    # whole bins only: a last partial bin would read as a collapse of the rate
-    n = int(np.floor((t1 - t0) / bin_s + 1e-9))
-    edges = t0 + bin_s * np.arange(n + 1) if n >= 1 else np.array([t0, t1])
-    total = spread_over_bins(a, b, iperf["bytes"][mask], edges)
-    width = np.diff(edges)
-    return (edges[:-1] + edges[1:]) / 2, total * 8 / width / 1e6
+    return got[0], np.sum(list(got[1].values()), axis=0)
 
 
 @takes_run
-def acked_rates(run, flows, bin_s=1.0):
+def aggregate_source(run, flows=None):
+    """``goodput`` when :func:`aggregate_rate` of ``flows`` is acknowledged bytes, else
+    ``sent`` (iperf3's senders' rate)."""
+    flows = list(flows) if flows is not None else direction_flows(run, "up")
+    return "goodput" if flows and set(flows) <= acked_flows(run) else "sent"
+
+
+@takes_run
+def acked_rates(run, flows, bin_s=1.0, outside=0.0):
     """(bin centres, {flow: Mbit/s}) of each flow's goodput, what its receiver
     acknowledged (tcp.csv's bytes_acked, interpolated at the edges of whole ``bin_s`` s
-    bins on one grid from the first sample to the last of any of them; 0 outside a
-    flow's own samples); None unless tcp.csv has every one of ``flows``."""
+    bins on one grid from the first sample to the last of any of them; ``outside`` (0)
+    in bins not within a flow's own samples); None unless tcp.csv has every one of
+    ``flows``."""
     tcp = series(run, "tcp")
     if tcp is None or not flows:
         return None
@@ -82,9 +155,45 @@ def acked_rates(run, flows, bin_s=1.0):
         t, v = tcp["t"][m], tcp["bytes_acked"][m]
         ok = np.isfinite(t) & np.isfinite(v)
         order = np.argsort(t[ok], kind="stable")
-        at = np.interp(edges, t[ok][order], v[ok][order])
-        out[f] = np.clip(np.diff(at), 0, None) * 8 / bin_s / 1e6
+        ts, vs = t[ok][order], v[ok][order]
+        at = np.interp(edges, ts, vs)
+        rate = np.clip(np.diff(at), 0, None) * 8 / bin_s / 1e6
+        if ts.size:
+            rate[(edges[1:] <= ts[0]) | (edges[:-1] >= ts[-1])] = outside
+        out[f] = rate
     return (edges[:-1] + edges[1:]) / 2, out
+
+
+def spill_back(mbit, cap):
+    """``mbit`` (rates of consecutive bins) with what exceeds ``cap`` in a bin moved into
+    the bins before it (as far back as it takes, up to ``cap`` each): a cumulative ACK
+    that ends a loss recovery acknowledges at once bytes the receiver got (and SACKed)
+    while the hole was open, so a bin of acknowledged bytes can read above the link; the
+    bytes arrived earlier. The total (the mean the metrics report) is unchanged; what
+    no earlier bin can take stays where it is. NaN bins are left as they are."""
+    out = np.array(mbit, dtype=float)
+    if not cap:
+        return out
+    idx = np.nonzero(np.isfinite(out))[0]
+    carry = 0.0
+    for i in idx[::-1]:
+        out[i] += carry
+        carry = max(0.0, out[i] - cap)
+        out[i] -= carry
+    if carry > 0 and idx.size:
+        out[idx[0]] += carry
+    return out
+
+
+def sent_label(label, mbit, rate):
+    """A sender's-rate line's legend label: says it is the sender's, and flags it when it
+    goes above the link rate ``rate``."""
+    text = f"{label} (sent: iperf3's sender rate, not goodput)"
+    top = np.nanmax(mbit) if np.size(mbit) and np.isfinite(mbit).any() else 0.0
+    if rate and top > rate * (1 + OVER_LINK_TOL):
+        text += f" - above the link rate ({top:.3g} > {rate:g} Mbit/s): bytes written, " \
+                "not delivered"
+    return text
 
 
 def link_lines(ax, run, rate=None):
@@ -99,46 +208,70 @@ def link_lines(ax, run, rate=None):
     return rate
 
 
+def link_rate_of(run, flow):
+    """The rate of the link ``flow`` crosses: the bottleneck's for flows going up, the
+    reverse rate (default the same) for flows coming back."""
+    rate = run.bottleneck_mbit
+    if flow_directions(run).get(flow, "up") == "down":
+        rate = run.params.get("reverse_mbit") or rate
+    return rate
+
+
 @takes_run
 def draw(run):
-    """Throughput (Mbit/s) of each iperf3 flow vs t (s) at its interval midpoints, the
-    aggregate over 1 s bins when there are several flows (gid ``aggregate``), the link
-    rate and TCP goodput ceiling. None without iperf intervals."""
+    """Goodput (Mbit/s, 1 s bins of acknowledged bytes: tcp.csv's bytes_acked, what the
+    metrics use) of each flow vs t (s) at the bins' centres (gid ``flow:FLOW``; a flow
+    the sampler did not see: its sender's rate, labelled so, gid ``sent:FLOW``), the
+    aggregate of the flows over the bottleneck when there are several (gid
+    ``aggregate``), the link rate and TCP goodput ceiling. None without tcp.csv or
+    iperf.csv flows."""
     rates = flow_rates(run)
     if not rates:
         return None
-    fig, (ax,) = new_figure("Throughput per flow", caption(run))
-    for i, (flow, (t, mbit)) in enumerate(rates.items()):
-        ax.plot(t, mbit, color=flow_color(i), linewidth=1, marker=".", markersize=3,
-                label=flow, gid=f"flow:{flow}")
-    if len(rates) > 1:
-        t, mbit = aggregate_rate(run)
-        ax.plot(t, mbit, color="black", linewidth=1.5, label="aggregate", gid=AGGREGATE_GID)
+    fig, (ax,) = new_figure("Goodput per flow (acknowledged bytes, 1 s bins)", caption(run))
+    for i, (flow, (t, mbit, source)) in enumerate(rates.items()):
+        if source == "goodput":
+            ax.plot(t, mbit, color=flow_color(i), linewidth=1, marker=".", markersize=3,
+                    label=flow, gid=f"flow:{flow}")
+        else:
+            ax.plot(t, mbit, color=flow_color(i), linewidth=1, linestyle="--",
+                    label=sent_label(flow, mbit, link_rate_of(run, flow)),
+                    gid=f"sent:{flow}")
+    up = direction_flows(run, "up")
+    if len(up) > 1:
+        agg = aggregate_rate(run, flows=up)
+        if agg is not None:
+            source = aggregate_source(run, up)
+            label = (f"aggregate of {len(up)} flows" if source == "goodput" else
+                     sent_label(f"aggregate of {len(up)} flows", agg[1], run.bottleneck_mbit))
+            ax.plot(agg[0], agg[1], color="black", linewidth=1.5, label=label,
+                    gid=AGGREGATE_GID if source == "goodput" else f"sent:{AGGREGATE_GID}")
     rate = link_lines(ax, run)
-    finish_axes(ax, "time (s)", "throughput (Mbit/s)", "lower right")
+    finish_axes(ax, "time (s)", "goodput (Mbit/s)", "lower right")
     include_in_ylim(ax, rate)
     return fig
 
 
+def flow_shares(run):
+    """{flow: mean goodput Mbit/s after the warm-up}: the metrics' per-flow
+    ``throughput_mbit`` (acknowledged bytes; a flow's sender rate only where the sampler
+    did not see it), as :func:`bufferbloat.results.metrics.run_rows` gives them."""
+    return {name: value for name, value in metric_values(run_metrics(run), "throughput_mbit",
+                                                          "flow").items()}
+
+
 @takes_run
 def draw_fairness(run):
-    """Mean throughput (Mbit/s) of each flow as bars (iperf3: bytes x 8 / interval
-    time), the equal share link rate / n, and Jain's index in the title (ideal 1).
-    None without iperf intervals."""
-    iperf = series(run, "iperf")
-    if iperf is None:
+    """Mean goodput (Mbit/s, after the warm-up) of each flow as bars: the metrics'
+    ``throughput_mbit`` (acknowledged bytes), the equal share of the goodput ceiling and
+    Jain's index over the same numbers in the title (ideal 1). None without flows."""
+    shares_by_flow = flow_shares(run)
+    if not shares_by_flow:
         return None
-    names, shares = [], []
-    for flow, mask in label_groups(iperf, "flow").items():
-        span = float(np.nansum(iperf["t_end"][mask] - iperf["t_start"][mask]))
-        if span > 0:
-            names.append(flow)
-            shares.append(float(np.nansum(iperf["bytes"][mask])) * 8 / span / 1e6)
-    if not shares:
-        return None
+    names, shares = list(shares_by_flow), list(shares_by_flow.values())
     jain = jain_index(shares)
-    fig, (ax,) = new_figure(f"Per-flow throughput: Jain's index {jain:.3f} (ideal 1)",
-                            caption(run))
+    fig, (ax,) = new_figure(f"Per-flow goodput after the warm-up: Jain's index {jain:.3f} "
+                            f"(ideal 1, {len(shares)} flows)", caption(run))
     ax.bar(range(len(shares)), shares, color=[flow_color(i) for i in range(len(shares))],
            gid="shares")
     ax.set_xticks(range(len(shares)))
@@ -149,6 +282,6 @@ def draw_fairness(run):
         hline(ax, share, f"equal share of the goodput ceiling {share:.3g} Mbit/s",
               THEORY_GID, THEORY_COLOR)
     ax.set_xlabel("flow")
-    ax.set_ylabel("mean throughput (Mbit/s)")
+    ax.set_ylabel("mean goodput (Mbit/s)")
     legend(ax, loc="upper right")
     return fig

@@ -21,7 +21,14 @@ from bufferbloat.plots.common import (
     takes_run,
 )
 from bufferbloat.plots.palette import LINK_COLOR, TARGET_COLOR, flow_color
-from bufferbloat.plots.throughput import acked_rates, aggregate_rate, flow_rates, link_lines
+from bufferbloat.plots.throughput import (
+    acked_rates,
+    link_lines,
+    link_rate_of,
+    sent_label,
+    sent_rates,
+    spill_back,
+)
 from bufferbloat.results.records import label_groups
 
 UP = re.compile(r"-up-\d+$")
@@ -46,23 +53,24 @@ def rrul_flows(run):
 
 def direction_rates(run, flows):
     """(bin centres, {flow: Mbit/s}, source) of ``flows`` over 1 s bins: their goodput
-    from tcp.csv's bytes_acked when the sampler saw every one, else iperf3's intervals
-    (what the senders wrote: per flow at the interval midpoints, and no per-flow
-    dictionary but the sum's)."""
+    from tcp.csv's bytes_acked when the sampler saw every one, else what iperf3's senders
+    wrote (per flow on the same grid, source ``sent``)."""
     got = acked_rates(run, flows)
     if got is not None:
-        return got[0], got[1], "goodput, bytes_acked"
-    agg = aggregate_rate(run, flows=flows)
-    if agg is None:
+        return got[0], {f: spill_back(r, link_rate_of(run, f)) for f, r in got[1].items()}, \
+            "goodput, bytes_acked"
+    got = sent_rates(run, flows)
+    if got is None:
         return None
-    return agg[0], {"sum": agg[1]}, "iperf3, sent"
+    return got[0], got[1], "sent"
 
 
 @takes_run
 def draw(run):
     """Three panels over t (s): the download flows and the upload flows (Mbit/s, 1 s
     bins: each flow thin, their sum bold, gid ``total:download``/``total:upload``;
-    goodput from bytes_acked, iperf3's rates where the sampler did not see the flows)
+    goodput from bytes_acked; where the sampler did not see the flows, what iperf3's
+    senders wrote, labelled so, gids ``sent:...``)
     with the link rate of that direction, and the RTT (ms) of each probe: the RRUL ping
     (ICMP) and irtt's UDP probes (gid ``probe:LABEL``), with base RTT + AQM target. None
     when the run has no ``*-up-N``/``*-down-N`` flows."""
@@ -77,16 +85,17 @@ def draw(run):
         got = direction_rates(run, flows) if flows else None
         if got is not None:
             t, per, source = got
-            each = ({f: (t, per[f]) for f in flows} if "sum" not in per else   # else
-                    {f: r for f, r in flow_rates(run).items() if f in flows})  # iperf3's
-            for j, (f, (tf, mbit)) in enumerate(each.items()):
-                ax.plot(tf, mbit, color=flow_color(2 + j), linewidth=0.7, alpha=0.7,
-                        label=f"each flow ({len(each)})" if j == 0 else None,
-                        gid=f"flow:{f}")
-            total = per["sum"] if "sum" in per else np.sum(list(per.values()), axis=0)
+            sent = source == "sent"
+            for j, (f, mbit) in enumerate(per.items()):
+                ax.plot(t, mbit, color=flow_color(2 + j), linewidth=0.7, alpha=0.7,
+                        label=f"each flow ({len(per)})" if j == 0 else None,
+                        gid=f"{'sent' if sent else 'flow'}:{f}")
+            total = np.sum(list(per.values()), axis=0)
+            label = f"{what}: sum of {len(flows)} flows"
             ax.plot(t, total, color=color, linewidth=2,
-                    label=f"{what}: sum of {len(flows)} flows ({source})",
-                    gid=f"total:{what}")
+                    label=(sent_label(label, total, rate or run.bottleneck_mbit) if sent
+                           else f"{label} ({source})"),
+                    gid=f"{'sent:' if sent else ''}total:{what}")
         link_lines(ax, run, rate)
         ax.set_ylabel(f"{what} (Mbit/s)")
         ax.set_ylim(bottom=0)

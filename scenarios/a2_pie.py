@@ -28,7 +28,8 @@ SCENARIO = Scenario(
          "command": "bufferbloat run a2_pie",
          "files": "results/a2_pie/STAMP/figures/{cwnd,rtt,queue,qdelay}.png"},
         {"figure": "A.1 against A.2: FIFO-100 against PIE, side by side",
-         "command": "bufferbloat compare results/a1_fifo/STAMP results/a2_pie/STAMP",
+         "command": "bufferbloat compare results/a1_fifo/STAMP results/a2_pie/STAMP "
+                    "--html compare.html",
          "files": "compare.html"},
     ),
 )

@@ -30,8 +30,9 @@ SERIES_COLUMNS = {
     "ping": ("probe", "t", "seq", "rtt_ms"),
     "iperf": ("flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",
               "snd_cwnd_bytes", "rtt_us"),
+    # cut: 1 for a fetch still running when the run ended (ended by it: not a failure)
     "web": ("fetch", "t", "total_s", "connect_s", "ttfb_s", "size_bytes", "http_code",
-            "ok"),
+            "ok", "cut"),
     "udp": ("stream", "seq", "t_sent", "t_recv", "size_bytes"),
     "irtt": ("probe", "t", "seq", "rtt_ms", "owd_up_ms", "owd_down_ms", "lost"),
     "npm": ("flow", "node", "t_start", "t_end", "sent_bytes", "received_bytes",

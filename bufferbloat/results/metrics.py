@@ -44,6 +44,11 @@ FIELDS = ("scope", "name", "metric", "value", "unit")
 #: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
 NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"}
 COV_BIN_S = 1.0
+#: The version of the code that computes metrics, stored in metrics.json: bump it when a
+#: metric's definition changes, so stored metrics of older code are recomputed rather than
+#: read (:func:`run_rows`; metrics.json without it: version 1, the code before it).
+#: 2: web ``cut`` (a fetch still running at the run's end is not a failure).
+METRICS_VERSION = 2
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -411,19 +416,56 @@ def _truthy(values):
     return np.isin(np.char.lower(values.astype(str)), ["1", "true", "yes", "ok"])
 
 
+def web_fetches(run, cutoff_s=-math.inf):
+    """The fetches of web.csv started at or after the cut, as a dict of arrays (``t``,
+    ``total_s``, ``fetch``) and boolean masks: ``ok``, ``cut`` (still running when the run
+    ended, so ended by it: neither a success nor a failure) and ``failed`` (the others);
+    plus ``warmup`` (how many fetches the cut left out). None without web.csv rows.
+
+    A fetch is cut when web.csv says so (its ``cut`` column), else, for runs recorded
+    before that column, when it is one of the last ``incomplete`` failed fetches without
+    an HTTP code of its fetcher (the count the record's traffic_results keeps)."""
+    if not run.has("web"):
+        return None
+    w = run.series("web")
+    t = np.asarray(w.get("t", []), dtype=float)
+    if t.size == 0:
+        return None
+    names = w.get("fetch", np.array([""] * t.size)).astype(str)
+    ok = _truthy(w["ok"]) if "ok" in w else np.ones(t.size, dtype=bool)
+    if "cut" in w:
+        cut = _truthy(w["cut"]) & ~ok
+    else:
+        cut = np.zeros(t.size, dtype=bool)
+        code = w.get("http_code")
+        no_code = (np.ones(t.size, dtype=bool) if code is None else
+                   np.array([str(x) in ("", "nan") for x in code.tolist()], dtype=bool))
+        for item in run.traffic_results:
+            n = item.get("incomplete") if isinstance(item, dict) else None
+            if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+                continue
+            mine = np.nonzero((names == str(item.get("fetch"))) & ~ok & no_code)[0]
+            mine = mine[np.argsort(t[mine], kind="stable")]
+            cut[mine[-n:]] = True
+    keep = t >= cutoff_s
+    return {"t": t[keep], "total_s": np.asarray(w["total_s"], dtype=float)[keep],
+            "fetch": names[keep], "ok": ok[keep], "cut": cut[keep],
+            "failed": ~ok[keep] & ~cut[keep], "warmup": int((~keep).sum())}
+
+
 def web_metrics(run, cutoff_s=-math.inf):
     """Rows over every fetch of web.csv started at or after the cut (name ``all``):
-    ``fetches``, ``failures`` (ok == 0), and ``total_{mean,std,p50,p95,p99}_s`` of the
-    successful ones."""
+    ``fetches`` (all of them), ``failures`` (ok == 0 and not cut), ``cut`` (still
+    running when the run ended: :func:`web_fetches`), and
+    ``total_{mean,std,p50,p95,p99}_s`` of the successful ones."""
     rows = Rows()
-    if not run.has("web"):
+    f = web_fetches(run, cutoff_s)
+    if f is None:
         return rows
-    w = run.series("web")
-    keep = w["t"] >= cutoff_s
-    ok = _truthy(w["ok"][keep]) if "ok" in w else np.ones(keep.sum(), dtype=bool)
-    rows.add("web", "all", "fetches", keep.sum(), "")
-    rows.add("web", "all", "failures", (~ok).sum(), "")
-    rows.stats("web", "all", "total", "s", w["total_s"][keep][ok], std=True)
+    rows.add("web", "all", "fetches", f["t"].size, "")
+    rows.add("web", "all", "failures", f["failed"].sum(), "")
+    rows.add("web", "all", "cut", f["cut"].sum(), "")
+    rows.stats("web", "all", "total", "s", f["total_s"][f["ok"]], std=True)
     return rows
 
 
@@ -549,20 +591,31 @@ def write_metrics(run, rows, warmup_s=None):
     csv_path = os.path.join(run_dir, METRICS_CSV)
     write_text_atomic(csv_path, buf.getvalue())
     json_path = os.path.join(run_dir, METRICS_JSON)
-    write_json_atomic(json_path, {"schema_version": SCHEMA_VERSION, "warmup_s": warmup_s,
+    write_json_atomic(json_path, {"schema_version": SCHEMA_VERSION,
+                                  "metrics_version": METRICS_VERSION, "warmup_s": warmup_s,
                                   "metrics": [dict(r) for r in rows],
                                   "aliases": aliases_of(rows)})
     return csv_path, json_path
 
 
-def run_rows(run):
-    """The metric rows of ``run`` (a Run): the ones it stored (metrics.json), else, for a
-    run that stored none (one that did not end ok), computed from its series with the
-    record's warm-up, not written; an odd record's warm-up falls back to none (a report
-    must not stop at one run)."""
+def metrics_stale(run):
+    """True when ``run`` stored metrics that older code computed (metrics.json without
+    the current :data:`METRICS_VERSION`): numbers the current code would not produce."""
     rows = run.metrics()
-    if rows is not None:
+    return rows is not None and run.metrics_version != METRICS_VERSION
+
+
+def run_rows(run):
+    """The metric rows of ``run`` (a Run): the ones it stored (metrics.json) when the
+    current code computed them (:data:`METRICS_VERSION`), else computed from its series
+    with the record's warm-up, not written (a run that stored none, one that did not
+    end ok, or one whose metrics older code computed: ``run.metrics_recomputed`` is then
+    True); an odd record's warm-up falls back to none (a report must not stop at one
+    run)."""
+    rows = run.metrics()
+    if rows is not None and run.metrics_version == METRICS_VERSION:
         return rows
+    run.metrics_recomputed = rows is not None
     try:
         return compute_metrics(run, warmup_s=run.warmup_s)
     except Exception:  # noqa: BLE001 - an odd run must not stop a report

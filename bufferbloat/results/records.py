@@ -405,6 +405,10 @@ class Run:
         self.record = record
         self.schema_version = record.get("schema_version")
         self._cache = {}
+        #: metrics.json's ``metrics_version`` (1 when it has none), read by metrics()
+        self.metrics_version = None
+        #: set by bufferbloat.results.metrics.run_rows when stored metrics were stale
+        self.metrics_recomputed = False
 
     def __repr__(self):
         return f"Run({self.dir!r}, status={self.record.get('status')!r})"
@@ -590,6 +594,8 @@ class Run:
             rows = data.get("metrics") if isinstance(data, dict) else data
             problem = _metric_rows_problem(rows)
             if problem is None:
+                version = data.get("metrics_version") if isinstance(data, dict) else None
+                self.metrics_version = version if isinstance(version, int) else 1
                 return rows
         warn(f"{path}: {problem}; the metrics are recomputed from the series")
         return None
@@ -692,6 +698,8 @@ def load_run(run_dir):
     result.json, it is not a JSON object, its schema is not the one this code reads
     (an older one: schema 1; a newer one), or it is corrupt (:func:`check_record`)."""
     path = os.path.join(str(run_dir), RESULT_FILE)
+    if not os.path.exists(str(run_dir)):
+        raise ResultsError(f"{run_dir}: no such run (the directory does not exist)")
     if not os.path.isfile(path):
         raise ResultsError(f"{run_dir}: not a run directory (no {RESULT_FILE})")
     try:

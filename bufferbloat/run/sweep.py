@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import time
 
 from bufferbloat.core.atomic import write_json_atomic
@@ -373,10 +374,28 @@ def run_one(run, label, limit, retries, log=print, set_aside=None):
     return Outcome("ok", run_dir, verdict_of(read_record(run_dir)))
 
 
+#: the time a point takes beyond its traffic (build, start, sampling flush, metrics,
+#: teardown), s, assumed until a point has been measured
+POINT_OVERHEAD_S = 15.0
+
+
+def time_left(durations, overheads):
+    """(seconds, how) the points still to run will take: the sum of their traffic
+    durations (``durations``, s, known from their configurations) plus, for each, the
+    median overhead of the points run so far (``overheads``: wall time - duration, s),
+    or :data:`POINT_OVERHEAD_S` before any; ``how`` says so in words."""
+    per = statistics.median(overheads) if overheads else POINT_OVERHEAD_S
+    traffic = float(sum(durations))
+    basis = (f"median of {len(overheads)} run" if overheads else "assumed")
+    return traffic + per * len(durations), (
+        f"{len(durations)} points: {traffic:.0f} s of traffic + {per:.0f} s each "
+        f"beyond it, {basis}")
+
+
 def run_points(todo, out_root, run_point, index_path, meta, quick=False, duration_s=None,
                log=print, stall_limit=stall_limit_s, retries=0):
     """Run ``todo`` = [(scenario, overrides, varied, rep)] with progress (i/n, elapsed,
-    estimated remaining), skipping points already recorded as ok with the same run key,
+    the time left from the remaining points' durations, :func:`time_left`), skipping points already recorded as ok with the same run key,
     going on past failed and stalled ones (``stall_limit(config)``: seconds, or None for
     no watchdog). A degraded point is set aside (``rep-N.degraded-K``, listed in its
     entry's ``degraded_attempts``) and run again up to ``retries`` times, each attempt
@@ -391,7 +410,7 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
                                    duration_s=duration_s, rep=rep)
                for scn, overrides, _, rep in todo]
     os.makedirs(os.path.dirname(index_path), exist_ok=True)
-    index, failed, ran = [], 0, 0
+    index, failed, overheads = [], 0, []
     t0 = time.monotonic()
 
     def save():
@@ -430,7 +449,8 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
             log(f"[{i}/{len(todo)}] {label}: already recorded ({tag})")
             continue
         elapsed = time.monotonic() - t0
-        eta = f", ~{elapsed / ran * (len(todo) - i + 1):.0f} s left" if ran else ""
+        left, how = time_left([float(c["duration_s"]) for c in configs[i - 1:]], overheads)
+        eta = f", ~{left:.0f} s left: {how}"
         limit = stall_limit(config) if stall_limit else None
         log(f"[{i}/{len(todo)}] {label} (elapsed {elapsed:.0f} s{eta}; {tag}"
             + (f", stall limit {limit:.4g} s)" if limit else ")"))
@@ -466,7 +486,8 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
             failed += 1
             log(f"  FAILED: {entry['error']}")
         entry["wall_s"] = round(time.monotonic() - t_point, 3)
-        ran += 1
+        if entry["status"] == "ok":   # a failed point's time says little of the next
+            overheads.append(max(0.0, entry["wall_s"] - float(config["duration_s"])))
         index.append(entry)
         save()
     save()

@@ -98,7 +98,8 @@ class WebFetcher(Timed):
     the code is 200 and (when given) that many bytes came.
 
     Every fetch is recorded: a fetch still running at :meth:`stop` is ended and recorded
-    with ``ok`` = False and ``http_code`` empty (its total_s = how long it had run).
+    with ``ok`` = False, ``cut`` = 1 and ``http_code`` empty (its total_s = how long it
+    had run): cut by the run's end, not failed.
     ``t`` = run time when the fetch started. ``start_s``: delay of the first fetch after
     :meth:`start`.
     """
@@ -189,6 +190,7 @@ class WebFetcher(Timed):
                        http_code="", size_bytes="")
         rec["ok"] = bool(parsed and exit_code == 0 and parsed["http_code"] == 200 and (
             self.expected_size is None or parsed["size_bytes"] == self.expected_size))
+        rec["cut"] = int(incomplete and not rec["ok"])   # ended by the run's end
         self.fetches.append(rec)
         self.raw_lines.append(f"# fetch {i} t={rec['t']} exit={exit_code}"
                               f"{' incomplete' if incomplete else ''}"
@@ -224,8 +226,9 @@ class WebFetcher(Timed):
         ok = sorted(r["total_s"] for r in self.fetches if r["ok"])
         return {"fetch": self.name, "client": self.client, "url": getattr(self, "_url", None),
                 "every_s": self.every_s, "fetches": len(self.fetches), "ok": len(ok),
-                "failed": len(self.fetches) - len(ok),
+                "failed": sum(1 for r in self.fetches if not r["ok"] and not r["cut"]),
                 "incomplete": sum(1 for r in self.fetches if r["incomplete"]),
+                "cut": sum(1 for r in self.fetches if r["cut"]),
                 "total_mean_s": sum(ok) / len(ok) if ok else None,
                 "total_p50_s": percentile(ok, 50), "total_p95_s": percentile(ok, 95),
                 "total_max_s": ok[-1] if ok else None}

@@ -195,19 +195,22 @@ def test_drops_are_per_interval_deltas_and_pie_probability_is_shown():
 
 def test_throughput_lines_aggregate_and_link_rate():
     r = run("a3_fifo_3flows")
-    iperf = r.series("iperf")
+    tcp = r.series("tcp")
     ax = plots.FIGURES["throughput"](r).axes[0]
     assert len(lines(ax, "flow:")) == 3
     agg = gid_line(ax, "aggregate")
-    # the aggregate is the sum of the flows over the bins (bytes conserved)
-    t0, t1 = np.nanmin(iperf["t_start"]), np.nanmax(iperf["t_end"])
+    # the aggregate is what the receivers acknowledged over the bins (bytes conserved:
+    # no more than the flows' bytes_acked from the first sample to the last)
+    t0, t1 = np.nanmin(tcp["t"]), np.nanmax(tcp["t"])
+    acked = sum(np.nanmax(tcp["bytes_acked"][m]) - np.nanmin(tcp["bytes_acked"][m])
+                for m in (tcp["flow"] == f for f in set(tcp["flow"].tolist())))
     covered = len(agg.get_xdata()) * 1.0
-    assert np.sum(agg.get_ydata()) * 1e6 / 8 <= np.nansum(iperf["bytes"]) * 1.001
+    assert np.sum(agg.get_ydata()) * 1e6 / 8 <= acked * 1.001
     assert covered <= t1 - t0 + 1e-9
     assert gid_line(ax, "link-rate").get_ydata()[0] == 1.5
     assert gid_line(ax, "theory").get_ydata()[0] == pytest.approx(theory.tcp_goodput_ceiling(1.5))
-    covers(ax, (iperf["t_start"] + iperf["t_end"]) / 2, iperf["bits_per_second"] / 1e6)
-    assert ax.get_ylabel() == "throughput (Mbit/s)"
+    covers(ax, agg.get_xdata(), agg.get_ydata())
+    assert ax.get_ylabel() == "goodput (Mbit/s)"
 
 
 def test_fairness_bars_and_jain_index():
@@ -226,8 +229,12 @@ def test_web_every_fetch_with_failures_marked():
     web = r.series("web")
     ax = plots.FIGURES["web"](r).axes[0]
     ok = web["ok"] == 1
-    assert len(gid_line(ax, "fetch:web").get_xdata()) == int(ok.sum())
-    assert len(gid_line(ax, "failed:web").get_xdata()) == int((~ok).sum()) >= 1
+    early = web["t"] < plots.web.warmup_cut_s(r)          # the metrics' warm-up
+    assert len(gid_line(ax, "fetch:web").get_xdata()) == int((ok & ~early).sum())
+    assert len(gid_line(ax, "warmup").get_xdata()) == int(early.sum()) >= 1
+    # the last fetch was still running when the run ended: cut, not failed
+    assert len(gid_line(ax, "cut:web").get_xdata()) == int((~ok).sum()) >= 1
+    assert not lines(ax, "failed:")
     assert ax.get_ylabel() == "fetch time (s)"
 
 
@@ -235,7 +242,9 @@ def test_rrul_totals_sum_directions_with_target_and_link_rate():
     r = run("b2_rrul")
     fig = plots.FIGURES["totals"](r)
     ax_d, ax_u, ax_l = fig.axes
-    assert "4 flows" in gid_line(ax_d, "total:download").get_label()
+    # the downloads' senders (h2) are not sampled: their senders' rate, said so
+    assert "4 flows" in gid_line(ax_d, "sent:total:download").get_label()
+    assert "sender" in gid_line(ax_d, "sent:total:download").get_label()
     assert "4 flows" in gid_line(ax_u, "total:upload").get_label()
     assert gid_line(ax_d, "link-rate").get_ydata()[0] == 10
     assert gid_line(ax_l, "target").get_ydata()[0] == pytest.approx(20 + 20)
@@ -249,8 +258,10 @@ def test_ellipsis_mean_and_covariance():
     r = run("b2_rrul")
     thr, lat = ellipsis.samples(r)
     assert thr.size >= 5
-    # under RRUL the throughput is the download flows' sum (both directions: ~2x)
-    _, both = plots.throughput.aggregate_rate(r)
+    # under RRUL the throughput is the download flows' sum, not all flows' (both
+    # directions: ~2x)
+    flows = plots.throughput.all_flows(r)
+    _, both = plots.throughput.aggregate_rate(r, flows=flows)
     assert thr.mean() < 0.7 * np.mean(both) and thr.mean() < 12
     ax = plots.FIGURES["ellipsis"](r).axes[0]
     (mean,) = lines(ax, "mean:")
@@ -279,17 +290,21 @@ def test_ecdf_ends_at_one_and_operating_points():
     tcp = r.series("tcp")
     pts = [c for c in op.containers]
     assert len(pts) == 3
+    cut = plots.web.warmup_cut_s(r)
     for flow, cca, rtt, _, mbit, _ in plots.operating.points(r):
-        assert rtt == pytest.approx(np.nanmean(tcp["srtt_us"][tcp["flow"] == flow]) / 1e3)
+        assert rtt == pytest.approx(np.nanmean(
+            tcp["srtt_us"][(tcp["flow"] == flow) & (tcp["t"] >= cut)]) / 1e3)
     assert op.get_xlabel() == "mean srtt (ms)"
-    # study E's optimal point (base RTT, rate / k) and joint point (mean srtt, sum)
+    # study E's optimal point (base RTT, rate / k) and joint point (mean srtt, the
+    # aggregate goodput)
     pts = plots.operating.points(r)
     opt = gid_line(op, "optimal")
     assert opt.get_xdata()[0] == pytest.approx(r.base_rtt_ms)
     assert opt.get_ydata()[0] == pytest.approx(r.bottleneck_mbit / 3)
     joint = gid_line(op, "joint")
     assert joint.get_xdata()[0] == pytest.approx(np.mean([p[2] for p in pts]))
-    assert joint.get_ydata()[0] == pytest.approx(sum(p[4] for p in pts))
+    assert joint.get_ydata()[0] == pytest.approx(plots.operating.joint_goodput(r))
+    assert joint.get_ydata()[0] <= r.bottleneck_mbit
 
 
 def test_udp_figure_from_a_synthetic_stream(tmp_path):
