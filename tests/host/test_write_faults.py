@@ -69,7 +69,7 @@ def _fill(folder):
 
 
 def test_report_onto_a_full_disk_says_so_and_leaves_nothing_half_written(tmpfs):
-    disk = tmpfs("size=2m")
+    disk = tmpfs("size=4m")     # the fixture (0.4 MB) and its first report (1.8 MB)
     tree = disk / "sweep"
     shutil.copytree(os.path.join(RUNS, "sweep_fifo_buffer"), tree)
     rc, out, err = _cli(["report", str(tree)])
