@@ -150,17 +150,22 @@ def test_an_installed_run_moves_into_the_vm_and_lands_here(installed, tmp_path):
                           timeout=3600)
     print(proc.stdout[-4000:], proc.stderr[-3000:])
     assert proc.returncode in (0, EXIT_DEGRADED), proc.returncode
-    records = list(here.glob("results/a1_fifo/*/result.json"))
-    assert len(records) == 1, sorted(str(p) for p in here.rglob("*"))[:40]
-    rec = json.loads(records[0].read_text())
-    assert rec["status"] == "ok"
-    assert rec["machine"]["in_project_vm"] is True
+    # a degraded attempt is kept beside its retry (run_until_healthy): the last one counts
+    records = sorted(here.glob("results/a1_fifo/*/result.json"))
+    assert records, sorted(str(p) for p in here.rglob("*"))[:40]
+    listed = [line.split(": ", 1)[1] for line in proc.stdout.splitlines()
+              if line.startswith("recorded in the VM: /bb/")]
+    assert listed and listed[-1] == "/bb/" + str(records[-1].parent.relative_to(
+        here / "results"))
+    for path in records:
+        rec = json.loads(path.read_text())
+        assert rec["status"] == "ok" and rec["machine"]["in_project_vm"] is True
     verdict = (rec.get("health") or {}).get("verdict")
-    print(f"health verdict: {verdict}")
+    print(f"health verdict: {verdict} ({len(records)} attempt(s))")
     assert verdict in ("healthy", "degraded")
-    assert proc.returncode == 0 or verdict == "degraded"
-    assert any(line.startswith("recorded in the VM: /bb/") for line in proc.stdout.splitlines())
-    assert (records[0].parent / "figures").is_dir()
+    assert (proc.returncode == 0) == (verdict == "healthy")
+    assert (records[-1].parent / "figures").is_dir()
+    assert (records[-1].parent / "report.html").is_file()
     # the package copy the guest imported is gone; the checkout was not touched
     assert not list(here.glob("results/.vm-run/pkg-*"))
     assert set(_tracked()) == before
