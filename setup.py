@@ -1,15 +1,18 @@
-"""Install the suite: packages bufferbloat, scenarios, plots, webserver and the
-``bufferbloat`` console command. The system packages it drives (mininet, iperf3,
-iproute2, ...) come from Debian: see scripts/host-packages.txt."""
-from setuptools import setup
+"""What pyproject.toml cannot say: the package list. Every ``bufferbloat*`` package is
+found (a new subpackage cannot be forgotten), and the design's top-level folders of
+the checkout are mapped under the package, so that an installed copy puts nothing but
+``bufferbloat`` into the import namespace: ``plots/`` -> ``bufferbloat.plots``,
+``scenarios/`` -> ``bufferbloat.scenarios``, ``webserver/`` -> ``bufferbloat.webserver``,
+``vm/`` (the project VM's files, package data) -> ``bufferbloat.vm.files``."""
+from setuptools import find_packages, setup
 
-setup(
-    name="bufferbloat",
-    version="0.1.0",
-    description="Mininet-based emulation suite for bufferbloat and AQM experiments",
-    packages=["bufferbloat", "scenarios", "plots", "webserver"],
-    python_requires=">=3.10",
-    install_requires=[],  # mininet, numpy, matplotlib come from Debian (python3-*)
-    extras_require={"test": ["pytest"]},
-    entry_points={"console_scripts": ["bufferbloat=bufferbloat.cli:console"]},
-)
+FOLDERS = {"plots": "bufferbloat.plots", "scenarios": "bufferbloat.scenarios",
+           "webserver": "bufferbloat.webserver", "vm": "bufferbloat.vm.files"}
+
+packages = find_packages(include=["bufferbloat", "bufferbloat.*"])
+package_dir = {}
+for folder, name in FOLDERS.items():
+    package_dir[name] = folder
+    packages += [name] + [f"{name}.{sub}" for sub in find_packages(folder)]
+
+setup(packages=packages, package_dir=package_dir)

@@ -173,9 +173,9 @@ def _run_in_vm(args):
     figures and reports are made here from what it recorded (in the checkout)."""
     from bufferbloat import summary
     from bufferbloat.run.where import RUNS_FILE_ENV, recorded_runs, run_in_vm, runs_file
-    with runs_file() as (guest_file, host_file):
+    with runs_file(args.out) as (guest_file, host_file):
         rc = run_in_vm(args.argv, args.out, env={RUNS_FILE_ENV: guest_file})
-        run_dirs = recorded_runs(host_file)
+        run_dirs = recorded_runs(host_file, args.out)
     for run_dir in run_dirs:
         print("\n".join(summary.finish(run_dir, draw=not args.no_figures)), flush=True)
     return rc
@@ -453,6 +453,9 @@ def parser():
     """The argument parser (exposed for tests and docs)."""
     p = argparse.ArgumentParser(prog="bufferbloat", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action=_Version, nargs=0,
+                   help="print the version and the code's identity (git commit or "
+                        "installed distribution), then exit")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
                            title="commands")
     c = _sub(sub, "check", "what this kernel and machine can emulate",
@@ -611,9 +614,8 @@ def main(argv=None):
         rc = EXIT_USAGE
     except ModuleNotFoundError as err:
         # a library this command needs that this Python lacks (numpy, matplotlib, mininet)
-        from bufferbloat.net.capabilities import python_hint
-        print(f"bufferbloat: error: {args.cmd} needs the Python module {err.name}, "
-              f"{python_hint(err.name)}", file=sys.stderr)
+        print(f"bufferbloat: error: {missing_module_text(args.cmd, err.name)}",
+              file=sys.stderr)
         rc = EXIT_USAGE
     except KeyboardInterrupt as exc:
         print("bufferbloat: interrupted", file=sys.stderr)
@@ -628,6 +630,32 @@ def main(argv=None):
               f"({_where(err)}; BUFFERBLOAT_DEBUG=1 shows the traceback)", file=sys.stderr)
         rc = 1
     return rc
+
+
+class _Version(argparse.Action):
+    """``--version``: the version and where the code comes from (asked only then: it
+    may run git)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from bufferbloat import __version__
+        from bufferbloat.core.paths import code_identity
+        print(f"bufferbloat {__version__} ({code_identity()})")
+        parser.exit()
+
+
+def missing_module_text(cmd, name):
+    """What to do when ``cmd`` cannot import the module ``name``: a part of this project
+    means a broken install (never an apt package); another library, how to get it."""
+    from bufferbloat.core.paths import PACKAGE_DIR, SOURCE_ROOT
+    if name and (name == "bufferbloat" or name.startswith("bufferbloat.")):
+        where = (f"the checkout {SOURCE_ROOT} is incomplete (git status; git checkout .)"
+                 if SOURCE_ROOT else
+                 f"the installed package ({PACKAGE_DIR}) is broken: reinstall it "
+                 "(pip install --force-reinstall bufferbloat, or pip install . from "
+                 "its checkout)")
+        return f"{cmd} cannot import {name}, a module of bufferbloat itself: {where}"
+    from bufferbloat.net.capabilities import python_hint
+    return f"{cmd} needs the Python module {name}, {python_hint(name)}"
 
 
 def os_error_text(err):

@@ -7,20 +7,33 @@ move (the run then stops before any network state, naming what is missing: exit 
 ``--vm`` forces the VM. Inside the project VM a command always stays where it is.
 
 In the VM the same command runs with ``--host`` (bufferbloat's own ``vm.run``: a fresh
-VM, the checkout shared as ``/bb`` over 9p), so its results land in the same place on
-the host: ``--out`` is given to the guest as the same directory seen from ``/bb`` (it
-must lie inside the checkout). The guest prints its progress as on the host; what
-needs only the stored results happens on the host afterwards, at native speed: the
-run's summary, figures and report (the guest lists the runs it recorded in a file of
-the share, :data:`RUNS_FILE_ENV`), a sweep's figures and report.
+VM, one host directory shared as ``/bb`` over 9p), so its results land in the same
+place on the host: ``--out`` is given to the guest as the same directory seen from
+``/bb``. The share (:func:`share_root`) is
+
+* in a checkout, the checkout (the guest imports the package from it; ``--out`` must
+  lie inside it);
+* for an installed package, the results directory ``--out`` itself: the package is
+  copied into it for the run (``.vm-run/pkg-*/bufferbloat``, with the compiled sampler
+  built here, :func:`staged_package`), the guest imports that copy and writes its
+  results to ``/bb``; the copy is removed afterwards.
+
+The guest prints its progress as on the host; what needs only the stored results
+happens on the host afterwards, at native speed: the run's summary, figures and report
+(the guest lists the runs it recorded in a file of the share, :data:`RUNS_FILE_ENV`), a
+sweep's figures and report.
 """
 
 import contextlib
 import os
 import secrets
+import shutil
 import sys
 
+from bufferbloat.core import paths
 from bufferbloat.core.errors import UsageError
+from bufferbloat.core.paths import BUILD_DIR_ENV
+from bufferbloat.vm.control import CONTROL_DIR
 
 #: capability kinds only a kernel provides (the VM's has all of them)
 KERNEL_KINDS = ("qdisc", "kernel", "cca")
@@ -87,15 +100,22 @@ def require_root(where):
         raise UsageError(f"this command needs root for {what}: run it with sudo")
 
 
-def _repo_root():
-    from bufferbloat.vm.common import REPO_ROOT  # noqa: PLC0415 - the network's and the VM's modules load only when asked
-    return str(REPO_ROOT)
+def share_root(out):
+    """The host directory the VM shares as /bb for a command writing to ``out``: the
+    checkout, or (installed package) ``out`` itself, created."""
+    if paths.SOURCE_ROOT is not None:
+        return os.path.realpath(paths.SOURCE_ROOT)
+    if out is None:
+        raise UsageError("an installed package shares its results directory with the "
+                         "project VM: give --out")
+    os.makedirs(out, exist_ok=True)
+    return os.path.realpath(out)
 
 
 def guest_out(out):
     """``--out`` as the guest sees it: the same directory under /bb (UsageError when it
     lies outside the checkout, which is all the VM sees of the host)."""
-    repo = os.path.realpath(_repo_root())
+    repo = share_root(out)
     full = os.path.realpath(out)
     if full != repo and not full.startswith(repo + os.sep):
         raise UsageError(f"--out {out}: the project VM sees only the checkout ({repo}); "
@@ -105,10 +125,11 @@ def guest_out(out):
     return GUEST_SHARE if rel == "." else f"{GUEST_SHARE}/{rel}"
 
 
-def host_path(guest_path):
-    """A path the guest printed or recorded (/bb/...) as the host sees it."""
+def host_path(guest_path, out=None):
+    """A path the guest printed or recorded (/bb/...) as the host sees it (``out``: the
+    command's results directory, the share of an installed package)."""
     if guest_path == GUEST_SHARE or guest_path.startswith(GUEST_SHARE + "/"):
-        return os.path.join(_repo_root(), guest_path[len(GUEST_SHARE):].lstrip("/"))
+        return os.path.join(share_root(out), guest_path[len(GUEST_SHARE):].lstrip("/"))
     return guest_path
 
 
@@ -136,8 +157,9 @@ def guest_argv(argv, out, extra=()):
 
 
 def _guest_env(extra=None):
-    env = {k: v for k, v in os.environ.items()
-           if k.startswith("BUFFERBLOAT_") and not k.startswith("BUFFERBLOAT_VM_")}
+    env = {k: v for k, v in os.environ.items()   # (a host's build directory: not there)
+           if k.startswith("BUFFERBLOAT_") and not k.startswith("BUFFERBLOAT_VM_")
+           and k != BUILD_DIR_ENV}
     env.update(extra or {})
     return env
 
@@ -148,13 +170,40 @@ def run_in_vm(argv, out, extra=(), env=None):
     from bufferbloat.vm.common import VMError  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     from bufferbloat.vm.session import run as vm_run  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     command = guest_argv(argv, out, extra)
-    prepare_sampler_for_vm()
+    helper = prepare_sampler_for_vm()
+    share = share_root(out)
     print(f"vm: {' '.join(command)}", file=sys.stderr, flush=True)
     try:
-        return vm_run(command, timeout_s=None, env=_guest_env(env))
+        with staged_package(share, helper) as staged_env:
+            return vm_run(command, share=share, timeout_s=None,
+                          env=_guest_env(dict(env or {}, **staged_env)))
     except VMError as exc:
         print(f"vm: error: {exc}", file=sys.stderr)
         return exc.exit_code
+
+
+@contextlib.contextmanager
+def staged_package(share, helper=None):
+    """For an installed package: a copy of it in the share (``.vm-run/pkg-*/``: the
+    package, and ``build/`` with the compiled sampler built here) for the guest to
+    import; yields the guest's environment for it (PYTHONPATH, the build directory)
+    and removes the copy afterwards. In a checkout, the share holds the package: {}."""
+    if paths.SOURCE_ROOT is not None:
+        yield {}
+        return
+    name = f"pkg-{os.getpid()}-{secrets.token_hex(4)}"
+    stage = os.path.join(share, CONTROL_DIR, name)
+    guest = f"{GUEST_SHARE}/{CONTROL_DIR}/{name}"
+    try:
+        shutil.copytree(paths.PACKAGE_DIR, os.path.join(stage, "bufferbloat"),
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        os.makedirs(os.path.join(stage, "build"))
+        binary = (helper or {}).get("binary")
+        if binary:
+            shutil.copy2(binary, os.path.join(stage, "build", os.path.basename(binary)))
+        yield {"PYTHONPATH": guest, paths.BUILD_DIR_ENV: f"{guest}/build"}
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def prepare_sampler_for_vm(log=None):
@@ -177,12 +226,11 @@ def prepare_sampler_for_vm(log=None):
 
 
 @contextlib.contextmanager
-def runs_file():
+def runs_file(out=None):
     """(path seen from the guest, path on the host) of a fresh file of the share where
     the guest's ``run`` lists its run directories; removed afterwards."""
-    from bufferbloat.vm.control import CONTROL_DIR  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     name = f"runs-{os.getpid()}-{secrets.token_hex(4)}.txt"
-    host = os.path.join(_repo_root(), CONTROL_DIR, name)
+    host = os.path.join(share_root(out), CONTROL_DIR, name)
     os.makedirs(os.path.dirname(host), exist_ok=True)
     open(host, "w").close()
     try:
@@ -192,10 +240,10 @@ def runs_file():
             os.remove(host)
 
 
-def recorded_runs(host_file):
+def recorded_runs(host_file, out=None):
     """The run directories the guest listed, as host paths."""
     with open(host_file) as f:
-        return [host_path(line.strip()) for line in f if line.strip()]
+        return [host_path(line.strip(), out) for line in f if line.strip()]
 
 
 def note_run(run_dir):

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--accel", choices=["tcg", "kvm"], help="default: probe (see probe)")
     r.add_argument("--env", action="append", metavar="NAME=VALUE",
                    help="environment variable for the command (repeatable)")
-    r.add_argument("--share", default=str(REPO_ROOT),
+    r.add_argument("--share", default=str(REPO_ROOT or "."),
                    help="host directory seen as /bb in the guest (default: the checkout)")
     r.add_argument("-c", dest="script", metavar="SCRIPT",
                    help="a bash script to run instead of CMD ARGS")

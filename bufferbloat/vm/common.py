@@ -15,7 +15,8 @@ from typing import Callable
 
 from bufferbloat.core import paths, signals
 
-#: the checkout (the VM shares it as /bb) and its vm/ directory: the guest's files
+#: the checkout (the VM shares it as /bb; None for an installed package, whose commands
+#: share their results directory: bufferbloat.run.where) and the guest's files
 REPO_ROOT = paths.SOURCE_ROOT
 VM_DIR = paths.VM_DIR
 DEFAULT_CACHE_DIR = "/var/cache/bufferbloat-vm"
@@ -58,7 +59,7 @@ def quiet(msg: str) -> None:
 def cache_dir() -> Path:
     """The image cache directory (env BUFFERBLOAT_VM_CACHE); never inside the checkout."""
     path = Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR).resolve()
-    if path == REPO_ROOT or REPO_ROOT in path.parents:
+    if REPO_ROOT is not None and (path == REPO_ROOT or REPO_ROOT in path.parents):
         raise VMError(f"{CACHE_ENV}={path} is inside the checkout {REPO_ROOT}: "
                       f"choose a directory outside it (default {DEFAULT_CACHE_DIR})")
     return path

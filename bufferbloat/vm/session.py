@@ -183,14 +183,15 @@ class _Signals:
         return signal.Signals(self.got).name if self.got else ""
 
 
-def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
+def run(command: Sequence[str] | str, share: Path | str | None = None,
         timeout_s: float | None = DEFAULT_TIMEOUT_S, memory_mb: int = 3072, cpus: int = 2,
         progress: Progress | None = stderr, env: dict | None = None,
         accel: str | None = None, output=None, _probe: bool = False) -> int:
     """Run ``command`` in a fresh project VM; return its exit code.
 
     ``command`` is an argument list (quoted safely, exec'd) or a bash script body (str).
-    It runs as root with cwd /bb (= ``share``, default the checkout), PYTHONPATH=/bb and
+    It runs as root with cwd /bb (= ``share``, default the checkout, else the current
+    directory), PYTHONPATH=/bb and
     the extra ``env`` variables; its stdout+stderr are streamed to ``output`` (a binary
     file, default our stdout) while it runs. Root fs changes are discarded (snapshot);
     files written under /bb land in ``share`` on the host.
@@ -208,7 +209,7 @@ def run(command: Sequence[str] | str, share: Path | str = REPO_ROOT,
     progress = DroppingProgress(progress or quiet)
     output = DroppingOutput(sys.stdout.buffer if output is None else output)
     make_command_script(command, env)          # validate before booting
-    share = Path(share).resolve()
+    share = Path(share or REPO_ROOT or os.getcwd()).resolve()
     if not share.is_dir():
         raise VMError(f"share {share} is not a directory")
     append = parse_append(os.environ.get(APPEND_ENV))
