@@ -16,6 +16,7 @@ result.json is saved when the run starts (status running) and again at the end; 
 is atomic, series are flushed while the run goes, so an interrupted run keeps what it had.
 """
 
+import contextlib
 import datetime
 import os
 import time
@@ -116,6 +117,17 @@ class RunContext:
     #: every measurement is in (an interrupt in the teardown leaves the run ok)
     measured: bool = False
     t_wall: float = field(default_factory=time.monotonic)
+    #: seconds spent in each phase of the run (result.json ``phases_s``, docs/RESULTS.md)
+    phases: dict = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def phase(self, name):
+        """Time the block as phase ``name`` (added up when a phase comes again)."""
+        t = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - t
 
     @property
     def run_dir(self):
@@ -147,8 +159,11 @@ def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=Fa
     SIGINT/SIGTERM end it as ``interrupted`` (KeyboardInterrupt). Either way the series
     so far and every tool's output (raw/) are kept and the network is removed."""
     terminate_on_sigterm()
+    t_resolve = time.monotonic()
     ctx = resolve(scn, overrides, RunOptions(duration_s, out_root, quick, log, run_dir,
                                              sample_period_s, rep))
+    ctx.t_wall = t_resolve
+    ctx.phases["resolve"] = time.monotonic() - t_resolve
     status, error = "failed", None
     try:
         run_network(ctx)
@@ -207,26 +222,21 @@ def run_network(ctx):
     the traffic and the sampler end before the network does (even on an error or a
     signal)."""
     scn, topo, net, rec = ctx.scn, ctx.topo, ctx.net, ctx.record
-    rec.update({"scenario": asdict(scn), "overrides": ctx.overrides,
-                "profile": "quick" if ctx.quick else "full", "duration_s": ctx.duration_s,
-                "params": dict(topo.params), "qdisc": topo.qdisc.to_dict(),
-                "knobs": ctx.knobs, "traffic": ctx.traffic, "warmup_s": ctx.warmup_s,
-                "scaling": topo.scaling,
-                "base_rtt_ms": topo.base_rtt_ms(), "sample_period_s": ctx.sample_period_s,
-                "machine": machine_record(ctx.caps), "tools": tool_versions(),
-                "bottleneck_dev": None})
-    ctx.writer.save()
+    with ctx.phase("record"):
+        _record_setting(ctx)
     # built (first use in a fresh checkout, ~10 s under TCG) before the network exists
     # and the clock starts: never a race against the sampler's start-up timeout
-    ctx.qdisc_helper = prepare_qdisc_helper(ctx.log)
+    with ctx.phase("sampler_build"):
+        ctx.qdisc_helper = prepare_qdisc_helper(ctx.log)
     with net:
         record_result_file(net.state, ctx.writer.path)
         if net.recovered:
             rec["recovered"] = net.recovered
             ctx.log(f"  removed what a killed run left behind: {net.recovered}")
-        rec["network"] = net.describe()
-        rec["bottleneck_dev"] = net.bottleneck_dev[1]
-        rec["sysctls"] = net.sysctls()
+        with ctx.phase("readback"):
+            rec["network"] = net.describe()
+            rec["bottleneck_dev"] = net.bottleneck_dev[1]
+            rec["sysctls"] = net.sysctls()
         ctx.log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
                 f"{len(ctx.traffic)} traffic parts, {ctx.duration_s:g} s")
         if topo.scaling:
@@ -237,8 +247,23 @@ def run_network(ctx):
             measure(ctx)
         finally:
             with deferred_signals("bufferbloat: interrupt received: stopping the traffic "
-                                  "first"):
+                                  "first"), ctx.phase("stop"):
                 stop_traffic(ctx)
+
+
+def _record_setting(ctx):
+    """The run's setting into its record (status running), saved before anything is
+    built."""
+    scn, topo, rec = ctx.scn, ctx.topo, ctx.record
+    rec.update({"scenario": asdict(scn), "overrides": ctx.overrides,
+                "profile": "quick" if ctx.quick else "full", "duration_s": ctx.duration_s,
+                "params": dict(topo.params), "qdisc": topo.qdisc.to_dict(),
+                "knobs": ctx.knobs, "traffic": ctx.traffic, "warmup_s": ctx.warmup_s,
+                "scaling": topo.scaling,
+                "base_rtt_ms": topo.base_rtt_ms(), "sample_period_s": ctx.sample_period_s,
+                "machine": machine_record(ctx.caps), "tools": tool_versions(),
+                "bottleneck_dev": None})
+    ctx.writer.save()
 
 
 def measure(ctx):
@@ -247,49 +272,58 @@ def measure(ctx):
     stopped."""
     net, rec, writer = ctx.net, ctx.record, ctx.writer
     t0 = writer.start_clock()
-    ctx.parts = build_parts(net, ctx.traffic, ctx.duration_s, t0,
-                            rec["realtime_minus_monotonic"],
-                            raw_dir=os.path.join(ctx.run_dir, "raw"))
-    rec["idle_rtt"] = idle_rtt(net, *_probe_pair(ctx.topo, ctx.parts))
+    with ctx.phase("parts"):
+        ctx.parts = build_parts(net, ctx.traffic, ctx.duration_s, t0,
+                                rec["realtime_minus_monotonic"],
+                                raw_dir=os.path.join(ctx.run_dir, "raw"))
+    with ctx.phase("idle_rtt"):
+        rec["idle_rtt"] = idle_rtt(net, *_probe_pair(ctx.topo, ctx.parts))
     # e.g. servers: every one listens before the clock starts, so that a flow's start
     # is its client's
-    for part in ctx.parts:
-        part.prepare()
-    ctx.sampler = make_sampler(ctx, t0)
-    ctx.sampler.start()
+    with ctx.phase("prepare"):
+        for part in ctx.parts:
+            part.prepare()
+    with ctx.phase("sampler_start"):
+        ctx.sampler = make_sampler(ctx, t0)
+        ctx.sampler.start()
     # the schedule's origin is taken once the sampler samples (its start-up takes seconds
     # under TCG): a flow's lateness is then its own, not the sampler's
     origin = time.monotonic()
     # a part whose flows were connected ahead (NetPerfMeter: bufferbloat/traffic/
     # netperfmeter.py) starts them at a time it set: the origin waits for it
     due = [p.origin_at for p in ctx.parts if p.origin_at is not None]
-    if due and max(due) > origin:
-        time.sleep(max(due) - origin)
-        origin = max(due)
+    with ctx.phase("connect"):
+        if due and max(due) > origin:
+            time.sleep(max(due) - origin)
+            origin = max(due)
     rec["traffic_start_s"] = origin - t0
-    for part in ctx.parts:
-        part.start(origin)
-    end = origin + ctx.duration_s
-    while time.monotonic() < end:
-        time.sleep(min(0.5, max(0.0, end - time.monotonic())))
-        problem = health_problem(net, ctx.parts, ctx.sampler)
-        if problem:
-            raise RunFailed(problem)
+    with ctx.phase("traffic"):
+        for part in ctx.parts:
+            part.start(origin)
+        end = origin + ctx.duration_s
+        while time.monotonic() < end:
+            time.sleep(min(0.5, max(0.0, end - time.monotonic())))
+            problem = health_problem(net, ctx.parts, ctx.sampler)
+            if problem:
+                raise RunFailed(problem)
     # let flows finish their own -t (a late start ends late), all within one grace
     # period: 40 late flows must not wait 5 s each while the sampler runs out of time
-    grace_end = time.monotonic() + FLOW_GRACE_S
-    for part in ctx.parts:
-        part.wait(max(0.1, grace_end - time.monotonic()))
+    with ctx.phase("grace"):
+        grace_end = time.monotonic() + FLOW_GRACE_S
+        for part in ctx.parts:
+            part.wait(max(0.1, grace_end - time.monotonic()))
     rec["traffic_overrun_s"] = time.monotonic() - end
-    stop_parts(ctx.parts)
-    sampler = ctx.sampler
-    if not sampler.alive():
-        raise RunFailed(sampler_died(sampler))
-    sampler.stop()
+    with ctx.phase("stop"):
+        stop_parts(ctx.parts)
+        sampler = ctx.sampler
+        if not sampler.alive():
+            raise RunFailed(sampler_died(sampler))
+        sampler.stop()
     problem = next(filter(None, (part.reported_error() for part in ctx.parts)), None)
     if problem:
         raise RunFailed(problem)
-    rec["network"]["installed_after"] = net.readback()
+    with ctx.phase("readback"):
+        rec["network"]["installed_after"] = net.readback()
     ctx.measured = True
 
 
@@ -326,19 +360,37 @@ def finish(ctx, status, error):
     collecting again), saved."""
     writer, rec = ctx.writer, ctx.record
     stop_parts(ctx.parts)
-    try:
-        _collect(writer, ctx.parts, ctx.sampler)
-    except Exception as exc:  # noqa: BLE001 - the record must still be closed
-        rec["collect_error"] = f"{type(exc).__name__}: {exc}"
-    rec["wall_s"] = time.monotonic() - ctx.t_wall
+    with ctx.phase("collect"):
+        try:
+            _collect(writer, ctx.parts, ctx.sampler)
+        except Exception as exc:  # noqa: BLE001 - the record must still be closed
+            rec["collect_error"] = f"{type(exc).__name__}: {exc}"
     rec["timings"] = dict(ctx.net.timings)
+    _close_phases(ctx)
     writer.close(status, error)
     if status == "ok":
-        run = load_run(ctx.run_dir)        # the series are read (and parsed) once
-        rows = mx.compute_metrics(run, warmup_s=ctx.warmup_s)
-        mx.write_metrics(run, rows, warmup_s=ctx.warmup_s)
-        rec["health"] = health.assess(run, rows)
+        with ctx.phase("metrics"):
+            run = load_run(ctx.run_dir)        # the series are read (and parsed) once
+            rows = mx.compute_metrics(run, warmup_s=ctx.warmup_s)
+            mx.write_metrics(run, rows, warmup_s=ctx.warmup_s)
+        with ctx.phase("health"):
+            rec["health"] = health.assess(run, rows)
+        _close_phases(ctx)
         writer.save()
+
+
+def _close_phases(ctx):
+    """The record's wall time and its phases (``phases_s``): the network's build and
+    teardown (Network.timings) with the engine's own, and what no phase covers
+    (``other``), so that they add up to ``wall_s``."""
+    rec = ctx.record
+    rec["wall_s"] = time.monotonic() - ctx.t_wall
+    phases = dict(ctx.phases)
+    for key, name in (("build_s", "build"), ("teardown_s", "teardown")):
+        if key in ctx.net.timings:
+            phases[name] = ctx.net.timings[key]
+    phases["other"] = max(0.0, rec["wall_s"] - sum(phases.values()))
+    rec["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
 
 
 def _probe_pair(topo, parts):

@@ -37,8 +37,18 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
     assert rec["schema_version"] == SCHEMA_VERSION and rec["status"] == "ok"
     for key in ("scenario", "params", "qdisc", "knobs", "traffic", "machine", "tools",
                 "network", "started", "t0_realtime", "realtime_minus_monotonic",
-                "duration_s", "wall_s", "sampler", "summary"):
+                "duration_s", "wall_s", "sampler", "phases_s"):
         assert key in rec, key
+    # where the wall time went: the phases add up to it, the traffic phase is the run's
+    # duration (within the 0.5 s watch period), the build and teardown are the network's
+    phases = rec["phases_s"]
+    assert {"resolve", "build", "sampler_start", "traffic", "grace", "collect", "metrics",
+            "health", "teardown", "other"} <= set(phases), phases
+    assert math.isclose(sum(phases.values()), rec["wall_s"], rel_tol=0.02, abs_tol=0.2)
+    assert DURATION_S <= phases["traffic"] <= DURATION_S + 0.6, phases
+    for phase in ("build", "teardown"):
+        assert rec["timings"][f"{phase}_s"] > 0
+        assert math.isclose(phases[phase], rec["timings"][f"{phase}_s"], abs_tol=1e-3)
     assert rec["machine"]["kernel"] == os.uname().release
     assert rec["params"]["buffer_pkts"] == 100 and rec["qdisc"]["kind"] == "fifo"
     assert "pfifo" in json.dumps(rec["network"]["installed_after"])

@@ -1,0 +1,120 @@
+"""Benchmark of a point's cost beyond its traffic (not a test): where each second goes.
+
+    sudo PYTHONPATH=. /usr/bin/python3 bench/bench_overhead.py [--families A,B,C,D,E]
+
+Runs one quick point of each family (its scenario's first sweep point, quick profile)
+with ``bufferbloat run-all --quick --only SCENARIO`` semantics, in one project VM when
+this kernel lacks what the points need (one boot for all of them), and prints, per
+point, its traffic time, its wall time, the overhead ratio (wall / traffic) and every
+phase of the run as the engine records it (result.json ``phases_s``: resolve, record,
+sampler_build, build, readback, parts, idle_rtt, prepare, sampler_start, connect,
+traffic, grace, stop, collect, metrics, health, teardown, other), then the totals.
+The VM's boot (once per command) is printed from its boots record. Asserts nothing.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+#: one quick point per family
+FAMILIES = {"A": "a1_fifo", "B": "b1_pie_tupdate", "C": "c1_red_vs_pie",
+            "D": "d1_cca_paths", "E": "e1_aqm_kflows"}
+PHASES = ("resolve", "record", "sampler_build", "build", "readback", "parts", "idle_rtt",
+          "prepare", "sampler_start", "connect", "traffic", "grace", "stop", "collect",
+          "metrics", "health", "teardown", "other")
+
+
+def run_points(scenarios, out):
+    """Run each scenario's first quick sweep point into ``out`` (here); their run dirs."""
+    from bufferbloat.run.engine import run_point  # noqa: PLC0415 - needs Mininet
+    from bufferbloat.run.sweep import points  # noqa: PLC0415
+    from bufferbloat.scenarios import catalogue  # noqa: PLC0415
+    cat = catalogue()
+    dirs = []
+    for name in scenarios:
+        scn = cat[name]
+        overrides = dict(next(iter(points(scn.sweep_for(True), 1)))[0]) \
+            if scn.sweep_for(True) else {}
+        print(f"bench: {name} {overrides}", file=sys.stderr, flush=True)
+        dirs.append(run_point(scn, overrides, out_root=out, quick=True,
+                              log=lambda *_: None))
+    return dirs
+
+
+def table(run_dirs):
+    """Print the phases of every run and the totals."""
+    rows = []
+    for d in run_dirs:
+        with open(os.path.join(d, "result.json")) as f:
+            rec = json.load(f)
+        rows.append((rec["scenario"]["name"], rec["duration_s"], rec["wall_s"],
+                     rec.get("phases_s", {}), (rec.get("health") or {}).get("verdict")))
+    head = f"{'point':<16}{'traffic':>8}{'wall':>7}{'ratio':>7}  {'health':<9}"
+    print(head + "  phases (s, largest first)")
+    total_traffic = total_wall = 0.0
+    sums = {}
+    for name, traffic, wall, phases, verdict in rows:
+        total_traffic += traffic
+        total_wall += wall
+        for k, v in phases.items():
+            sums[k] = sums.get(k, 0.0) + v
+        top = sorted(((v, k) for k, v in phases.items() if k != "traffic"), reverse=True)
+        print(f"{name:<16}{traffic:>8.1f}{wall:>7.1f}{wall / traffic:>7.2f}  "
+              f"{verdict or '?':<9}  " + ", ".join(f"{k} {v:.1f}" for v, k in top[:6]))
+    if rows:
+        print(f"{'all':<16}{total_traffic:>8.1f}{total_wall:>7.1f}"
+              f"{total_wall / total_traffic:>7.2f}")
+        print("phases summed over the points (s): " + ", ".join(
+            f"{k} {sums[k]:.1f}" for k in PHASES if k in sums))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--families", default=",".join(FAMILIES),
+                    help="families to run, e.g. A,C (default: all five)")
+    ap.add_argument("--inside", metavar="OUT", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    wanted = [f.strip().upper() for f in args.families.split(",") if f.strip()]
+    bad = [f for f in wanted if f not in FAMILIES]
+    if bad:
+        ap.error(f"--families: unknown {bad} (valid: {', '.join(FAMILIES)})")
+    scenarios = [FAMILIES[f] for f in wanted]
+    if args.inside:                               # in the project VM
+        for d in run_points(scenarios, args.inside):
+            print(f"RUN {d}", flush=True)
+        return 0
+    from bufferbloat.run import where  # noqa: PLC0415
+    from bufferbloat.scenarios import catalogue  # noqa: PLC0415
+    topos = [catalogue()[s].build()[0] for s in scenarios]
+    out = tempfile.mkdtemp(prefix="bench-overhead-", dir=str(ROOT / ".scratch")
+                           if (ROOT / ".scratch").is_dir() else None)
+    if where.missing_kernel_pieces(topos) and not where.in_project_vm():
+        rel = os.path.relpath(out, ROOT)
+        boots = Path(out) / "boots.jsonl"
+        env = dict(os.environ, BUFFERBLOAT_VM_BOOT_LOG=str(boots))
+        proc = subprocess.run([str(ROOT / "vm" / "run"), "--", "python3",
+                               "bench/bench_overhead.py", "--families", ",".join(wanted),
+                               "--inside", rel], env=env, capture_output=True, text=True)
+        sys.stderr.write(proc.stderr[-3000:])
+        dirs = [os.path.join(str(ROOT), line.split(" ", 1)[1].removeprefix("/bb/"))
+                for line in proc.stdout.splitlines() if line.startswith("RUN ")]
+        if boots.exists():
+            rec = json.loads(boots.read_text().splitlines()[-1])
+            print(f"VM: boot to command {rec['boots'][-1].get('boot_s')} s, "
+                  f"command wall {rec.get('wall_s')} s for {len(dirs)} point(s)")
+    else:
+        dirs = run_points(scenarios, out)
+    table(dirs)
+    print(f"runs kept in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
