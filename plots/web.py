@@ -28,7 +28,7 @@ def draw(run):
         bad = mask & ~ok
         if bad.any():
             ax.plot(web["t"][bad], np.nan_to_num(web["total_s"][bad]), linestyle="none",
-                    marker="x", markersize=8, color="red", label=f"{fetch} failed",
+                    marker="x", markersize=8, color="#ff0000", label=f"{fetch} failed",
                     gid=f"failed:{fetch}")
     finish_axes(ax, "fetch start time (s)", "fetch time (s)", "upper left")
     return fig

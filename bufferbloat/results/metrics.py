@@ -37,10 +37,12 @@ from bufferbloat.results.records import (
     load_run,
 )
 from bufferbloat.core.series import TRAFFIC_TIME_COLUMNS
+from bufferbloat.net.qdiscs import ROW_KINDS
 from bufferbloat.core.stats import cov, jain_index, loss_figures, percentiles
 FIELDS = ("scope", "name", "metric", "value", "unit")
 #: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
-NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"}
+#: (and the extra rows a qdisc kind adds, e.g. CAKE's tins: bufferbloat.net.qdiscs)
+NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"} | ROW_KINDS
 PERCENTILES = (50, 95, 99)
 COV_BIN_S = 1.0
 

@@ -392,11 +392,9 @@ def summarize(topo, rows):
            "ping_rtt_p50_ms": get("ping", "rtt_p50_ms"),
            "ping_rtt_max_ms": get("ping", "rtt_max_ms"),
            "queue_delay_p50_ms": get("link", "qdelay_p50_ms")}
-    if topo.qdisc.kind == "fifo" and topo.qdisc.params.get("limit_pkts"):
+    info, qp = topo.qdisc.info, topo.qdisc.params
+    if info.drop_tail and qp.get("limit_pkts"):
         out["theory_full_queue_rtt_ms"] = theory.full_queue_rtt_ms(
-            topo.base_rtt_ms(), topo.qdisc.params["limit_pkts"], rate)
-    if topo.qdisc.kind in ("pie", "codel", "fq_codel"):
-        out["aqm_target_ms"] = topo.qdisc.params.get("target_ms")
-    if topo.qdisc.kind == "pi":
-        out["pi_q_ref_pkts"] = topo.qdisc.params.get("q_ref_pkts")
+            topo.base_rtt_ms(), qp["limit_pkts"], rate)
+    out.update(info.summary(qp, topo.base_rtt_ms(), rate))
     return out

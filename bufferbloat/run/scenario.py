@@ -136,7 +136,7 @@ class Scenario:
                       | ({"variant"} if self.variants else set()))
 
     def _qdisc_keys(self):
-        from bufferbloat.net.qdisc import KINDS
+        from bufferbloat.net.qdiscs import KINDS
         keys = set()
         for kind in KINDS.values():
             keys |= {p.name for p in kind.params}

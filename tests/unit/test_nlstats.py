@@ -12,6 +12,7 @@ import struct
 
 import pytest
 
+from bufferbloat.net import qdiscs
 from bufferbloat.netlink import nlstats
 from bufferbloat.measure.sampler import qdisc_row, tcp_row
 from bufferbloat.core.series import SERIES_COLUMNS
@@ -45,10 +46,10 @@ def test_every_fixture_is_there():
 @pytest.mark.parametrize("case", QDISC_CASES)
 def test_qdisc_dump_matches_tc(case):
     meta = _meta(case)
-    got = nlstats.parse_qdisc_dump(_load(case, "qdisc.bin", "rb"), meta["ifindex"])
+    got = qdiscs.parse_qdisc_dump(_load(case, "qdisc.bin", "rb"), meta["ifindex"])
     for q in got:
-        nlstats.finish_qdisc(q)
-    after = nlstats.parse_qdisc_dump(_load(case, "qdisc-after.bin", "rb"), meta["ifindex"])
+        qdiscs.finish_qdisc(q)
+    after = qdiscs.parse_qdisc_dump(_load(case, "qdisc-after.bin", "rb"), meta["ifindex"])
     tc = json.loads(_load(case, "tc.json"))
     assert [q["kind"] for q in got] == [t["kind"] for t in tc] == [q["kind"] for q in after]
     for q, t, qa in zip(got, tc, after):
@@ -108,7 +109,7 @@ def _tc_time_us(text):
 def test_fq_codel_flow_classes_match_tc():
     case = "vm_fq_codel"
     meta = _meta(case)
-    classes = nlstats.parse_class_dump(_load(case, "class.bin", "rb"), meta["ifindex"])
+    classes = qdiscs.parse_class_dump(_load(case, "class.bin", "rb"), meta["ifindex"])
     flows = [c for c in classes if c["kind"] == "fq_codel_flow"]
     text = _load(case, "tc-class.txt")
     tc_ldelay = [_tc_time_us(m) for m in re.findall(r"ldelay (\S+)", text)]
@@ -116,8 +117,8 @@ def test_fq_codel_flow_classes_match_tc():
     for c, us in zip(flows, tc_ldelay):
         # sprint_time prints 3 significant digits
         assert c["ldelay_us"] == pytest.approx(us, rel=0.006, abs=1)
-    qs = nlstats.parse_qdisc_dump(_load(case, "qdisc.bin", "rb"), meta["ifindex"])
-    nlstats.merge_fq_codel_flows(qs, classes)
+    qs = qdiscs.parse_qdisc_dump(_load(case, "qdisc.bin", "rb"), meta["ifindex"])
+    qdiscs.merge_classes(qs, classes)
     fq = next(q for q in qs if q["kind"] == "fq_codel")
     assert fq["active_flows"] == len(flows)
     assert fq["delay_us"] == max(c["ldelay_us"] for c in flows) > 0

@@ -19,7 +19,7 @@ import pytest
 
 from bufferbloat.net.network import Network
 from tests.recipes import idle_ping, long_flow
-from bufferbloat.net.qdisc import KINDS
+from bufferbloat.net.qdiscs import KINDS
 from bufferbloat.net.topology import DumbbellTopo
 
 FLOW_S = 25
