@@ -26,7 +26,7 @@ QDISC_CASES = sorted(os.path.basename(p)[:-len(".qdisc.bin")]
 TCP_CASES = sorted(os.path.basename(p)[:-len(".diag.bin")]
                    for p in glob.glob(os.path.join(NL, "*.diag.bin")))
 NEEDED = {"host_htb_pfifo", "host_htb_bfifo", "host_tcp_bbr", "vm_pie", "vm_codel",
-          "vm_fq_codel", "vm_red"}
+          "vm_fq_codel", "vm_red", "vm_cake"}
 
 
 def _load(case, ext, mode="r"):
@@ -96,6 +96,9 @@ def _check_xstats(q, t, qa):
         assert q["early_drops"] == t["early"] and q["pdrop"] == t["pdrop"]
         assert q["marks"] == t["marked"] and q["other"] == t["other"]
         assert q["early_drops"] > 0
+    elif kind == "cake":   # its tins: test_cake_tins_match_tc
+        assert q["memory_used"] == t["memory_used"] and len(q["tins"]) == len(t["tins"])
+        assert q["delay_us"] > 0 and "prob" not in q
     else:
         assert "delay_us" not in q and "prob" not in q
 
@@ -104,6 +107,34 @@ def _tc_time_us(text):
     """tc's sprint_time ("12.3ms", "850us", "1.2s") in us."""
     m = re.fullmatch(r"([0-9.]+)(s|ms|us)", text)
     return float(m[1]) * {"s": 1e6, "ms": 1e3, "us": 1}[m[2]]
+
+
+def test_cake_tins_match_tc():
+    """CAKE's nested per-tin xstats (TCA_CAKE_STATS_TIN_STATS) decoded as tc -s -j
+    printed them at the same moment, and the qdisc's totals and rows made of them."""
+    case = "vm_cake"
+    meta = _meta(case)
+    qs = qdiscs.parse_qdisc_dump(_load(case, "qdisc.bin", "rb"), meta["ifindex"])
+    cake = next(q for q in qs if q["kind"] == "cake")
+    tc = next(t for t in json.loads(_load(case, "tc.json")) if t["kind"] == "cake")
+    assert (cake["memory_used"], cake["memory_limit"]) == (tc["memory_used"],
+                                                           tc["memory_limit"])
+    assert len(cake["tins"]) == len(tc["tins"]) == 3          # diffserv3
+    for ours, theirs in zip(cake["tins"], tc["tins"]):
+        for a, b in (("sent_bytes", "sent_bytes"), ("sent_packets", "sent_packets"),
+                     ("dropped_packets", "drops"), ("ecn_marked_packets", "ecn_mark"),
+                     ("backlog_bytes", "backlog_bytes"), ("peak_delay_us", "peak_delay_us"),
+                     ("avg_delay_us", "avg_delay_us"), ("base_delay_us", "base_delay_us"),
+                     ("target_us", "target_us"), ("interval_us", "interval_us")):
+            assert ours[a] == theirs[b], (ours["tin"], a)
+    busy = [t for t in tc["tins"] if t["sent_packets"]]
+    assert cake["delay_us"] == max(t["avg_delay_us"] for t in busy) > 0
+    assert cake["early_drops"] == sum(t["drops"] for t in tc["tins"]) > 0
+    rows = qdiscs.finish_qdiscs(qs)
+    tins = [r for r in rows if r["kind"] in qdiscs.ROW_KINDS]
+    assert [nlstats.tc_handle(r["handle"]) for r in tins] == ["10:1", "10:2", "10:3"]
+    assert all(r["parent"] == cake["handle"] for r in tins)
+    assert rows.index(tins[0]) == rows.index(cake) + 1         # after their qdisc
 
 
 def test_fq_codel_flow_classes_match_tc():
