@@ -9,11 +9,14 @@ theory, with the suite's own runner and its health verdict (as test_families_vm.
    backlog x 8 / rate the sampler measures). The same flow behind a FIFO of 100 packets
    fills it: 100 x 1514 x 8 / 10e6 = 121 ms of queue (docs/PLATFORM.md measured 121);
    CAKE's median must be below a quarter of FIFO's.
-2. Per-host isolation: with triple-isolate (its default) or dual-srchost, CAKE first
-   shares the link among source hosts, then among each host's flows. 1 flow from h1 and 4
-   from h2 to one receiver: each host gets half (theory 50/50; a per-flow fair queue like
-   FQ-CoDel would give h1 1/5). Asserted: h1's share of the two hosts' goodput within
-   10 % of 1/2 (0.45-0.55).
+2. Per-host isolation: 1 flow from h1 and 4 from h2 to one receiver. CAKE divides a
+   flow's quantum by its host's count of bulk flows; with ``dual-srchost`` that count is
+   the source host's (1 for h1's flow, 4 for h2's), so each host gets half (theory 0.5;
+   asserted h1's share of the two hosts' goodput within 10 % of it: 0.45-0.55). Its default
+   ``triple-isolate`` divides by the larger of the source's and the destination's
+   counts: every flow here goes to the one receiver (count 5), so it shares per flow and
+   h1 gets 1/5 (measured 0.200 in the VM); asserted 0.2 +- 0.05, which per-host sharing
+   would fail.
 """
 import dataclasses
 import json
@@ -83,24 +86,31 @@ def test_one_flow_keeps_cakes_delay_near_its_target_far_below_fifo(out):
     assert sojourn < fifo / 4 and fifo > 0.6 * FIFO_QUEUE_MS
 
 
-def test_two_hosts_share_equally_whatever_their_flow_counts(out):
+def _host_share(out, flow_mode):
     e1 = CAT["e1_aqm_kflows"]
     scn = dataclasses.replace(
-        e1, name="cake_hosts", variants={}, sweep={}, quick_sweep={},
+        e1, name=f"cake_hosts_{flow_mode}", variants={}, sweep={}, quick_sweep={},
         params=dict(k=2, rtt_ms="20", bottleneck_mbit=RATE_MBIT, qdisc="cake", cca="cubic"),
         traffic=({"kind": "iperf", "name": "one", "src": "h1", "dst": "receiver"},
                  {"kind": "iperf", "name": "four", "src": "h2", "dst": "receiver",
                   "parallel": 4},
                  {"kind": "ping", "name": "ping", "src": "h1", "dst": "receiver",
                   "interval_s": 0.1}))
-    run, rows = healthy_run(out, scn, {}, 20)
+    _run, rows = healthy_run(out, scn, {"qdisc.flow_mode": flow_mode}, 20)
     flows = {r["name"]: r["value"] for r in rows
              if r["scope"] == "flow" and r["metric"] == "throughput_mbit"}
     one = sum(v for k, v in flows.items() if k.startswith("one"))
     four = sum(v for k, v in flows.items() if k.startswith("four"))
     share = one / (one + four)
-    print(f"CAKE triple-isolate: h1 (1 flow) {one:.2f} Mbit/s, h2 (4 flows) {four:.2f} "
-          f"Mbit/s: h1's share {share:.3f} (theory 0.5; per-flow fairness 0.2); {flows}")
-    assert len([k for k in flows if k.startswith("four")]) in (1, 4)
-    assert 0.45 <= share <= 0.55
-    assert one + four > 0.85 * RATE_MBIT      # and the link stays used
+    print(f"CAKE {flow_mode}: h1 (1 flow) {one:.2f} Mbit/s, h2 (4 flows) {four:.2f} "
+          f"Mbit/s: h1's share {share:.3f}; {flows}")
+    assert one + four > 0.85 * RATE_MBIT      # the link stays used
+    return share
+
+
+def test_two_hosts_share_equally_with_dual_srchost(out):
+    assert 0.45 <= _host_share(out, "dual-srchost") <= 0.55
+
+
+def test_triple_isolate_shares_per_flow_towards_one_receiver(out):
+    assert abs(_host_share(out, "triple-isolate") - 0.2) <= 0.05
