@@ -13,7 +13,7 @@ import math
 import sys
 import textwrap
 
-from bufferbloat.net.qdisc import KINDS
+from bufferbloat.net.qdiscs import DEFAULT_KIND, KINDS
 from bufferbloat.net.topology import TOPOLOGIES
 from bufferbloat.results import headline
 from bufferbloat.results.records import Run
@@ -74,7 +74,7 @@ def key_rows(scn):
     """(key, default, unit, allowed, what) for every key ``--set`` accepts, in the
     order: topology, qdisc (the scenario's qdisc first), knobs, variant."""
     params, qparams, knobs = scn.split()
-    kind = params.get("qdisc", "fifo")
+    kind = params.get("qdisc", DEFAULT_KIND)
     rows = []
     for p in TOPOLOGIES[scn.topology].PARAMS:
         rows.append((p.name, params.get(p.name, p.default), unit_of(p.name), p.allowed(),

@@ -91,7 +91,7 @@ def full_queue_rtt_ms(run):
     kind, params = run.qdisc
     rate = run.bottleneck_mbit
     base = run.base_rtt_ms
-    if kind != "fifo" or not rate or base is None:
+    if not theory.is_drop_tail(kind) or not rate or base is None:
         return None
     pkts = params.get("limit_pkts", run.params.get("buffer_pkts"))
     nbytes = params.get("limit_bytes", run.params.get("buffer_bytes"))

@@ -1,22 +1,17 @@
 """One palette for every figure: the same qdisc or CCA has the same colour everywhere.
 
-Qdisc colours are keyed by the registry's kind names (``fifo``, ``pie``, ``red``,
-``codel``, ``fq_codel``) and by the kinds ``tc`` reports (``pfifo``, ``bfifo`` map to
+Qdisc colours are each kind's own (its module in bufferbloat/net/qdiscs/), keyed by the
+registry's kind names and by the kinds ``tc`` reports (``pfifo``, ``bfifo`` map to
 fifo). CCA colours by the kernel's names. Flows of one run get colours from
 :data:`FLOW_CYCLE` in the order they are listed, so "flow 1" is the same colour in the
 cwnd, throughput and operating-point figures of a run.
 """
 
-QDISC_COLORS = {
-    "fifo": "#7f7f7f",       # grey: no AQM
-    "pie": "#1f77b4",        # blue
-    "red": "#d62728",        # red
-    "codel": "#2ca02c",      # green
-    "fq_codel": "#9467bd",   # purple
-    "pi": "#ff7f0e",         # orange: the PI controller (sch_pi)
-}
+from bufferbloat.net.qdiscs import BY_TC_KIND, KINDS
+
+QDISC_COLORS = {name: kind.color for name, kind in KINDS.items()}
 #: tc's kind names for the registry's kinds.
-QDISC_ALIASES = {"pfifo": "fifo", "bfifo": "fifo", "pfifo_fast": "fifo", "fq-codel": "fq_codel"}
+QDISC_ALIASES = {tc: kind.name for tc, kind in BY_TC_KIND.items() if tc != kind.name}
 
 CCA_COLORS = {
     "cubic": "#ff7f0e",

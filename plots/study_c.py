@@ -14,6 +14,7 @@ of means and traces as everywhere, :attr:`Point.averaged`).
 """
 import numpy as np
 
+from bufferbloat.net.qdiscs import kind_of
 from bufferbloat.plots.common import THEORY_GID, finish_axes, hline, legend, new_figure
 from bufferbloat.plots.palette import THEORY_COLOR, qdisc_color
 
@@ -61,15 +62,13 @@ def _thresholds(ax, points, in_bytes=False):
     for p in points:
         kind, par = _qdisc(p)
         scale = PACKET_BYTES if in_bytes else 1
+        info = kind_of(kind)
         lines = []
-        if kind == "pi" and par.get("q_ref_pkts") is not None:
-            lines.append((par["q_ref_pkts"] * scale, f"PI q_ref {par['q_ref_pkts']} pkts",
-                          "qref"))
-        if kind == "red" and par.get("min_bytes"):
-            for name in ("min_bytes", "max_bytes"):
-                v = par[name] if in_bytes else par[name] / PACKET_BYTES
-                lines.append((v, f"RED {name.split('_')[0]}_th {par[name] / 1000:g} kB",
-                              f"red-{name.split('_')[0]}"))
+        for value, unit, label, gid in (info.thresholds(par) if info is not None else ()):
+            if unit == "packets":
+                lines.append((value * scale, label, gid))
+            else:
+                lines.append((value if in_bytes else value / PACKET_BYTES, label, gid))
         for y, label, gid in lines:
             if gid not in seen:
                 seen.add(gid)

@@ -58,7 +58,7 @@ def draw(run):
         for kind, style in (("ok", dict(linestyle="-", marker="o", markersize=4,
                                          color=flow_color(i))),
                             ("failed", dict(linestyle="none", marker="x", markersize=8,
-                                            color="red")),
+                                            color="#ff0000")),
                             ("cut", dict(linestyle="none", marker="^", markersize=8,
                                          markerfacecolor="none", color="darkorange"))):
             sel = mask & counted[kind]

@@ -23,6 +23,9 @@ A_VARIANTS = {
     "fifo": dict(qdisc="fifo", buffer_pkts=100, flows=1),
     "pie": {"qdisc": "pie", "buffer_pkts": 1000, "qdisc.target_ms": 20, "flows": 1},
     "pie10": {"qdisc": "pie", "buffer_pkts": 1000, "qdisc.target_ms": 20, "flows": 10},
+    # CAKE (sch_cake, an unlimited leaf under the HTB shaper) with its own defaults:
+    # rtt 100 ms (target 5 ms), triple-isolate, its memory limit (no packet buffer)
+    "cake": {"qdisc": "cake", "buffer_pkts": None, "flows": 1},
 }
 
 #: Family B: client -- router -- server, 100 Mbit/s bottleneck, RRUL-like load.

@@ -4,7 +4,7 @@ long-lived flows starting uniformly within the first minute of 2-minute runs; st
 from the second minute; 5 repetitions averaged. RED: min 4 kB, max 12 kB, max_p 0.02,
 ECN. PI (Hollot et al. 2001, the project's sch_pi module): q_ref 8 kB = 14 packets of
 576 B, a = 0.001136, b = 0.001086 per packet at 160 Hz, ECN (the gains' derivation is in
-bufferbloat/net/pi.py). PIE (its delay-based descendant, target 6.4 ms = 8 kB at 10 Mbit/s)
+bufferbloat/net/qdiscs/pi.py). PIE (its delay-based descendant, target 6.4 ms = 8 kB at 10 Mbit/s)
 stays as a third variant, labelled PIE. The qdiscs mark, so every host negotiates ECN
 (tcp_ecn=1, recorded with the run). The flows come from NetPerfMeter (``tool``; iperf3
 stays selectable), every host advertising a 536-byte MSS (``advmss_bytes``)."""

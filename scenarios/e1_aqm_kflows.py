@@ -1,5 +1,6 @@
 """Family E: k greedy flows (k = 1, 2, 5, 10 or 20; 15 ms RTT each) through an 80 Mbit/s
-bottleneck with a 100-packet queue for 15 s, qdisc FIFO, RED, CoDel, FQ-CoDel or PIE, the
+bottleneck with a 100-packet queue for 15 s, qdisc FIFO, RED, CoDel, FQ-CoDel, PIE or
+CAKE (an unlimited leaf under the HTB shaper, its own memory limit: no packet buffer), the
 study's default CCA NewReno (``reno``; ``--set cca=...`` or ``ccas=`` per sender);
 per-flow, per-link and per-network metrics, the study's whole set (bufferbloat/
 flowmetrics.py: in-flight, delivery and sending rate, estimated queueing delay,
@@ -9,7 +10,8 @@ from bufferbloat.run.scenario import Scenario
 
 SCENARIO = Scenario(
     name="e1_aqm_kflows", family="E",
-    description="k=1..20 flows x {fifo, red, codel, fq_codel, pie}, 80 Mbit/s, 100 pkts",
+    description="k=1..20 flows x {fifo, red, codel, fq_codel, pie, cake}, 80 Mbit/s, "
+                "100 pkts",
     topology="kdumbbell",
     params=dict(k=5, rtt_ms="15", bottleneck_mbit=80, qdisc="fifo", buffer_pkts=100,
                 cca="reno"),
@@ -20,22 +22,26 @@ SCENARIO = Scenario(
     # the same 100-packet buffer for every qdisc; RED counts bytes: 100 x 1514 B
     variants={"fifo": dict(qdisc="fifo"), "codel": dict(qdisc="codel"),
               "fq_codel": dict(qdisc="fq_codel"), "pie": dict(qdisc="pie"),
-              "red": dict(qdisc="red", buffer_pkts=None, buffer_bytes=151_400)},
-    sweep={"variant": ["fifo", "red", "codel", "fq_codel", "pie"], "k": [1, 2, 5, 10, 20]},
-    quick_sweep={"variant": ["fifo", "red", "codel", "fq_codel", "pie"]},
+              "red": dict(qdisc="red", buffer_pkts=None, buffer_bytes=151_400),
+              # CAKE's memlimit counts skb memory (truesize), not packet bytes: it keeps
+              # its own limit rather than a 100-packet one it could not express
+              "cake": dict(qdisc="cake", buffer_pkts=None)},
+    sweep={"variant": ["fifo", "red", "codel", "fq_codel", "pie", "cake"],
+           "k": [1, 2, 5, 10, 20]},
+    quick_sweep={"variant": ["fifo", "red", "codel", "fq_codel", "pie", "cake"]},
     figures=("cwnd", "rtt", "queue", "fairness", "flows", "operating", "ecdf"),
     # srtt, cwnd and in-flight time series at 50 ms; the queue every 10 ms
     tcp_sample_ms=50,
     study="E: k = 1, 2, 5, 10 and 20 NewReno flows (5 in the quick profile), 15 ms RTT, "
-          "80 Mbit/s, 100 packets, under FIFO, RED, CoDel, FQ-CoDel and PIE",
+          "80 Mbit/s, 100 packets, under FIFO, RED, CoDel, FQ-CoDel, PIE and CAKE",
     expect="Every qdisc keeps the link ~95 % used; FIFO fills its 100 packets (~15 ms "
-           "of queue), the AQMs hold a few ms (CoDel/FQ-CoDel ~5 ms, PIE ~15 ms); "
-           "FQ-CoDel shares most equally (Jain ~1, entropy ~ln k).",
+           "of queue), the AQMs hold a few ms (CoDel/FQ-CoDel/CAKE ~5 ms, PIE ~15 ms); "
+           "FQ-CoDel and CAKE share most equally (Jain ~1, entropy ~ln k).",
     headline=(
         {"metric": "network:all:aggregate_throughput_mbit", "label": "goodput",
          "theory": "goodput_ceiling_mbit", "expect": "~95 % of the link for every qdisc"},
         {"metric": "network:all:jain_fairness", "label": "Jain's index", "theory": "one",
-         "expect": "FQ-CoDel ~1; FIFO and RED lower"},
+         "expect": "FQ-CoDel and CAKE ~1; FIFO and RED lower"},
         {"metric": "link:qdelay_mean_ms", "label": "queueing delay, mean",
          "theory": "queue_delay_ms",
          "expect": "FIFO: most of its 100 packets (15 ms); AQMs near their target"},

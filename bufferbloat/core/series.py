@@ -16,7 +16,10 @@ SERIES_COLUMNS = {
               "early_drops", "prob", "delay_us", "maxq_pkts",
               # the controller's last update (sch_pi, docs/PI.md): q, q_old, p before it,
               # and the update count
-              "ctl_q_pkts", "ctl_q_old_pkts", "ctl_prob_prev", "ctl_updates"),
+              "ctl_q_pkts", "ctl_q_old_pkts", "ctl_prob_prev", "ctl_updates",
+              # the largest and the smallest recent sojourn (CAKE's per-tin peak and
+              # base delay, bufferbloat/net/qdiscs/cake.py)
+              "peak_delay_us", "base_delay_us"),
     "tcp": ("t", "flow", "host", "src", "sport", "dst", "dport", "cca", "state",
             "cwnd_pkts", "ssthresh_pkts", "srtt_us", "rttvar_us", "mss_bytes",
             "in_flight_pkts", "retrans_total", "bytes_acked", "delivery_rate_bps",

@@ -56,6 +56,7 @@ from bufferbloat.core.paths import IMPORT_ROOT
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.core.signals import stop_process, stop_requests
 from bufferbloat.core.stats import percentile
+from bufferbloat.net import qdiscs
 from bufferbloat.netlink import nlstats
 
 MIN_PERIOD_S = 0.001
@@ -234,7 +235,7 @@ class _Rows:
 
 
 def qdisc_row(t, dev, q):
-    """A qdisc.csv row from a decoded qdisc (see :func:`bufferbloat.netlink.nlstats.parse_qdisc_dump`)."""
+    """A qdisc.csv row from a decoded qdisc (see :func:`bufferbloat.net.qdiscs.parse_qdisc_dump`)."""
     prob = q.get("prob")
     return (t, dev, nlstats.tc_handle(q["handle"]), nlstats.tc_handle(q["parent"]),
             q["kind"], q.get("qlen"), q.get("backlog"), q.get("bytes"), q.get("packets"),
@@ -242,7 +243,7 @@ def qdisc_row(t, dev, q):
             q.get("early_drops"), None if prob is None else round(prob, 9), q.get("delay_us"),
             q.get("maxq_pkts"), q.get("ctl_q_pkts"), q.get("ctl_q_old_pkts"),
             None if q.get("ctl_prob_prev") is None else round(q["ctl_prob_prev"], 9),
-            q.get("ctl_updates"))
+            q.get("ctl_updates"), q.get("peak_delay_us"), q.get("base_delay_us"))
 
 
 def _min_rtt(info):
@@ -545,7 +546,8 @@ def run(spec):
     if spec["qdisc_devs"]:
         helper, why = _start_qdisc_helper(spec, series)
         qsampler = "c" if helper else f"python ({why})"
-    qreaders = [] if helper else [(d["dev"], nlstats.QdiscReader(d["dev"], d.get("pid")))
+    qreaders = [] if helper else [(d["dev"], nlstats.QdiscReader(d["dev"], d.get("pid"),
+                                                                    decoder=qdiscs))
                                   for d in spec["qdisc_devs"]]
     by_ns = {}
     for f in spec["flows"]:

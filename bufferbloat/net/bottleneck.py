@@ -42,7 +42,7 @@ import sys
 from dataclasses import dataclass
 
 from bufferbloat.core.params import env_number
-from bufferbloat.net.qdisc import NETLINK_KINDS
+from bufferbloat.net.qdiscs import DEFAULT_KIND, NETLINK_KINDS, make_qdisc
 from bufferbloat.net.topology import Impairment
 
 NETEM_LIMIT_PKTS = 100_000
@@ -133,7 +133,7 @@ def shaped(ns, dev, rate_mbit, leaf, why, handle=LEAF_HANDLE):
 
 def leaf_step(ns, dev, parent, handle, leaf, why):
     """The step installing qdisc ``leaf`` (kind and options) under ``parent``: ``tc``, or
-    for a kind tc cannot parse (qdisc.NETLINK_KINDS) one RTM_NEWQDISC sent by
+    for a kind tc cannot parse (qdiscs.NETLINK_KINDS) one RTM_NEWQDISC sent by
     ``python3 -m bufferbloat.net.nlqdisc``."""
     if leaf[0] in NETLINK_KINDS:
         return Step(ns, (sys.executable or "python3", "-m", "bufferbloat.net.nlqdisc", dev,
@@ -200,7 +200,9 @@ def plan_network(topo, intfs):
 
 
 def _plain_leaf(imp):
-    return netem_args(imp) if imp.active else ["pfifo", "limit", str(HOST_QUEUE_PKTS)]
+    if imp.active:
+        return netem_args(imp)
+    return make_qdisc(DEFAULT_KIND, limit_pkts=HOST_QUEUE_PKTS).tc_args(rate_mbit=None)
 
 
 def features_for(topo):

@@ -18,15 +18,14 @@ import sys
 from dataclasses import dataclass
 
 from bufferbloat.core.errors import MissingFeature
+from bufferbloat.net.qdiscs import KINDS as QDISC_KINDS
 
 # feature -> (kernel config symbol, module name, what it is for)
 KERNEL_FEATURES = {
     "sch_htb": ("CONFIG_NET_SCH_HTB", "sch_htb", "rate shaper of every link"),
-    "sch_fifo": ("CONFIG_NET_SCH_FIFO", "sch_fifo", "pfifo/bfifo drop-tail buffers"),
-    "sch_pie": ("CONFIG_NET_SCH_PIE", "sch_pie", "PIE AQM"),
-    "sch_red": ("CONFIG_NET_SCH_RED", "sch_red", "RED AQM"),
-    "sch_codel": ("CONFIG_NET_SCH_CODEL", "sch_codel", "CoDel AQM"),
-    "sch_fq_codel": ("CONFIG_NET_SCH_FQ_CODEL", "sch_fq_codel", "FQ-CoDel AQM"),
+    # the bottleneck's queue disciplines: each kind's module (bufferbloat/net/qdiscs/)
+    **{k.module: (k.config, k.module, k.doc) for k in QDISC_KINDS.values()
+       if not k.project_module},
     "sch_netem": ("CONFIG_NET_SCH_NETEM", "sch_netem", "propagation delay, jitter, loss"),
     "sch_ingress": ("CONFIG_NET_SCH_INGRESS", "sch_ingress", "ingress hook for IFB"),
     "ifb": ("CONFIG_IFB", "ifb", "impairments after the bottleneck queue"),
@@ -39,10 +38,8 @@ KERNEL_FEATURES = {
     "sctp": ("CONFIG_IP_SCTP", "sctp", "NetPerfMeter's passive side (its control socket)"),
 }
 # the project's own modules: (module, what it is for, where it is built)
-PROJECT_MODULES = {
-    "sch_pi": ("PI AQM (Hollot et al. 2001)", "vm/guest/sch_pi, built into the project VM "
-               "image by vm/provision.sh"),
-}
+PROJECT_MODULES = {k.module: (k.doc, k.project_module) for k in QDISC_KINDS.values()
+                   if k.project_module}
 CCAS = {"reno": None, "cubic": "CONFIG_TCP_CONG_CUBIC", "bbr": "CONFIG_TCP_CONG_BBR",
         "vegas": "CONFIG_TCP_CONG_VEGAS"}
 CCA_MODULES = {"cubic": "tcp_cubic", "bbr": "tcp_bbr", "vegas": "tcp_vegas"}

@@ -1,4 +1,4 @@
-"""Install a qdisc that ``tc`` cannot parse (the project's ``pi``) with one RTM_NEWQDISC.
+"""Install a qdisc that ``tc`` cannot parse (the project's PI) with one RTM_NEWQDISC.
 
 ``tc`` needs a parser per kind (q_pi.so); the kernel needs none: the request carries
 ``TCA_KIND`` and a nested ``TCA_OPTIONS`` of u32 attributes. Used as a command so that a
@@ -17,7 +17,8 @@ import socket
 import struct
 import sys
 
-from bufferbloat.net import pi
+from bufferbloat.net.qdiscs import KINDS as _REGISTRY
+from bufferbloat.net.qdiscs.pi import to_nano
 from bufferbloat.netlink.nlstats import NLM_F_REQUEST, NLMSG_ERROR, RTM_NEWQDISC, TCA_KIND
 
 NLM_F_ACK = 0x4
@@ -28,10 +29,10 @@ NLA_F_NESTED = 0x8000
 _HDR = struct.Struct("=IHHII")
 _TCMSG = struct.Struct("=BxxxiIII")
 
-KINDS = {"pi": {"limit": pi.TCA_PI_LIMIT, "q_ref": pi.TCA_PI_QREF, "a": pi.TCA_PI_A,
-                "b": pi.TCA_PI_B, "freq_hz": pi.TCA_PI_FREQ, "ecn": pi.TCA_PI_ECN,
-                "mean_pktsize": pi.TCA_PI_MEAN_PKTSIZE}}
-GAINS = {"a", "b"}   # given as real numbers, sent in units of 1e-9
+#: {kind: {option word: TCA_OPTIONS attribute}}: the registry's kinds tc cannot parse
+KINDS = {k.tc_kind: dict(k.netlink_options) for k in _REGISTRY.values() if k.netlink_options}
+#: {kind: option words given as real numbers, sent in units of 1e-9}
+GAINS = {k.tc_kind: k.netlink_gains for k in _REGISTRY.values() if k.netlink_options}
 
 
 def parse_handle(text):
@@ -112,7 +113,7 @@ def parse_options(kind, words):
     for name, value in zip(words[::2], words[1::2]):
         if name not in names:
             raise ValueError(f"unknown {kind} option {name!r} (valid: {', '.join(names)})")
-        v = pi.to_nano(float(value)) if name in GAINS else int(value)
+        v = to_nano(float(value)) if name in GAINS[kind] else int(value)
         if not 0 <= v < 1 << 32:
             raise ValueError(f"{name} {value} is out of range")
         out.append((names[name], v))

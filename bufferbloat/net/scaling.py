@@ -16,7 +16,7 @@ import os
 
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.params import MIN_RATE_MBIT, env_number
-from bufferbloat.net.qdisc import KINDS
+from bufferbloat.net.qdiscs import DEFAULT_KIND, KINDS
 
 #: Under TCG the project VM forwards ~57 Mbit/s at most with nothing else running
 #: (docs/PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
@@ -50,14 +50,10 @@ def _machine_cap_mbit():
     return None
 
 
-#: bytes-valued qdisc parameters that set an operating point (scaled with the rate)
-_SCALED_QDISC_BYTES = ("limit_bytes", "min_bytes", "max_bytes")
-
-
 def scale_to_rate(params, qparams, knobs, max_rate_mbit):
     """Scale a study's rates and buffers by f = max_rate_mbit / bottleneck rate so that
     every *delay* stays the study's: a buffer of B bytes at rate R drains in 8B/R, so B
-    scales with R (packet buffers too, at least 2 packets); RED's thresholds (bytes) too;
+    scales with R (packet buffers too, at least 2 packets); a kind's operating point in bytes (its ``scaled_bytes``: RED's thresholds) too;
     AQM delay targets, propagation delays and loss stay; UDP/iperf rates scale. Returns
     (params, qparams, knobs, record of what changed)."""
     rate = float(params.get("bottleneck_mbit", 10.0))
@@ -65,8 +61,8 @@ def scale_to_rate(params, qparams, knobs, max_rate_mbit):
     params, qparams, knobs = dict(params), dict(qparams), dict(knobs)
     changed = {"bottleneck_mbit": (rate, max_rate_mbit)}
     params["bottleneck_mbit"] = max_rate_mbit
-    kind = params.get("qdisc", "fifo")
-    if params.get("buffer_pkts") is not None and kind == "fifo":
+    info = KINDS[params.get("qdisc", DEFAULT_KIND)]
+    if params.get("buffer_pkts") is not None and info.buffer_pkts_scales():
         new = max(2, round(params["buffer_pkts"] * f))
         changed["buffer_pkts"] = (params["buffer_pkts"], new)
         params["buffer_pkts"] = new
@@ -74,9 +70,9 @@ def scale_to_rate(params, qparams, knobs, max_rate_mbit):
         new = max(3028, round(params["buffer_bytes"] * f))
         changed["buffer_bytes"] = (params["buffer_bytes"], new)
         params["buffer_bytes"] = new
-    if kind == "red":
-        defaults = {p.name: p.default for p in KINDS["red"].params}
-        for key in _SCALED_QDISC_BYTES:
+    if info.scaled_bytes:
+        defaults = {p.name: p.default for p in info.params}
+        for key in info.scaled_bytes:
             if key == "limit_bytes" and params.get("buffer_bytes") is not None:
                 continue
             old = qparams.get(key, defaults.get(key))

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 from bufferbloat.core.errors import ParameterError, UsageError
 from bufferbloat.core.params import MIN_RATE_MBIT, Param, check_params
-from bufferbloat.net.qdisc import make_qdisc, with_buffer
+from bufferbloat.net.qdiscs import DEFAULT_KIND, KINDS, make_qdisc, with_buffer
 
 SWITCH = "s0"
 CCA_CHOICES = ("reno", "cubic", "bbr", "vegas")
@@ -74,8 +74,8 @@ _COMMON = (
           "sender's link), a sender name (h1..hk) or 'bottleneck'"),
     Param("loss_dir", str, "forward", "direction that loses packets",
           choices=("forward", "reverse", "both")),
-    Param("qdisc", str, "fifo", "bottleneck queue discipline",
-          choices=("fifo", "pie", "red", "codel", "fq_codel", "pi")),
+    Param("qdisc", str, DEFAULT_KIND, "bottleneck queue discipline",
+          choices=tuple(KINDS)),
     Param("buffer_pkts", int, None, "bottleneck buffer, packets (sets the qdisc limit)",
           lo=1, hi=1_000_000),
     Param("buffer_bytes", int, None, "bottleneck buffer, bytes (sets the qdisc limit)",
@@ -125,7 +125,7 @@ class BaseDumbbell:
 
     After construction: ``params`` (validated, defaults filled), ``link_specs`` (list of
     :class:`LinkSpec`), ``senders``, ``receiver``, ``ccas`` {host: cca}, ``qdisc``
-    (:class:`~bufferbloat.net.qdisc.QdiscSpec`) and ``qdisc_params`` as given; ``hosts()``,
+    (:class:`~bufferbloat.net.qdiscs.QdiscSpec`) and ``qdisc_params`` as given; ``hosts()``,
     ``switches()`` and ``links()`` as Mininet's ``Topo`` names them.
     """
 

@@ -3,9 +3,10 @@
 Two readers, each one dump request per call on a socket kept open:
 
 * :class:`QdiscReader`: ``RTM_GETQDISC`` dump (NETLINK_ROUTE) of one device, decoding
-  ``TCA_KIND`` and ``TCA_STATS2`` (basic, queue, and the kind's xstats: pie, codel,
-  fq_codel, red). For fq_codel, whose qdisc-level xstats carry no delay, an
-  ``RTM_GETTCLASS`` dump of the same device gives the per-flow CoDel state.
+  ``TCA_KIND`` and ``TCA_STATS2`` (basic, queue, and the kind's xstats, decoded by the
+  ``decoder`` it is given: the qdisc registry, bufferbloat.net.qdiscs, whose kinds'
+  modules each decode their own struct). A kind that keeps per-flow state in its classes
+  gets an ``RTM_GETTCLASS`` dump of the same device too.
 * :class:`TcpReader`: ``SOCK_DIAG_BY_FAMILY`` dump (NETLINK_SOCK_DIAG, inet_diag_req_v2)
   of TCP sockets of one network namespace with ``tcp_info``, the congestion control name
   (INET_DIAG_CONG) and BBR's bw/min_rtt (INET_DIAG_BBRINFO), filtered to destination /
@@ -69,14 +70,6 @@ _QUEUE = struct.Struct("=IIIII")  # qlen, backlog, drops, requeues, overlimits
 _DIAG_REQ = struct.Struct("=BBBxI")  # family, protocol, ext, pad, states (+ 48 B sockid)
 _DIAG_MSG = struct.Struct("=BBBB2s2s16s16sIQIIIII")
 _BBR = struct.Struct("=IIIII")
-_PIE = struct.Struct("=QIIIIIIII")
-_CODEL = struct.Struct("=IIIIiIIII")
-_FQC_QD = struct.Struct("=IIIIIIIII")  # after the u32 type
-_FQC_CL = struct.Struct("=iIIIIi")
-_RED = struct.Struct("=IIII")
-_PI = struct.Struct("=QQIIIIIIII")  # vm/guest/sch_pi: struct tc_pi_xstats (48 B)
-PI_PROB_ONE = float(1 << 32)        # its p: 2^-32 units
-PIE_PROB_MAX = float((1 << 64) - 1)  # tc_pie_xstats.prob: u64, 1.0 = U64_MAX (5.x+, 6.1)
 
 # tcp_info offsets (linux/tcp.h); a field past the end of a shorter struct reads as None
 _TI_FIELDS = {
@@ -287,138 +280,70 @@ def _tc_entry(data, off, end):
     return q
 
 
-def parse_qdisc_dump(data, ifindex=None):
+def parse_qdisc_dump(data, ifindex=None, decode=None):
     """Qdiscs in an RTM_GETQDISC dump answer (of ``ifindex`` only, when given).
 
     Each is a dict: ifindex, handle, parent (u32), kind, bytes, packets, qlen, backlog,
-    drops, requeues, overlimits, and the kind's decoded xstats (see :func:`decode_xstats`)
-    merged in.
+    drops, requeues, overlimits, and ``decode(kind, xstats bytes)`` merged in (the qdisc
+    registry's ``decode_xstats``); without ``decode`` the raw bytes stay as ``xstats``.
     """
-    out = []
+    return list(_entries(data, ifindex, RTM_NEWQDISC, decode))
+
+
+def parse_class_dump(data, ifindex=None, decode=None):
+    """Classes in an RTM_GETTCLASS dump answer, as :func:`parse_qdisc_dump` decodes
+    qdiscs (``decode``: the registry's ``decode_class_xstats``)."""
+    return list(_entries(data, ifindex, RTM_NEWTCLASS, decode))
+
+
+def _entries(data, ifindex, want, decode):
     for mtype, off, end in iter_messages(data):
-        if mtype != RTM_NEWQDISC:
+        if mtype != want:
             continue
         if ifindex is not None and _TCMSG.unpack_from(data, off)[1] != ifindex:
             continue
         q = _tc_entry(data, off, end)
-        q.update(decode_xstats(q["kind"], q.pop("xstats", None)))
-        out.append(q)
-    return out
-
-
-def parse_class_dump(data, ifindex=None):
-    """Classes in an RTM_GETTCLASS dump answer, as :func:`parse_qdisc_dump` decodes
-    qdiscs; fq_codel's per-flow classes carry ``ldelay_us`` etc."""
-    out = []
-    for mtype, off, end in iter_messages(data):
-        if mtype != RTM_NEWTCLASS:
-            continue
-        if ifindex is not None and _TCMSG.unpack_from(data, off)[1] != ifindex:
-            continue
-        c = _tc_entry(data, off, end)
-        xs = c.pop("xstats", None)
-        if xs and len(xs) >= 4 + _FQC_CL.size and struct.unpack_from("=I", xs)[0] == 1:
-            (c["deficit"], c["ldelay_us"], c["count"], c["lastcount"], c["dropping"],
-             c["drop_next"]) = _FQC_CL.unpack_from(xs, 4)
-            c["kind"] = "fq_codel_flow"
-        out.append(c)
-    return out
-
-
-def decode_xstats(kind, xs):
-    """Decode a qdisc's TCA_STATS_APP by kind into the sampler's vocabulary:
-    ``marks`` (ECN), ``early_drops`` (the AQM's own drops), ``prob`` (PIE, 0..1),
-    ``delay_us`` (PIE's estimate / CoDel's last sojourn), ``maxq_pkts`` (PIE), plus the
-    kind's raw fields. An xstats shorter than the layout is decoded as far as it goes."""
-    if not xs:
-        return {}
-    n = len(xs)
-    if kind == "pie" and n >= 16:
-        vals = _PIE.unpack_from(xs.ljust(_PIE.size, b"\0"))
-        prob, delay, avg_dq, est, pkts_in, dropped, overlimit, maxq, ecn = vals
-        d = {"prob": prob / PIE_PROB_MAX, "delay_us": delay, "avg_dq_rate": avg_dq,
-             "dq_rate_estimating": est}
-        if n >= 36:
-            d.update(packets_in=pkts_in, early_drops=dropped, pie_overlimit=overlimit,
-                     maxq_pkts=maxq)
-        if n >= 40:
-            d["marks"] = ecn
-        return d
-    if kind == "codel" and n >= 28:
-        vals = _CODEL.unpack_from(xs.ljust(_CODEL.size, b"\0"))
-        maxpacket, count, lastcount, ldelay, drop_next, overlimit, ecn, dropping, ce = vals
-        return {"maxpacket": maxpacket, "count": count, "lastcount": lastcount,
-                "delay_us": ldelay, "drop_next": drop_next, "drop_overlimit": overlimit,
-                "marks": ecn, "dropping": dropping, "ce_mark": ce}
-    if kind == "fq_codel" and n >= 4 + 12 and struct.unpack_from("=I", xs)[0] == 0:
-        vals = _FQC_QD.unpack_from(xs.ljust(4 + _FQC_QD.size, b"\0"), 4)
-        names = ("maxpacket", "drop_overlimit", "marks", "new_flow_count", "new_flows_len",
-                 "old_flows_len", "ce_mark", "memory_usage", "drop_overmemory")
-        return dict(zip(names, vals))
-    if kind == "pi" and n >= 16:
-        vals = _PI.unpack_from(xs.ljust(_PI.size, b"\0"))
-        prob, prob_prev, q, q_old, updates, pkts_in, dropped, overlimit, ecn, _pad = vals
-        return {"prob": prob / PI_PROB_ONE, "ctl_prob_prev": prob_prev / PI_PROB_ONE,
-                "prob_fixed": prob, "prob_prev_fixed": prob_prev, "ctl_q_pkts": q,
-                "ctl_q_old_pkts": q_old, "ctl_updates": updates, "packets_in": pkts_in,
-                "early_drops": dropped, "pi_overlimit": overlimit, "marks": ecn}
-    if kind == "red" and n >= 16:
-        early, pdrop, other, marked = _RED.unpack_from(xs)
-        return {"early_drops": early, "pdrop": pdrop, "other": other, "marks": marked}
-    return {}
-
-
-def finish_qdisc(q):
-    """Fill the derived fields of a decoded qdisc: CoDel/FQ-CoDel's ``early_drops`` are
-    the drops that were not tail drops (limit) or memory drops."""
-    if q.get("kind") in ("codel", "fq_codel") and "drops" in q:
-        q["early_drops"] = max(0, q["drops"] - q.get("drop_overlimit", 0)
-                               - q.get("drop_overmemory", 0))
-    return q
+        if decode is not None:
+            q.update(decode(q["kind"], q.pop("xstats", None)))
+        yield q
 
 
 class QdiscReader:
     """Reads every qdisc of device ``dev`` in the network namespace of ``pid`` (None: this
-    process's) with one RTM_GETQDISC dump per :meth:`read`."""
+    process's) with one RTM_GETQDISC dump per :meth:`read`. ``decoder``: the qdisc
+    registry (bufferbloat.net.qdiscs: ``decode_xstats``, ``decode_class_xstats``,
+    ``needs_classes``, ``finish_qdiscs``); None leaves xstats raw. ``classes``: dump the
+    classes of a kind that keeps per-flow state there."""
 
-    def __init__(self, dev, pid=None, fq_codel_classes=True):
+    def __init__(self, dev, pid=None, decoder=None, classes=True):
         self.dev, self.pid = dev, pid
         self.ifindex = in_netns(pid, lambda: socket.if_nametoindex(dev))
         self.nl = NetlinkSocket(NETLINK_ROUTE, pid)
         self._req = qdisc_request(self.ifindex)
-        self.fq_codel_classes = fq_codel_classes
+        self.decoder = decoder
+        self.classes = classes
 
     def read_raw(self):
         """The raw dump answer (bytes)."""
         return self.nl.dump(RTM_GETQDISC, self._req)
 
     def read(self):
-        """List of decoded qdicts of the device (see :func:`parse_qdisc_dump`). An fq_codel
-        gets ``delay_us`` = the largest last sojourn time among its active flows (its
-        qdisc-level xstats have none) and ``active_flows``."""
-        qs = parse_qdisc_dump(self.read_raw(), self.ifindex)
-        for q in qs:
-            finish_qdisc(q)
-        if self.fq_codel_classes and any(q["kind"] == "fq_codel" for q in qs):
-            merge_fq_codel_flows(qs, parse_class_dump(
-                self.nl.dump(RTM_GETTCLASS, self._req), self.ifindex))
-        return qs
+        """List of decoded qdicts of the device (see :func:`parse_qdisc_dump`), finished
+        by the decoder (derived fields, per-flow classes merged, extra rows added)."""
+        dec = self.decoder
+        qs = parse_qdisc_dump(self.read_raw(), self.ifindex,
+                              dec.decode_xstats if dec else None)
+        if dec is None:
+            return qs
+        classes = None
+        if self.classes and dec.needs_classes(qs):
+            classes = parse_class_dump(self.nl.dump(RTM_GETTCLASS, self._req), self.ifindex,
+                                       dec.decode_class_xstats)
+        return dec.finish_qdiscs(qs, classes)
 
     def close(self):
         """Close the socket."""
         self.nl.close()
-
-
-def merge_fq_codel_flows(qdiscs, classes):
-    """Give each fq_codel qdisc ``delay_us`` (max ldelay of its active flow classes) and
-    ``active_flows``."""
-    for q in qdiscs:
-        if q["kind"] != "fq_codel":
-            continue
-        flows = [c for c in classes if c.get("kind") == "fq_codel_flow"
-                 and c["handle"] >> 16 == q["handle"] >> 16]
-        q["active_flows"] = len(flows)
-        q["delay_us"] = max((c["ldelay_us"] for c in flows), default=0)
 
 
 # ----------------------------------------------------------------- TCP sockets

@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from bufferbloat.net.qdiscs import kind_of
 from bufferbloat.results.metrics import NOT_LEAF_KINDS
 from bufferbloat.results.records import load_run
 
@@ -152,24 +153,26 @@ def check_controller_rate(run):
         return out
     topo = (run.record.get("network") or {}).get("topology") or {}
     qd = topo.get("qdisc") or {}
-    freq = (qd.get("params") or {}).get("freq_hz")
-    if qd.get("kind") != "pi" or not freq:
+    info = kind_of(qd.get("kind"))
+    freq = info.controller_freq_hz(qd.get("params") or {}) if info is not None else None
+    if not freq:
         return out
+    ctl = info.tc_kind
     n = len(q["t"])
     kind = q.get("kind", np.array([""] * n))
     dev = q.get("dev", np.array([""] * n))
-    for d in dict.fromkeys(dev[kind == "pi"].tolist()):
-        mask = (kind == "pi") & (dev == d) & np.isfinite(q["ctl_updates"])
+    for d in dict.fromkeys(dev[kind == ctl].tolist()):
+        mask = (kind == ctl) & (dev == d) & np.isfinite(q["ctl_updates"])
         t, u = q["t"][mask], q["ctl_updates"][mask]
         if t.size < 2 or t[-1] - t[0] < MIN_BACKLOGGED_S:
             continue
         rate = float(u[-1] - u[0]) / float(t[-1] - t[0])
         share = rate / freq
-        out[f"controller_rate:{d}:pi"] = {
+        out[f"controller_rate:{d}:{ctl}"] = {
             "value": round(share, 4), "limit": f">= {MIN_CONTROLLER_RATE_SHARE}",
             "ok": share >= MIN_CONTROLLER_RATE_SHARE, "rate_hz": round(rate, 2),
             "freq_hz": freq,
-            "what": f"the PI controller on {d} updated at {rate:.1f} Hz of {freq} Hz"}
+            "what": f"the {ctl} controller on {d} updated at {rate:.1f} Hz of {freq} Hz"}
     return out
 
 

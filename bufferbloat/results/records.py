@@ -44,6 +44,7 @@ import numpy as np
 from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.errors import UsageError, warn
 from bufferbloat.core.series import STRING_COLUMNS
+from bufferbloat.net.qdiscs import kind_of
 
 SCHEMA_VERSION = 2
 RESULT_FILE = "result.json"
@@ -54,8 +55,6 @@ METRICS_JSON = "metrics.json"
 STATUSES = ("running", "ok", "failed", "interrupted")
 FINAL_STATUSES = ("ok", "failed", "interrupted")
 
-#: qdisc kinds whose parameters include a queueing-delay target (``target_ms``)
-TARGET_KINDS = ("pie", "codel", "fq_codel")
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
@@ -473,13 +472,15 @@ class Run:
 
     @property
     def aqm_target_ms(self):
-        """The AQM's queueing-delay target, ms (an AQM with a ``target_ms``: PIE, CoDel,
-        FQ-CoDel), else None."""
+        """The AQM's queueing-delay target, ms (its kind's ``target_ms``: PIE, CoDel,
+        FQ-CoDel, CAKE), else None."""
         kind, params = self.qdisc
-        value = params.get("target_ms")
-        if kind in TARGET_KINDS and isinstance(value, (int, float)):
-            return float(value)
-        return None
+        info = kind_of(kind)
+        try:
+            value = info.target_ms(params) if info is not None else None
+        except (TypeError, KeyError):
+            return None
+        return float(value) if isinstance(value, (int, float)) else None
 
     @property
     def base_rtt_ms(self):

@@ -1,6 +1,6 @@
 """Closed-form expectations the measurements are checked against."""
 
-from bufferbloat.net.qdisc import MTU_FRAME_BYTES
+from bufferbloat.net.qdiscs import MTU_FRAME_BYTES, kind_of
 
 TCP_PAYLOAD_BYTES = 1448  # MSS with timestamps on a 1500-byte MTU
 
@@ -69,11 +69,18 @@ def ping_interval_s(run):
     return run.ping_interval_s
 
 
+def is_drop_tail(kind):
+    """Whether qdisc ``kind`` (registry or tc name) is drop-tail: the FIFO theory
+    applies."""
+    info = kind_of(kind)
+    return bool(info is not None and info.drop_tail)
+
+
 def fifo_buffer(run):
     """(packets, bytes) of a FIFO bottleneck's buffer (one of them None), or None when
     the run's qdisc is not a FIFO."""
     kind, params = qdisc_info(run)
-    if kind != "fifo":
+    if not is_drop_tail(kind):
         return None
     pkts = params.get("limit_pkts", run.params.get("buffer_pkts"))
     nbytes = params.get("limit_bytes", run.params.get("buffer_bytes"))

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.params import MIN_RATE_MBIT, Param, check_params
-from bufferbloat.net.qdisc import KINDS
+from bufferbloat.net.qdiscs import KINDS
 from bufferbloat.net.scaling import scale_to_rate, scale_traffic_rates
 from bufferbloat.net.topology import TOPOLOGIES, make_topo
 from bufferbloat.results import headline

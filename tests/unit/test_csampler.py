@@ -15,7 +15,7 @@ import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.measure import sampler
-from bufferbloat.netlink import nlstats
+from bufferbloat.net import qdiscs
 from tests.conftest import FIXTURES
 
 NL = os.path.join(FIXTURES, "netlink")
@@ -35,14 +35,13 @@ def binary():
 def _python_rows(case, dump, times):
     meta = json.load(open(os.path.join(NL, f"{case}.meta.json")))
     with open(os.path.join(NL, f"{dump}.bin"), "rb") as f:
-        qs = nlstats.parse_qdisc_dump(f.read(), meta["ifindex"])
-    for q in qs:
-        nlstats.finish_qdisc(q)
+        qs = qdiscs.parse_qdisc_dump(f.read(), meta["ifindex"])
+    classes = None
     cls = os.path.join(NL, dump.replace(".qdisc", ".class") + ".bin")
     if os.path.exists(cls):
         with open(cls, "rb") as f:
-            nlstats.merge_fq_codel_flows(qs, nlstats.parse_class_dump(f.read(),
-                                                                       meta["ifindex"]))
+            classes = qdiscs.parse_class_dump(f.read(), meta["ifindex"])
+    qs = qdiscs.finish_qdiscs(qs, classes)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     for t in times:

@@ -14,6 +14,7 @@ import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.measure.sampler import qdisc_row, tcp_row
+from bufferbloat.net import qdiscs
 from bufferbloat.netlink import nlstats
 from tests.conftest import FIXTURES
 
@@ -25,7 +26,7 @@ QDISC_CASES = sorted(os.path.basename(p)[:-len(".qdisc.bin")]
 TCP_CASES = sorted(os.path.basename(p)[:-len(".diag.bin")]
                    for p in glob.glob(os.path.join(NL, "*.diag.bin")))
 NEEDED = {"host_htb_pfifo", "host_htb_bfifo", "host_tcp_bbr", "vm_pie", "vm_codel",
-          "vm_fq_codel", "vm_red"}
+          "vm_fq_codel", "vm_red", "vm_cake"}
 
 
 def _load(case, ext, mode="r"):
@@ -45,10 +46,10 @@ def test_every_fixture_is_there():
 @pytest.mark.parametrize("case", QDISC_CASES)
 def test_qdisc_dump_matches_tc(case):
     meta = _meta(case)
-    got = nlstats.parse_qdisc_dump(_load(case, "qdisc.bin", "rb"), meta["ifindex"])
+    got = qdiscs.parse_qdisc_dump(_load(case, "qdisc.bin", "rb"), meta["ifindex"])
     for q in got:
-        nlstats.finish_qdisc(q)
-    after = nlstats.parse_qdisc_dump(_load(case, "qdisc-after.bin", "rb"), meta["ifindex"])
+        qdiscs.finish_qdisc(q)
+    after = qdiscs.parse_qdisc_dump(_load(case, "qdisc-after.bin", "rb"), meta["ifindex"])
     tc = json.loads(_load(case, "tc.json"))
     assert [q["kind"] for q in got] == [t["kind"] for t in tc] == [q["kind"] for q in after]
     for q, t, qa in zip(got, tc, after):
@@ -95,6 +96,9 @@ def _check_xstats(q, t, qa):
         assert q["early_drops"] == t["early"] and q["pdrop"] == t["pdrop"]
         assert q["marks"] == t["marked"] and q["other"] == t["other"]
         assert q["early_drops"] > 0
+    elif kind == "cake":   # its tins: test_cake_tins_match_tc
+        assert q["memory_used"] == t["memory_used"] and len(q["tins"]) == len(t["tins"])
+        assert q["delay_us"] > 0 and "prob" not in q
     else:
         assert "delay_us" not in q and "prob" not in q
 
@@ -105,10 +109,38 @@ def _tc_time_us(text):
     return float(m[1]) * {"s": 1e6, "ms": 1e3, "us": 1}[m[2]]
 
 
+def test_cake_tins_match_tc():
+    """CAKE's nested per-tin xstats (TCA_CAKE_STATS_TIN_STATS) decoded as tc -s -j
+    printed them at the same moment, and the qdisc's totals and rows made of them."""
+    case = "vm_cake"
+    meta = _meta(case)
+    qs = qdiscs.parse_qdisc_dump(_load(case, "qdisc.bin", "rb"), meta["ifindex"])
+    cake = next(q for q in qs if q["kind"] == "cake")
+    tc = next(t for t in json.loads(_load(case, "tc.json")) if t["kind"] == "cake")
+    assert (cake["memory_used"], cake["memory_limit"]) == (tc["memory_used"],
+                                                           tc["memory_limit"])
+    assert len(cake["tins"]) == len(tc["tins"]) == 3          # diffserv3
+    for ours, theirs in zip(cake["tins"], tc["tins"]):
+        for a, b in (("sent_bytes", "sent_bytes"), ("sent_packets", "sent_packets"),
+                     ("dropped_packets", "drops"), ("ecn_marked_packets", "ecn_mark"),
+                     ("backlog_bytes", "backlog_bytes"), ("peak_delay_us", "peak_delay_us"),
+                     ("avg_delay_us", "avg_delay_us"), ("base_delay_us", "base_delay_us"),
+                     ("target_us", "target_us"), ("interval_us", "interval_us")):
+            assert ours[a] == theirs[b], (ours["tin"], a)
+    busy = [t for t in tc["tins"] if t["sent_packets"]]
+    assert cake["delay_us"] == max(t["avg_delay_us"] for t in busy) > 0
+    assert cake["early_drops"] == sum(t["drops"] for t in tc["tins"]) > 0
+    rows = qdiscs.finish_qdiscs(qs)
+    tins = [r for r in rows if r["kind"] in qdiscs.ROW_KINDS]
+    assert [nlstats.tc_handle(r["handle"]) for r in tins] == ["10:1", "10:2", "10:3"]
+    assert all(r["parent"] == cake["handle"] for r in tins)
+    assert rows.index(tins[0]) == rows.index(cake) + 1         # after their qdisc
+
+
 def test_fq_codel_flow_classes_match_tc():
     case = "vm_fq_codel"
     meta = _meta(case)
-    classes = nlstats.parse_class_dump(_load(case, "class.bin", "rb"), meta["ifindex"])
+    classes = qdiscs.parse_class_dump(_load(case, "class.bin", "rb"), meta["ifindex"])
     flows = [c for c in classes if c["kind"] == "fq_codel_flow"]
     text = _load(case, "tc-class.txt")
     tc_ldelay = [_tc_time_us(m) for m in re.findall(r"ldelay (\S+)", text)]
@@ -116,8 +148,8 @@ def test_fq_codel_flow_classes_match_tc():
     for c, us in zip(flows, tc_ldelay):
         # sprint_time prints 3 significant digits
         assert c["ldelay_us"] == pytest.approx(us, rel=0.006, abs=1)
-    qs = nlstats.parse_qdisc_dump(_load(case, "qdisc.bin", "rb"), meta["ifindex"])
-    nlstats.merge_fq_codel_flows(qs, classes)
+    qs = qdiscs.parse_qdisc_dump(_load(case, "qdisc.bin", "rb"), meta["ifindex"])
+    qdiscs.merge_classes(qs, classes)
     fq = next(q for q in qs if q["kind"] == "fq_codel")
     assert fq["active_flows"] == len(flows)
     assert fq["delay_us"] == max(c["ldelay_us"] for c in flows) > 0

@@ -12,9 +12,9 @@ import struct
 import pytest
 
 from bufferbloat.core.errors import ParameterError, UsageError
-from bufferbloat.net import nlqdisc, pi
+from bufferbloat.net import nlqdisc, qdiscs
 from bufferbloat.net.bottleneck import shaped
-from bufferbloat.net.qdisc import make_qdisc
+from bufferbloat.net.qdiscs import make_qdisc, pi
 from bufferbloat.netlink import nlstats
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "fixtures", "tools", "sch_pi")
@@ -134,7 +134,7 @@ def test_pi_spec_is_validated_and_installed_through_netlink():
 
 def test_xstats_decode():
     raw = struct.pack("=QQIIIIIIII", pi.ONE // 4, pi.ONE // 8, 20, 14, 99, 1000, 3, 2, 50, 0)
-    d = nlstats.decode_xstats("pi", raw)
+    d = qdiscs.decode_xstats("pi", raw)
     assert d["prob"] == 0.25 and d["ctl_prob_prev"] == 0.125
     assert (d["ctl_q_pkts"], d["ctl_q_old_pkts"], d["ctl_updates"]) == (20, 14, 99)
     assert (d["early_drops"], d["marks"]) == (3, 50)

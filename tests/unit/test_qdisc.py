@@ -2,7 +2,7 @@
 import pytest
 
 from bufferbloat.core.errors import ParameterError, UsageError
-from bufferbloat.net.qdisc import KINDS, make_qdisc, with_buffer
+from bufferbloat.net.qdiscs import KINDS, make_qdisc, with_buffer
 
 
 def test_every_kind_builds_with_defaults_and_emits_its_tc_kind():

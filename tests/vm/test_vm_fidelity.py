@@ -18,7 +18,7 @@ import statistics
 import pytest
 
 from bufferbloat.net.network import Network
-from bufferbloat.net.qdisc import KINDS
+from bufferbloat.net.qdiscs import KINDS
 from bufferbloat.net.topology import DumbbellTopo
 from tests.recipes import idle_ping, long_flow
 

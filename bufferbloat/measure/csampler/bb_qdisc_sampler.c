@@ -9,7 +9,8 @@
  * appends one row per qdisc of that device to a CSV with the columns of
  * series.SERIES_COLUMNS["qdisc"], formatted as Python's csv writer formats sampler.qdisc_row()
  * (floats as repr(), None as an empty cell). Decoding follows bufferbloat/netlink/nlstats.py
- * (parse_qdisc_dump, decode_xstats, finish_qdisc, merge_fq_codel_flows).
+ * and each kind's module in bufferbloat/net/qdiscs/ (its decode_xstats, finish, merge_classes,
+ * sub_rows): one decoder function here per kind with xstats.
  *
  *   bb-qdisc-sampler --t0 S --period S [--duration S] [--flush S] [--rt PRIO]
  *                    --out QDISC.csv --stats STATS.json DEV...
@@ -56,7 +57,7 @@
 /* ------------------------------------------------------------ one decoded qdisc */
 enum { F_BYTES, F_PACKETS, F_QLEN, F_BACKLOG, F_DROPS, F_REQUEUES, F_OVERLIMITS,
        F_MARKS, F_EARLY, F_PROB, F_DELAY, F_MAXQ, F_DROP_OVERLIMIT, F_DROP_OVERMEM,
-       F_CTL_Q, F_CTL_QOLD, F_CTL_PPREV, F_CTL_UPD, NF };
+       F_CTL_Q, F_CTL_QOLD, F_CTL_PPREV, F_CTL_UPD, F_PEAK_DELAY, F_BASE_DELAY, NF };
 
 struct qd {
 	uint32_t handle, parent;
@@ -73,7 +74,8 @@ struct qd {
 static uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 static uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
-/* decode_xstats() of nlstats, into the CSV's vocabulary (xs: TCA_STATS_APP, n bytes) */
+/* the kinds' decode_xstats() (bufferbloat/net/qdiscs/KIND.py), into the CSV's vocabulary
+ * (xs: TCA_STATS_APP, n bytes); cake's nested xstats: decode_cake() */
 static void decode_xstats(struct qd *q, const unsigned char *xs, size_t n)
 {
 	unsigned char b[64] = {0};   /* the layouts, zero-padded as nlstats' ljust */
@@ -197,6 +199,84 @@ static int next_attr(const unsigned char *p, size_t len, size_t *off, struct att
 
 struct qlist { struct qd q[MAXQ]; int n; };
 
+/* an attribute's integer: u64 or u32 by its length (cake.py's _uint) */
+static uint64_t rd_uint(const struct attr *a)
+{
+	return a->len >= 8 ? rd64(a->val) : rd32(a->val);
+}
+
+/* bufferbloat/net/qdiscs/cake.py: TCA_STATS_APP is a nest of TCA_CAKE_STATS_*; its
+ * TCA_CAKE_STATS_TIN_STATS a nest of one nest per tin (type tin + 1) of
+ * TCA_CAKE_TIN_STATS_* (include/uapi/linux/pkt_sched.h). The qdisc gets the totals (marks,
+ * early drops) and the largest avg/peak/base delay of the tins that have sent; each tin
+ * becomes a row of kind cake_tin (handle MAJOR:tin+1, parent the qdisc) after it. */
+static void decode_cake(struct qlist *l, struct qd *q, const unsigned char *xs, size_t n)
+{
+	struct attr a, t, f;
+	const struct attr *tins = NULL;
+	struct attr tins_attr;
+	if (!xs || !n)
+		return;
+	for (size_t off = 0; next_attr(xs, n, &off, &a);)
+		if (a.type == TCA_CAKE_STATS_TIN_STATS) {
+			tins_attr = a;
+			tins = &tins_attr;
+		}
+	if (!tins)
+		return;
+	uint64_t marks = 0, drops = 0, delay = 0, peak = 0, base = 0;
+	uint32_t handle = q->handle;
+	int idx = (int)(q - l->q);
+	for (size_t to = 0; next_attr(tins->val, tins->len, &to, &t);) {
+		struct qd tin;
+		uint64_t v[TCA_CAKE_TIN_STATS_MAX + 1] = {0};
+		unsigned char has[TCA_CAKE_TIN_STATS_MAX + 1] = {0};
+		for (size_t fo = 0; next_attr(t.val, t.len, &fo, &f);)
+			if (f.type <= TCA_CAKE_TIN_STATS_MAX && f.len >= 4) {
+				v[f.type] = rd_uint(&f);
+				has[f.type] = 1;
+			}
+		marks += v[TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS];
+		drops += v[TCA_CAKE_TIN_STATS_DROPPED_PACKETS];
+		if (v[TCA_CAKE_TIN_STATS_SENT_PACKETS]) {
+			if (v[TCA_CAKE_TIN_STATS_AVG_DELAY_US] > delay)
+				delay = v[TCA_CAKE_TIN_STATS_AVG_DELAY_US];
+			if (v[TCA_CAKE_TIN_STATS_PEAK_DELAY_US] > peak)
+				peak = v[TCA_CAKE_TIN_STATS_PEAK_DELAY_US];
+			if (v[TCA_CAKE_TIN_STATS_BASE_DELAY_US] > base)
+				base = v[TCA_CAKE_TIN_STATS_BASE_DELAY_US];
+		}
+		if (l->n >= MAXQ)
+			continue;
+		memset(&tin, 0, sizeof tin);
+		tin.handle = (handle & 0xFFFF0000u) | (uint32_t)t.type;
+		tin.parent = handle;
+		tin.has_kind = 1;
+		strcpy(tin.kind, "cake_tin");
+		static const int map[][2] = {
+			{TCA_CAKE_TIN_STATS_BACKLOG_PACKETS, F_QLEN},
+			{TCA_CAKE_TIN_STATS_BACKLOG_BYTES, F_BACKLOG},
+			{TCA_CAKE_TIN_STATS_SENT_BYTES64, F_BYTES},
+			{TCA_CAKE_TIN_STATS_SENT_PACKETS, F_PACKETS},
+			{TCA_CAKE_TIN_STATS_DROPPED_PACKETS, F_DROPS},
+			{TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS, F_MARKS},
+			{TCA_CAKE_TIN_STATS_DROPPED_PACKETS, F_EARLY},
+			{TCA_CAKE_TIN_STATS_AVG_DELAY_US, F_DELAY},
+			{TCA_CAKE_TIN_STATS_PEAK_DELAY_US, F_PEAK_DELAY},
+			{TCA_CAKE_TIN_STATS_BASE_DELAY_US, F_BASE_DELAY}};
+		for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+			if (has[map[i][0]])
+				SET(&tin, map[i][1], v[map[i][0]]);
+		l->q[l->n++] = tin;
+	}
+	q = &l->q[idx];
+	SET(q, F_MARKS, marks);
+	SET(q, F_EARLY, drops);
+	SET(q, F_DELAY, delay);
+	SET(q, F_PEAK_DELAY, peak);
+	SET(q, F_BASE_DELAY, base);
+}
+
 static void on_qdisc(const unsigned char *body, size_t len, void *arg)
 {
 	struct qlist *l = arg;
@@ -249,6 +329,8 @@ static void on_qdisc(const unsigned char *body, size_t len, void *arg)
 	}
 	decode_xstats(q, xs, xn);
 	finish_qdisc(q);
+	if (q->has_kind && !strcmp(q->kind, "cake"))
+		decode_cake(l, q, xs, xn);
 }
 
 /* fq_codel per-flow classes: the largest ldelay per qdisc major (merge_fq_codel_flows) */
@@ -422,11 +504,11 @@ static void put_rows(struct obuf *b, const char *t, const char *dev, const struc
 	static const int order[] = {F_QLEN, F_BACKLOG, F_BYTES, F_PACKETS, F_DROPS,
 				    F_OVERLIMITS, F_REQUEUES, F_MARKS, F_EARLY, F_PROB,
 				    F_DELAY, F_MAXQ, F_CTL_Q, F_CTL_QOLD, F_CTL_PPREV,
-				    F_CTL_UPD};
+				    F_CTL_UPD, F_PEAK_DELAY, F_BASE_DELAY};
 	for (int j = 0; j < l->n; j++) {
 		const struct qd *q = &l->q[j];
 		char h[24], p[24];
-		char *s = ob_room(b, 512);
+		char *s = ob_room(b, 1024);
 		int n;
 		tc_handle(h, sizeof h, q->handle);
 		tc_handle(p, sizeof p, q->parent);
@@ -795,7 +877,8 @@ int main(int argc, char **argv)
 		fail("open", out_path);
 	static const char header[] = "t,dev,handle,parent,kind,qlen_pkts,backlog_bytes,"
 		"sent_bytes,sent_pkts,drops,overlimits,requeues,marks,early_drops,prob,"
-		"delay_us,maxq_pkts,ctl_q_pkts,ctl_q_old_pkts,ctl_prob_prev,ctl_updates\n";
+		"delay_us,maxq_pkts,ctl_q_pkts,ctl_q_old_pkts,ctl_prob_prev,ctl_updates,"
+		"peak_delay_us,base_delay_us\n";
 	if (write_all(ofd, header, sizeof header - 1))
 		fail("write", out_path);
 	printf("ready\n");

@@ -20,7 +20,7 @@
  * and b arrive through netlink in units of 1e-9 per packet and are held as
  * a_fp = floor(a_nano * 2^32 / 1e9), b_fp likewise. One update is then exactly
  *     p = clamp(p + a_fp * (q - q_ref) - b_fp * (q_old - q_ref), 0, 2^32)
- * which is what bufferbloat/net/pi.py's reference model computes. The xstats carry p, the
+ * which is what bufferbloat/net/qdiscs/pi.py's reference model computes. The xstats carry p, the
  * p before the last update, q and q_old of the last update and an update count, so every
  * sample of the statistics is one checkable step of the law.
  *

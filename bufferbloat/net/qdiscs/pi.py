@@ -26,7 +26,9 @@ the same numbers would move p by 0.6 per 536 B of error per update: a bang-bang
 controller. Hence q in packets.
 """
 
-from dataclasses import dataclass
+import struct
+
+from bufferbloat.net.qdiscs.base import LIMIT_PKTS, Param, QdiscKind, unpack_padded
 
 ONE = 1 << 32          # p = 1.0 in the module's fixed point
 NANO = 10 ** 9
@@ -80,21 +82,63 @@ def controller_of(a, b, freq_hz):
     return k, k / ((a + b) / 2.0)
 
 
-@dataclass(frozen=True)
-class PiOptions:
-    """The module's options, in its units."""
+# vm/guest/sch_pi: struct tc_pi_xstats (48 B): u64 prob, prob_prev (2^-32 units), u32 q,
+# q_old, updates, packets_in, dropped, overlimit, ecn_mark, pad
+_PI = struct.Struct("=QQIIIIIIII")
+PI_PROB_ONE = float(ONE)
 
-    limit_pkts: int
-    q_ref_pkts: int
-    a: float
-    b: float
-    freq_hz: int
-    ecn: bool
-    mean_pktsize: int = 0
 
-    def attrs(self):
-        """[(TCA_PI_*, u32)] in the module's units."""
-        return [(TCA_PI_LIMIT, self.limit_pkts), (TCA_PI_QREF, self.q_ref_pkts),
-                (TCA_PI_A, to_nano(self.a)), (TCA_PI_B, to_nano(self.b)),
-                (TCA_PI_FREQ, self.freq_hz), (TCA_PI_ECN, int(self.ecn)),
-                (TCA_PI_MEAN_PKTSIZE, self.mean_pktsize)]
+class Pi(QdiscKind):
+    name = tc_kind = "pi"
+    module = "sch_pi"
+    project_module = "vm/guest/sch_pi, built into the project VM image by vm/provision.sh"
+    doc = ("PI controller of Hollot, Misra, Towsley and Gong (INFOCOM 2001): p += a (q - "
+           "q_ref) - b (q_old - q_ref) at freq_hz, q in packets; the project's own module "
+           "(vm/guest/sch_pi, bufferbloat/net/qdiscs/pi.py)")
+    params = (
+        Param("limit_pkts", default=1000, doc="buffer in packets (tail drop)", **LIMIT_PKTS),
+        Param("q_ref_pkts", int, 14, "reference queue, packets (8 kB of 536 B packets)",
+              lo=0, hi=1_000_000),
+        Param("a", float, STUDY_A, "gain on the queue's error, per packet per update",
+              lo=0, hi=4),
+        Param("b", float, STUDY_B, "gain on the previous error, per packet per update "
+              "(a - b: the integral part)", lo=0, hi=4),
+        Param("freq_hz", int, STUDY_FREQ_HZ, "updates per second (hrtimer)", lo=1, hi=10_000),
+        Param("ecn", bool, False, "mark ECN-capable packets instead of dropping"),
+        Param("mean_pktsize_bytes", int, None, "count the queue as backlog / this many "
+              "bytes instead of packets", lo=1, hi=65535),
+    )
+    color = "#ff7f0e"         # orange
+    # tc has no parser for "pi": bufferbloat.net.nlqdisc sends these u32 attributes
+    netlink_options = {"limit": TCA_PI_LIMIT, "q_ref": TCA_PI_QREF, "a": TCA_PI_A,
+                       "b": TCA_PI_B, "freq_hz": TCA_PI_FREQ, "ecn": TCA_PI_ECN,
+                       "mean_pktsize": TCA_PI_MEAN_PKTSIZE}
+    netlink_gains = frozenset({"a", "b"})
+
+    def tc_args(self, p, rate_mbit):
+        # not tc's syntax: nlqdisc's option words (bottleneck.shaped runs that command
+        # instead of tc for this leaf)
+        return ["pi", "limit", str(p["limit_pkts"]), "q_ref", str(p["q_ref_pkts"]),
+                "a", f"{p['a']:.9g}", "b", f"{p['b']:.9g}", "freq_hz", str(p["freq_hz"]),
+                "ecn", str(int(p["ecn"])), "mean_pktsize", str(p["mean_pktsize_bytes"] or 0)]
+
+    def controller_freq_hz(self, p):
+        return p.get("freq_hz")
+
+    def thresholds(self, p):
+        if p.get("q_ref_pkts") is None:
+            return []
+        return [(p["q_ref_pkts"], "packets", f"PI q_ref {p['q_ref_pkts']} pkts", "qref")]
+
+    def decode_xstats(self, xs):
+        if len(xs) < 16:
+            return {}
+        prob, prob_prev, q, q_old, updates, pkts_in, dropped, overlimit, ecn, _pad = \
+            unpack_padded(_PI, xs)
+        return {"prob": prob / PI_PROB_ONE, "ctl_prob_prev": prob_prev / PI_PROB_ONE,
+                "prob_fixed": prob, "prob_prev_fixed": prob_prev, "ctl_q_pkts": q,
+                "ctl_q_old_pkts": q_old, "ctl_updates": updates, "packets_in": pkts_in,
+                "early_drops": dropped, "pi_overlimit": overlimit, "marks": ecn}
+
+
+KIND = Pi()

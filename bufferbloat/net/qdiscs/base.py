@@ -1,0 +1,171 @@
+"""The rules every queue discipline shares (mahimahi's ``DroppingPacketQueue``): the
+:class:`QdiscKind` base with its hooks and their defaults, :class:`QdiscSpec` (one
+validated qdisc), and small helpers the kinds' modules use. A kind's own rules live in its
+module (``template.py`` documents every hook); the registry is ``__init__``.
+"""
+
+import struct
+from dataclasses import dataclass, field
+
+from bufferbloat.core.params import Param
+
+MTU_FRAME_BYTES = 1514  # an Ethernet frame carrying a 1500-byte IP packet, as HTB counts it
+
+LIMIT_PKTS = dict(kind=int, lo=1, hi=1_000_000)
+TIME_MS = dict(kind=float, lo=0, lo_open=True, hi=10_000)
+
+
+def ms(v):
+    """A time in ms as tc reads it (``5ms``)."""
+    return f"{v:g}ms"
+
+
+def flag(on, yes, no):
+    """[yes] or [no]: a tc on/off keyword pair."""
+    return [yes if on else no]
+
+
+def unpack_padded(layout, xs, offset=0):
+    """``layout`` (a struct.Struct) unpacked from ``xs`` zero-padded to its size: an older
+    kernel's shorter struct is decoded as far as it goes."""
+    return layout.unpack_from(bytes(xs).ljust(offset + layout.size, b"\0"), offset)
+
+
+def nested_attrs(data, off=0, end=None):
+    """{type: (value offset, value end)} of the netlink attributes in data[off:end]."""
+    end = len(data) if end is None else end
+    out = {}
+    while off + 4 <= end:
+        alen, atype = struct.unpack_from("=HH", data, off)
+        if alen < 4:
+            break
+        out[atype & 0x3FFF] = (off + 4, min(off + alen, end))
+        off += (alen + 3) & ~3
+    return out
+
+
+class QdiscKind:
+    """One queue discipline kind: subclass it in a module of this package and
+    :func:`bufferbloat.net.qdiscs.register` an instance. Every hook has a default here
+    (the shared rule); a kind overrides only what it does differently. See template.py."""
+
+    #: the registry's name (``--set qdisc=NAME``)
+    name = ""
+    #: the kind name the kernel reports (TCA_KIND) and tc takes
+    tc_kind = ""
+    #: other names tc / the kernel report for this kind (pfifo, bfifo for fifo)
+    tc_aliases = ()
+    #: the kernel module and its config symbol
+    module = ""
+    config = ""
+    #: where a module that is not the kernel's own is built (None: the kernel's)
+    project_module = None
+    #: one line: what it is
+    doc = ""
+    #: its parameters (bufferbloat.core.params.Param), units in their names
+    params = ()
+    #: "packets" or "bytes": the unit of its buffer limit
+    limit_unit = "packets"
+    #: drop-tail: the buffer alone sets the queueing delay (FIFO theory applies)
+    drop_tail = False
+    #: its colour in every figure
+    color = "#333333"
+    #: tc cannot parse it: installed by bufferbloat.net.nlqdisc with these TCA_OPTIONS
+    #: attributes {option word: attribute type} (all u32)
+    netlink_options = None
+    #: option words given as real gains, sent in units of 1e-9 (netlink_options only)
+    netlink_gains = frozenset()
+    #: its classes carry per-flow state the sampler dumps (RTM_GETTCLASS)
+    reads_classes = False
+    #: qdisc parameters in bytes that set an operating point: scaled with the rate
+    scaled_bytes = ()
+    #: kinds of the extra rows it adds to qdisc.csv (per-tin rows etc.): not leaves
+    row_kinds = ()
+
+    def tc_kind_of(self, p):
+        """The kind tc reports for validated params ``p``."""
+        return self.tc_kind
+
+    def tc_args(self, p, rate_mbit):
+        """The ``tc qdisc`` arguments after ``handle H:`` for validated params ``p``
+        under a shaper of ``rate_mbit``."""
+        raise NotImplementedError(self.name)
+
+    def check(self, p, given, hz=None):
+        """Cross-parameter checks on validated ``p`` (``given``: what the user set);
+        raise ParameterError/UsageError; return warnings (list of str)."""
+        return []
+
+    def target_ms(self, p):
+        """Its queueing-delay target in ms (theory's reference line), or None."""
+        return None
+
+    def controller_freq_hz(self, p):
+        """The update rate of a timer-driven controller (health checks it), or None."""
+        return None
+
+    def thresholds(self, p):
+        """Queue thresholds drawn on queue figures: [(value, unit "packets"|"bytes",
+        label, id)]."""
+        return []
+
+    def buffer_pkts_scales(self):
+        """Whether a topology-level buffer in packets is scaled with the rate."""
+        return self.drop_tail
+
+    def decode_xstats(self, xs):
+        """Its TCA_STATS_APP (bytes) in the sampler's vocabulary: ``marks``,
+        ``early_drops``, ``prob``, ``delay_us``, ``maxq_pkts``..., plus raw fields."""
+        return {}
+
+    def decode_class_xstats(self, xs):
+        """A class's TCA_STATS_APP (reads_classes kinds): a dict, {} if not a flow."""
+        return {}
+
+    def finish(self, q):
+        """Fill derived fields of a decoded qdisc ``q`` (in place)."""
+        return q
+
+    def merge_classes(self, q, classes):
+        """Merge the decoded classes of its device into qdisc ``q`` (in place)."""
+
+    def sub_rows(self, q):
+        """Extra qdisc.csv rows of decoded qdisc ``q`` (e.g. one per tin), as dicts."""
+        return []
+
+
+@dataclass
+class QdiscSpec:
+    """A validated qdisc: ``kind`` name and the full parameter dict (defaults filled)."""
+
+    kind: str
+    params: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+    @property
+    def info(self):
+        """The :class:`QdiscKind` of this spec."""
+        from bufferbloat.net.qdiscs import KINDS  # noqa: PLC0415 - the registry imports this base
+        return KINDS[self.kind]
+
+    @property
+    def tc_kind(self):
+        """The kind name ``tc`` reports for this qdisc."""
+        return self.info.tc_kind_of(self.params)
+
+    @property
+    def module(self):
+        """The kernel config/module name this qdisc needs (e.g. sch_pie)."""
+        return self.info.module
+
+    def tc_args(self, rate_mbit):
+        """tc arguments (kind and options) for a shaper of ``rate_mbit`` above it."""
+        return self.info.tc_args(self.params, rate_mbit)
+
+    def to_dict(self):
+        """JSON-ready description (kind, params, warnings)."""
+        return {"kind": self.kind, "params": dict(self.params), "warnings": list(self.warnings)}
+
+
+__all__ = ["Param", "QdiscKind", "QdiscSpec", "MTU_FRAME_BYTES", "LIMIT_PKTS", "TIME_MS",
+           "ms", "flag", "unpack_padded", "nested_attrs"]
