@@ -21,7 +21,7 @@ def fetch_title(fetches, warmup_s):
     0.3 s; 0 failed, 1 cut by the run's end (2 in the warm-up, not counted)``: the counts and the mean ± std of the
     successful fetches that the metrics (web:all:*) report."""
     ok, times = int(fetches["ok"].sum()), fetches["total_s"][fetches["ok"]]
-    head = (f"Web fetch times after the {warmup_s:g} s warm-up" if warmup_s
+    head = (f"Web fetch times after the {warmup_s:.3g} s warm-up" if warmup_s
             else "Web fetch times")
     mean = (f", {headline.fmt(float(np.mean(times)))} ± "
             f"{headline.fmt(float(np.std(times)), 's')}" if times.size else "")
