@@ -97,8 +97,9 @@ class QdiscKind:
         return []
 
     def target_ms(self, p):
-        """Its queueing-delay target in ms (theory's reference line), or None."""
-        return None
+        """Its queueing-delay target in ms (theory's reference line), or None: its
+        ``target_ms`` parameter, where it has one."""
+        return p.get("target_ms")
 
     def controller_freq_hz(self, p):
         """The update rate of a timer-driven controller (health checks it), or None."""

@@ -42,9 +42,6 @@ class Codel(QdiscKind):
         return (["codel", "limit", str(p["limit_pkts"]), "target", ms(p["target_ms"]),
                  "interval", ms(p["interval_ms"])] + flag(p["ecn"], "ecn", "noecn"))
 
-    def target_ms(self, p):
-        return p.get("target_ms")
-
     def decode_xstats(self, xs):
         if len(xs) < 28:
             return {}

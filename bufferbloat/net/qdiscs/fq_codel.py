@@ -47,9 +47,6 @@ class FqCodel(QdiscKind):
                  "target", ms(p["target_ms"]), "interval", ms(p["interval_ms"]),
                  "quantum", str(p["quantum_bytes"])] + flag(p["ecn"], "ecn", "noecn"))
 
-    def target_ms(self, p):
-        return p.get("target_ms")
-
     def decode_xstats(self, xs):
         if len(xs) < 16 or struct.unpack_from("=I", xs)[0] != TCA_FQ_CODEL_XSTATS_QDISC:
             return {}

@@ -57,9 +57,6 @@ class Pie(QdiscKind):
                     f"the kernel counts it in ticks of {tick_ms:g} ms (HZ={hz})"]
         return []
 
-    def target_ms(self, p):
-        return p.get("target_ms")
-
     def decode_xstats(self, xs):
         n = len(xs)
         if n < 16:

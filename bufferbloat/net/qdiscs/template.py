@@ -71,8 +71,9 @@ class Template(QdiscKind):
         return []
 
     def target_ms(self, p):
-        """The delay target (theory's reference line, headline, target kinds), or None."""
-        return p.get("target_ms")
+        """The delay target (theory's reference line, headline, target kinds), or None
+        (default: the ``target_ms`` parameter, where the kind has one)."""
+        return super().target_ms(p)
 
     def buffer_pkts_scales(self):
         """Whether a topology-level buffer_pkts is scaled with the rate (default: the
