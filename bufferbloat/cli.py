@@ -14,7 +14,7 @@ import sys
 import time
 
 from bufferbloat.core.errors import EXIT_DEGRADED, EXIT_NOTHING_RECORDED, EXIT_USAGE, UsageError
-from bufferbloat.core.signals import ignore_signals, interrupt_rc
+from bufferbloat.core.signals import ignore_signals, interrupt_rc, silence_closed_stream
 
 
 def _scenarios():
@@ -687,25 +687,18 @@ class _DropClosedPipe:
     def __init__(self, stream):
         self._stream = stream
 
-    def _closed(self):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        try:
-            os.dup2(devnull, self._stream.fileno())
-        finally:
-            os.close(devnull)
-
     def write(self, text):
         try:
             return self._stream.write(text)
         except BrokenPipeError:
-            self._closed()
+            silence_closed_stream(self._stream)
             return len(text)
 
     def flush(self):
         try:
             self._stream.flush()
         except BrokenPipeError:
-            self._closed()
+            silence_closed_stream(self._stream)
 
     def __getattr__(self, name):
         return getattr(self._stream, name)

@@ -125,6 +125,20 @@ def interrupt_rc(exc):
     return EXIT_TERMINATED if "SIGTERM" in str(exc) else EXIT_INTERRUPTED
 
 
+def silence_closed_stream(stream):
+    """Point the file descriptor of ``stream``, whose reader went away (a closed pipe or
+    terminal), at /dev/null: the Python documentation's recipe for SIGPIPE, so that later
+    writes, and the interpreter's own flush at exit, are silent instead of raising
+    BrokenPipeError again. A stream without a descriptor is left as it is."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        fd = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, fd)
+        finally:
+            os.close(null)
+
+
 def die_with_parent():
     """In a child between fork and exec (``preexec_fn``): SIGKILL when the process that
     started it dies, even by SIGKILL (prctl PR_SET_PDEATHSIG), so that a child such as

@@ -365,7 +365,7 @@ class DroppingOutput:
 
     def _drop(self) -> None:
         self.dropped = True
-        drop_closed_fd(self.stream)
+        signals.silence_closed_stream(self.stream)
 
 
 class DroppingProgress:
@@ -384,18 +384,7 @@ class DroppingProgress:
         except (BrokenPipeError, OSError, ValueError):
             self.dropped = True
             if self.progress is stderr:
-                drop_closed_fd(sys.stderr)
-
-
-def drop_closed_fd(stream) -> None:
-    """Point a closed pipe's file descriptor at /dev/null (the Python documentation's
-    recipe for SIGPIPE): later writes, and the interpreter's own flush at exit, are
-    then silent instead of raising BrokenPipeError again."""
-    with contextlib.suppress(AttributeError, OSError, ValueError):
-        fd = stream.fileno()
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, fd)
-        os.close(null)
+                signals.silence_closed_stream(sys.stderr)
 
 
 class LiveFile:
