@@ -231,7 +231,8 @@ def cmd_sweep(args):
     todo = [dict(base, **o) for o, _ in points(vary, 1)]
     for overrides in todo:
         run_config(scn, overrides, quick=args.quick, duration_s=args.time)
-    if _place(args, [(scn, o) for o in todo]) == "vm":
+    executor = _executor(args, [(scn, o) for o in todo])
+    if executor is None and _place(args, [(scn, o) for o in todo]) == "vm":
         from bufferbloat.run.where import run_in_vm
         rc = run_in_vm(args.argv, args.out, extra=["--no-figures"])
         sweep_dir = os.path.join(args.out, scn.name, "sweep")
@@ -241,8 +242,13 @@ def cmd_sweep(args):
             print("\n".join(finish_sweep(sweep_dir, progress=progress)))
         return rc
     # --repeat overrides the scenario's own repetitions (None: the scenario's)
-    index, failed = run_sweep(scn, vary, args.repeat, args.out, run_point, quick=args.quick,
-                              duration_s=args.time, base=base, retries=_retries(args))
+    try:
+        index, failed = run_sweep(scn, vary, args.repeat, args.out, run_point,
+                                  quick=args.quick, duration_s=args.time, base=base,
+                                  retries=_retries(args), executor=executor)
+    finally:
+        if executor is not None:
+            executor.close()
     print(f"index: {index}")
     if not args.no_figures:
         from bufferbloat.summary import finish_sweep
@@ -355,15 +361,22 @@ def cmd_run_all(args):
     from bufferbloat.run.sweep import run_points
     _check_common(args)
     todo = catalogue_points(args.quick, args.only)
-    if _place(args, [(scn, o) for scn, o, _, _ in todo]) == "vm":
-        from bufferbloat.run.where import run_in_vm
-        return run_in_vm(args.argv, args.out)
-    caps, needed = _needs(sorted({scn.name for scn, _, _, _ in todo}))
-    caps.require(needed)  # refuse up front, before any network state, what can't run here
+    executor = _executor(args, [(scn, o) for scn, o, _, _ in todo])
+    if executor is None:
+        if _place(args, [(scn, o) for scn, o, _, _ in todo]) == "vm":
+            from bufferbloat.run.where import run_in_vm
+            return run_in_vm(args.argv, args.out)
+        caps, needed = _needs(sorted({scn.name for scn, _, _, _ in todo}))
+        caps.require(needed)  # refuse up front, before any network state, what can't run
     index_path = os.path.join(args.out, "index.json")
-    index, failed = run_points(todo, args.out, run_point, index_path,
-                               {"catalogue": sorted({s.name for s, _, _, _ in todo})},
-                               quick=args.quick, retries=_retries(args))
+    try:
+        index, failed = run_points(todo, args.out, run_point, index_path,
+                                   {"catalogue": sorted({s.name for s, _, _, _ in todo})},
+                                   quick=args.quick, retries=_retries(args),
+                                   executor=executor)
+    finally:
+        if executor is not None:
+            executor.close()
     ok = sum(1 for e in index if e["status"] == "ok")
     from bufferbloat.run.sweep import degraded
     bad = degraded(index)
@@ -375,6 +388,60 @@ def cmd_run_all(args):
             if e["status"] in ("failed", "stalled")),
             file=sys.stderr)
     return _end_status(failed, [e["run_dir"] for e in bad])
+
+
+def _executor(args, builds):
+    """The Dask executor of ``--cluster ADDR`` / ``--workers N``, or None (serial, here or
+    in the VM). Checked before anything is built: an address that is not tcp://HOST:PORT,
+    N out of range, a scheduler that cannot be reached: exit 2. Local workers run on
+    this kernel: it must have what the points need, and they need root."""
+    address, workers = getattr(args, "cluster", None), getattr(args, "workers", None)
+    if address is None and workers is None:
+        return None
+    from bufferbloat.core.params import check_range
+    from bufferbloat.worker import re_address
+    if address is not None and not re_address(address):
+        raise UsageError(f"invalid --cluster {address!r}: give tcp://HOST:PORT (the "
+                         "scheduler's default port is 8786)")
+    if workers is not None:
+        check_range("--workers", workers, *WORKERS_LIMITS)
+        if args.where == "vm":
+            raise UsageError("--workers runs its points on this kernel: it cannot be "
+                             "combined with --vm (run the whole command in the VM: vm/run "
+                             "-- bufferbloat ...)")
+        from bufferbloat.run.where import require_here, require_root
+        require_root("host")
+        seen, topos = set(), []
+        for scn, overrides in builds:
+            key = (scn.name, tuple(sorted((k, str(v)) for k, v in overrides.items())))
+            if key not in seen:
+                seen.add(key)
+                topos.append(scn.build(overrides, quick=args.quick)[0])
+        require_here(topos)
+    from bufferbloat.run.cluster import DaskExecutor
+    return DaskExecutor(address=address, workers=workers,
+                        log=lambda m: print(m, flush=True))
+
+
+#: --workers N: local Dask workers (one point each at a time)
+WORKERS_LIMITS = (1, 64)
+
+
+def _cluster_options(p):
+    """--cluster ADDR / --workers N: the points on Dask workers (docs/CLUSTER.md)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--cluster", metavar="tcp://HOST:PORT",
+                   help="send the points to the workers of this Dask scheduler (each "
+                        "started with `bufferbloat worker`), one point per worker at a time")
+    g.add_argument("--workers", type=int, metavar="N",
+                   help="start a local cluster of N workers on this machine and run the "
+                        "points on them, N at a time (this kernel must run them)")
+
+
+def cmd_worker(args):
+    """A Dask worker for a cluster's points (bufferbloat/worker.py)."""
+    from bufferbloat.worker import cmd_worker as run
+    return run(args)
 
 
 def _retry_option(p):
@@ -531,6 +598,7 @@ def parser():
                    help="no figures and no report.html at the end")
     _retry_option(w)
     _where_options(w)
+    _cluster_options(w)
     w.set_defaults(func=cmd_sweep)
     s = _sub(sub, "show", "a run's metrics table",
              "Print a run's status, health and metrics table. Metrics stored by older "
@@ -598,7 +666,21 @@ def parser():
                    help="run only this scenario (repeatable)")
     _retry_option(a)
     _where_options(a)
+    _cluster_options(a)
     a.set_defaults(func=cmd_run_all)
+    k = _sub(sub, "worker", "a Dask worker that runs a cluster's points",
+             "Join a Dask scheduler as a worker that runs sweep and run-all points sent "
+             "with --cluster: one point at a time, each in a network namespace of its "
+             "own, as root; start one per machine (docs/CLUSTER.md). On start it removes "
+             "what a dead worker of the same name left.",
+             ["sudo bufferbloat worker tcp://10.0.0.1:8786",
+              "sudo bufferbloat worker tcp://10.0.0.1:8786 --name lab-pc-7"])
+    k.add_argument("scheduler", metavar="tcp://HOST:PORT",
+                   help="the Dask scheduler's address (dask-scheduler prints it)")
+    k.add_argument("--name", metavar="NAME",
+                   help="this worker's name (default: the host name); a restarted worker "
+                        "of the same name cleans up after its predecessor")
+    k.set_defaults(func=cmd_worker)
     return p
 
 

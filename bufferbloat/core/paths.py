@@ -89,3 +89,42 @@ def code_identity():
                f"({PACKAGE_DIR})"
     except metadata.PackageNotFoundError:
         return f"a copy of the package at {PACKAGE_DIR} (no distribution metadata)"
+
+
+#: what a run's results depend on, by import path: the package's code and the compiled
+#: sampler's source, and the catalogue and web server (top-level folders in a checkout)
+_CODE_SUFFIXES = (".py", ".c", ".h")
+
+
+def _code_files():
+    """[(import-relative name, path)] of the code a run depends on, the same names in a
+    checkout and in an installed package (``bufferbloat/scenarios/a1.py`` either way);
+    the VM's guest files and the figures are left out (results do not depend on them)."""
+    out = []
+    tops = [(PACKAGE_DIR, "bufferbloat")]
+    if SOURCE_ROOT is not None:
+        tops += [(SOURCE_ROOT / f, f"bufferbloat/{f}") for f in ("scenarios", "webserver")]
+    skip = {"plots", os.path.join("vm", "files")}       # installed: figures, guest files
+    for base, name in tops:
+        for d, dirs, files in os.walk(base):
+            rel = os.path.relpath(d, base)
+            dirs[:] = sorted(x for x in dirs if x != "__pycache__"
+                             and os.path.normpath(os.path.join(rel, x)) not in skip)
+            out += [(os.path.normpath(os.path.join(name, rel, f)), os.path.join(d, f))
+                    for f in sorted(files) if f.endswith(_CODE_SUFFIXES)]
+    return sorted(out)
+
+
+def code_fingerprint():
+    """{"hash": 16 hex digits over the code a run depends on (:func:`_code_files`: names
+    and bytes), "text": :func:`code_identity`}: two processes with the same hash compute
+    the same configuration the same way (a cluster's workers are checked against the
+    driver with it)."""
+    import hashlib  # noqa: PLC0415 - only a cluster asks
+    h = hashlib.sha256()
+    for name, path in _code_files():
+        with open(path, "rb") as f:
+            data = f.read()
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return {"hash": h.hexdigest()[:16], "text": code_identity()}

@@ -139,14 +139,15 @@ def silence_closed_stream(stream):
             os.close(null)
 
 
-def die_with_parent():
-    """In a child between fork and exec (``preexec_fn``): SIGKILL when the process that
-    started it dies, even by SIGKILL (prctl PR_SET_PDEATHSIG), so that a child such as
-    qemu never outlives the command that owns it. Linux only; elsewhere a no-op."""
+def die_with_parent(sig=signal.SIGKILL):
+    """In a child between fork and exec (``preexec_fn``): ``sig`` (SIGKILL) when the
+    thread that started it dies, even by SIGKILL (prctl PR_SET_PDEATHSIG), so that a
+    child such as qemu never outlives the command that owns it (SIGTERM lets a run
+    child tear its network down first). Linux only; elsewhere a no-op."""
     pr_set_pdeathsig = 1
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(pr_set_pdeathsig, int(sig), 0, 0, 0)
 
 
 # ------------------------------------------------------------------ processes we started

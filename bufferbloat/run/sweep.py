@@ -39,6 +39,7 @@ from bufferbloat.core.signals import alarm
 from bufferbloat.results.health import headline, verdict_of
 from bufferbloat.results.records import RESULT_FILE
 from bufferbloat.run import derive, identity
+from bufferbloat.run.executor import Job, SerialExecutor
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")
 #: Seconds a point may take beyond its traffic and the flows' grace period (network
@@ -330,7 +331,7 @@ def watchdog(limit_s, what="the point"):
 
 
 def run_sweep(scn, vary, repeat, out_root, run_point, quick=False, duration_s=None,
-              base=None, log=print, stall_limit=stall_limit_s, retries=0):
+              base=None, log=print, stall_limit=stall_limit_s, retries=0, executor=None):
     """Run every missing point of ``scn`` x ``vary`` x ``repeat`` (None: the scenario's
     own repetitions); returns (index path, number of failed or stalled points). Every
     point is validated before the first runs, so a bad value stops the sweep before any
@@ -342,7 +343,7 @@ def run_sweep(scn, vary, repeat, out_root, run_point, quick=False, duration_s=No
     meta = {"scenario": scn.name, "vary": vary, "repeat": repeat, "base": dict(base or {})}
     done, failed = run_points(todo, out_root, run_point, index_path, meta, quick=quick,
                               duration_s=duration_s, log=log, stall_limit=stall_limit,
-                              retries=retries)
+                              retries=retries, executor=executor)
     return index_path, failed
 
 
@@ -393,15 +394,23 @@ def time_left(durations, overheads):
 
 
 def run_points(todo, out_root, run_point, index_path, meta, quick=False, duration_s=None,
-               log=print, stall_limit=stall_limit_s, retries=0):
+               log=print, stall_limit=stall_limit_s, retries=0, executor=None):
     """Run ``todo`` = [(scenario, overrides, varied, rep)] with progress (i/n, elapsed,
-    the time left from the remaining points' durations, :func:`time_left`), skipping points already recorded as ok with the same run key,
-    going on past failed and stalled ones (``stall_limit(config)``: seconds, or None for
-    no watchdog). A degraded point is set aside (``rep-N.degraded-K``, listed in its
-    entry's ``degraded_attempts``) and run again up to ``retries`` times, each attempt
-    under its own watchdog. Each point goes to ``OUT/SCENARIO/sweep/<varied>/<profile>-<key>/rep-N``.
-    Writes ``index_path`` after every point. Returns (index entries, number failed or
+    the time left from the remaining points' durations, :func:`time_left`), skipping
+    points already recorded as ok with the same run key, going on past failed and
+    stalled ones (``stall_limit(config)``: seconds, or None for no watchdog). A degraded
+    point is set aside (``rep-N.degraded-K``, listed in its entry's
+    ``degraded_attempts``) and run again up to ``retries`` times, each attempt under its
+    own watchdog. Each point goes to
+    ``OUT/SCENARIO/sweep/<varied>/<profile>-<key>/rep-N``.
+
+    ``executor`` (:mod:`.executor`; default: :class:`~.executor.SerialExecutor`) runs
+    the points: at most its ``room()`` at a time; a point whose knobs are derived from
+    another's result waits until every point in flight is done (its provider runs
+    first). Writes ``index_path`` after every point, its entries in ``todo``'s order
+    whatever the order they finish in. Returns (index entries, number failed or
     stalled)."""
+    executor = executor or SerialExecutor(run_one, log)
     # points whose knobs come from another point's result run after it (derive.py)
     todo = derive.providers_first(todo)
     # every configuration first: validates every point before anything runs (a derived
@@ -410,28 +419,43 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
                                    duration_s=duration_s, rep=rep)
                for scn, overrides, _, rep in todo]
     os.makedirs(os.path.dirname(index_path), exist_ok=True)
-    index, failed, overheads = [], 0, []
+    entries, counts, overheads = {}, {"failed": 0}, []
     t0 = time.monotonic()
+    n = len(todo)
 
     def save():
-        write_json_atomic(index_path, dict(meta, points=len(todo),
+        index = [entries[k] for k in sorted(entries)]
+        write_json_atomic(index_path, dict(meta, points=n,
                                            profile="quick" if quick else "full",
+                                           executor=executor.describe(),
                                            wall_s=time.monotonic() - t0, done=index,
                                            configs=group_configs(index)))
-    for i, ((scn, overrides, varied, rep), config) in enumerate(zip(todo, configs), 1):
+
+    def left_text(pos):
+        waiting = [float(c["duration_s"]) for c in configs[pos:]]
+        left, how = time_left(waiting, overheads)
+        slots = max(1, executor.room() + executor.busy())
+        if slots > 1:
+            return f"~{left / slots:.0f} s left: {how}, over {slots} workers"
+        return f"~{left:.0f} s left: {how}"
+
+    def plan(pos):
+        """The point at ``pos``: a Job to run, or None when it is recorded already."""
+        (scn, overrides, varied, rep), config = todo[pos], configs[pos]
+        i = pos + 1
         if derive.needs(scn, overrides):
             try:
                 overrides = derive.fill(scn, overrides, varied, rep,
                                         os.path.join(out_root, scn.name, "sweep"),
                                         point_dir, quick=quick, duration_s=duration_s)
             except UsageError as exc:     # its provider failed or is missing: this point
-                index.append({"scenario": scn.name, "overrides": overrides,  # fails
-                              "varied": dict(varied), "rep": rep, "status": "failed",
-                              "error": str(exc)})
-                failed += 1
-                log(f"[{i}/{len(todo)}] {scn.name} {_fmt(varied)} rep {rep}: FAILED: {exc}")
+                entries[pos] = {"scenario": scn.name, "overrides": overrides,  # fails
+                                "varied": dict(varied), "rep": rep, "status": "failed",
+                                "error": str(exc)}
+                counts["failed"] += 1
+                log(f"[{i}/{n}] {scn.name} {_fmt(varied)} rep {rep}: FAILED: {exc}")
                 save()
-                continue
+                return None
             config = identity.run_config(scn, overrides, quick=quick,
                                          duration_s=duration_s, rep=rep)
         key = identity.run_key(config)
@@ -444,54 +468,87 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         label = f"{scn.name} {_fmt(varied)} rep {rep}"
         tag = config_dir_name(config)
         if reuse:
-            index.append(dict(entry, status="ok", resumed=True,
-                              health=verdict_of(read_record(path))))
-            log(f"[{i}/{len(todo)}] {label}: already recorded ({tag})")
-            continue
-        elapsed = time.monotonic() - t0
-        left, how = time_left([float(c["duration_s"]) for c in configs[i - 1:]], overheads)
-        eta = f", ~{left:.0f} s left: {how}"
+            entries[pos] = dict(entry, status="ok", resumed=True,
+                                health=verdict_of(read_record(path)))
+            log(f"[{i}/{n}] {label}: already recorded ({tag})")
+            return None
         limit = stall_limit(config) if stall_limit else None
-        log(f"[{i}/{len(todo)}] {label} (elapsed {elapsed:.0f} s{eta}; {tag}"
+        done_n = len(entries)
+        log(f"[{i}/{n}] {label} (elapsed {time.monotonic() - t0:.0f} s, done {done_n}, "
+            f"in flight {executor.busy()}, {left_text(pos)}; {tag}"
             + (f", stall limit {limit:.4g} s)" if limit else ")"))
-        t_point = time.monotonic()
+
         def run(scn=scn, overrides=overrides, path=path, rep=rep):
             run_point(scn, overrides, duration_s=duration_s, quick=quick, run_dir=path,
                       log=log, rep=rep)
             return path
+
         def aside(run_dir, entry=entry):   # listed at once: a failed rerun keeps the list
             kept = set_aside_degraded(run_dir)
             entry.setdefault("degraded_attempts", []).append(kept)
             return kept
-        try:
-            done = run_one(run, label, limit, retries, log=log, set_aside=aside)
-        except KeyboardInterrupt:
-            index.append(dict(entry, status="interrupted"))
-            save()
-            raise
+        spec = {"scenario": scn.name, "overrides": overrides, "rep": rep, "quick": quick,
+                "duration_s": duration_s, "limit_s": limit, "run_key": key,
+                "label": label}
+        return Job(pos, label, entry, path, key, run, spec, limit, retries, aside,
+                   float(config["duration_s"]))
+
+    def record(job, done):
+        entry = job.entry
         entry["status"] = done.status
+        for k in ("worker", "machine"):
+            if getattr(done, k, None):
+                entry[k] = getattr(done, k)
+        where = f" on {done.worker}" if getattr(done, "worker", None) else ""
         if done.status == "ok":
             entry["health"] = done.health
             if done.health == "degraded":
-                log(f"  DEGRADED: the emulator fell behind ({path}/result.json: health)")
-            rec_key = read_record(path).get("run_key")
-            if rec_key != key:
-                log(f"  warning: {path} records run_key {rec_key}, the sweep expected {key}")
+                log(f"  DEGRADED: the emulator fell behind ({job.path}/result.json: health)")
+            rec_key = read_record(job.path).get("run_key")
+            if rec_key != job.key:
+                log(f"  warning: {job.path} records run_key {rec_key}, the sweep expected "
+                    f"{job.key}")
         elif done.status == "stalled":
             entry["error"] = f"stalled: {done.exc}"
-            failed += 1
-            log(f"  STALLED: {done.exc}; going on with the next point")
+            counts["failed"] += 1
+            log(f"  STALLED{where}: {done.exc}; going on with the next point")
         else:
-            entry["error"] = f"{type(done.exc).__name__}: {done.exc}"
-            failed += 1
-            log(f"  FAILED: {entry['error']}")
-        entry["wall_s"] = round(time.monotonic() - t_point, 3)
+            entry["error"] = (str(done.exc) if getattr(done, "plain", False)
+                              else f"{type(done.exc).__name__}: {done.exc}")
+            counts["failed"] += 1
+            log(f"  FAILED{where}: {job.label}: {entry['error']}")
+        entry["wall_s"] = round(time.monotonic() - job.started, 3)
         if entry["status"] == "ok":   # a failed point's time says little of the next
-            overheads.append(max(0.0, entry["wall_s"] - float(config["duration_s"])))
-        index.append(entry)
+            overheads.append(max(0.0, entry["wall_s"] - job.duration_s))
+        entries[job.pos] = entry
+        if where:
+            log(f"  [{len(entries)}/{n} done, {executor.busy()} in flight] {job.label}: "
+                f"{entry['status']}{where}, {entry['wall_s']:.0f} s (elapsed "
+                f"{time.monotonic() - t0:.0f} s)")
         save()
+
+    pending = list(range(n))
+    try:
+        while pending or executor.busy():
+            while pending and executor.room() > 0:
+                pos = pending[0]
+                scn, overrides = todo[pos][0], todo[pos][1]
+                if derive.needs(scn, overrides) and executor.busy():
+                    break                       # its provider may still be running
+                pending.pop(0)
+                job = plan(pos)
+                if job is not None:
+                    job.started = time.monotonic()
+                    executor.submit(job)
+            if executor.busy():
+                record(*executor.next_done())
+    except KeyboardInterrupt:
+        for job in executor.stop():
+            entries[job.pos] = dict(job.entry, status="interrupted")
+        save()
+        raise
     save()
-    return index, failed
+    return [entries[k] for k in sorted(entries)], counts["failed"]
 
 
 def degraded(index):

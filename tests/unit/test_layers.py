@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 LAYERS = ("core", "vm", "netlink", "net", "measure", "webserver", "traffic", "results",
           "run", "scenarios", "plots", "commands")
 #: the command modules (the ``commands`` layer): they may import any layer
-COMMANDS = ("cli", "summary", "describe", "compare", "__main__")
+COMMANDS = ("cli", "summary", "describe", "compare", "worker", "__main__")
 #: the design's top-level folders, imported as ``bufferbloat.<folder>``
 FOLDERS = ("scenarios", "plots", "webserver")
 

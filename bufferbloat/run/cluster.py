@@ -1,0 +1,424 @@
+"""A sweep's points on Dask distributed workers: many machines, one point per worker.
+
+The driver (``sweep``/``run-all`` with ``--cluster ADDR`` or ``--workers N``) plans the
+points as a serial sweep does (:func:`bufferbloat.run.sweep.run_points`) and hands them
+to :class:`DaskExecutor`, which keeps at most one point per worker in flight (each task
+asks for the resource ``emulator=1``, which every worker has once) and submits the next
+as one finishes, so that the blame for a failure is exact.
+
+A worker runs a point with :func:`run_remote`:
+
+* it refuses a point whose driver runs other code (:func:`~bufferbloat.core.paths.
+  code_fingerprint`: both identities in the message), before anything runs;
+* it makes the global settings a namespace cannot (the congestion controls allowed),
+  once, in the initial namespace (:func:`prepare_worker`);
+* it runs the point in a child process in a network namespace of its own
+  (``unshare --net``): Mininet's interface names, the bridge and the tool processes
+  of two workers on one kernel never meet; the child's network state file and lock are
+  the worker's own (:func:`slot_dir`), so that a restarted worker removes what its dead
+  predecessor left (:func:`clean_slot`: processes by PID, as recorded), never by name;
+* the child dies with the worker (PR_SET_PDEATHSIG, SIGTERM: it tears its network down
+  and records itself interrupted); a run that passes its stall limit is ended;
+* it sends back the run directory as bytes (a tar archive) with its ``run_key``; the
+  driver checks the key and moves it into its own tree atomically
+  (:func:`unpack_run`). A point whose worker died is run again by Dask on another
+  worker (or on the same one, restarted); its partial run is never recorded.
+
+The driver interrupted (Ctrl-C): it sets a Dask :class:`distributed.Event`; the workers
+end their points (SIGTERM to the child: interrupted, network removed) and the runner
+records them ``interrupted``; the same command run again runs only the missing points.
+"""
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import uuid
+from functools import partial
+
+from bufferbloat.core.errors import UsageError
+from bufferbloat.core.paths import IMPORT_ROOT, code_fingerprint
+from bufferbloat.core.signals import die_with_parent, proc_start_time, same_process
+from bufferbloat.results.health import verdict_of
+from bufferbloat.run.sweep import Outcome, read_record
+
+#: the resource every worker has once: one point at a time per worker
+RESOURCE = "emulator"
+#: env: where a worker keeps its state (default below, one directory per worker name)
+WORKER_DIR_ENV = "BUFFERBLOAT_WORKER_DIR"
+WORKER_DIR = "/var/tmp/bufferbloat-workers"
+#: seconds a child gets, past its own stall limit, before the worker ends it
+CHILD_MARGIN_S = 120.0
+#: seconds an interrupted child gets to tear down and record
+CHILD_STOP_S = 60.0
+#: seconds the driver waits for a scheduler, and for its first worker
+CONNECT_TIMEOUT_S = 10.0
+FIRST_WORKER_TIMEOUT_S = 120.0
+
+
+class CodeMismatch(RuntimeError):
+    """A worker runs other code than the driver: it refuses the point."""
+
+
+def worker_root():
+    return os.environ.get(WORKER_DIR_ENV) or WORKER_DIR
+
+
+def slot_dir(name):
+    """The directory of the worker named ``name``: its network state file and lock, its
+    child's PID, its runs in progress. A restarted worker of the same name finds what
+    its predecessor left here."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", str(name)) or "worker"
+    path = os.path.join(worker_root(), safe)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def clean_slot(slot, log=None, runs=True):
+    """Remove what an earlier worker of this slot left: its point's child (by the PID
+    and start time it recorded), the network that child's state file records, the
+    runs in progress (``runs``). Returns a list of what was done, in words."""
+    from bufferbloat.net.cleanup import recover  # noqa: PLC0415 - workers only
+    done = []
+    child = os.path.join(slot, "child.json")
+    with contextlib.suppress(OSError, ValueError):
+        with open(child) as f:
+            rec = json.load(f)
+        pid = int(rec["pid"])
+        if same_process(pid, rec.get("start")):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + CHILD_STOP_S
+            while same_process(pid, rec.get("start")) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if same_process(pid, rec.get("start")):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            done.append(f"ended the point child {pid}")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(child)
+    state = os.path.join(slot, "network.json")
+    if os.path.exists(state):
+        got = recover(state, log=log or (lambda m: None))
+        if got:
+            done.append(f"removed a network: {len(got['processes'])} process(es), "
+                        f"link(s) {got['links'] or 'none'}")
+    unfinished = os.path.join(slot, "runs")
+    if runs and os.path.isdir(unfinished) and os.listdir(unfinished):
+        done.append("removed unfinished runs")
+    if runs:
+        shutil.rmtree(unfinished, ignore_errors=True)
+    return done
+
+
+def prepare_worker(log=None):
+    """The global settings a point's namespace cannot make: the congestion controls the
+    catalogue uses, loaded and allowed (net.ipv4.tcp_allowed_congestion_control), in
+    this (the initial) namespace."""
+    from bufferbloat.net import network  # noqa: PLC0415 - workers only
+    prepare = getattr(network, "prepare_ccas", None)
+    if prepare is not None:
+        prepare(None)
+
+
+def child_argv(spec_path):
+    """The point's child: this Python, in a network namespace of its own."""
+    return ["unshare", "--net", "--", sys.executable, "-m", "bufferbloat.worker",
+            "point", spec_path]
+
+
+def _child_env(slot):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(IMPORT_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["BUFFERBLOAT_STATE_PATH"] = os.path.join(slot, "network.json")
+    env["BUFFERBLOAT_LOCK_PATH"] = os.path.join(slot, "network.lock")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _stop_requested(name):
+    if not name:
+        return False
+    from distributed import Event  # noqa: PLC0415 - workers only
+    try:
+        return Event(name).is_set()
+    except Exception:  # noqa: BLE001 - the driver gone: its event with it
+        return False
+
+
+def run_remote(spec):
+    """On a worker: run one point (``spec``: scenario, overrides, rep, quick,
+    duration_s, limit_s, run_key, code, stop_event); returns {status, error, archive
+    (the run directory as tar.gz bytes, or None), worker, machine, wall_s, log}.
+    Raises :class:`CodeMismatch` when this worker's code is not the driver's."""
+    from distributed import get_worker  # noqa: PLC0415 - workers only
+    t0 = time.monotonic()
+    try:
+        name = str(get_worker().name)
+    except ValueError:
+        name = "local"
+    machine = socket.gethostname()
+    mine = code_fingerprint()
+    theirs = spec.get("code") or {}
+    if mine["hash"] != theirs.get("hash"):
+        raise CodeMismatch(
+            f"worker {name} on {machine} runs other code than the driver: the worker's "
+            f"is {mine['text']} (code hash {mine['hash']}), the driver's is "
+            f"{theirs.get('text')} (code hash {theirs.get('hash')}); refused, nothing "
+            "run: put the driver's commit on that machine and start the worker again")
+    slot = slot_dir(name)
+    clean_slot(slot)
+    prepare_worker()
+    runs = os.path.join(slot, "runs", uuid.uuid4().hex[:12])
+    os.makedirs(runs)
+    run_dir = os.path.join(runs, "run")
+    spec_path = os.path.join(runs, "spec.json")
+    with open(spec_path, "w") as f:
+        json.dump(dict(spec, run_dir=run_dir, outcome=os.path.join(runs, "outcome.json")),
+                  f)
+    log_path = os.path.join(runs, "point.log")
+    limit = spec.get("limit_s")
+    deadline = time.monotonic() + (float(limit) + CHILD_MARGIN_S if limit else 86400.0)
+    status, error = None, None
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(child_argv(spec_path), stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, env=_child_env(slot),
+                                start_new_session=True,
+                                preexec_fn=partial(die_with_parent, signal.SIGTERM))
+    with open(os.path.join(slot, "child.json"), "w") as f:
+        json.dump({"pid": proc.pid, "start": proc_start_time(proc.pid)}, f)
+    try:
+        while proc.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=1.0)
+            if proc.poll() is not None:
+                break
+            if _stop_requested(spec.get("stop_event")):
+                status, error = "interrupted", "the driver was interrupted"
+                _end(proc, signal.SIGTERM)
+            elif time.monotonic() > deadline:
+                status, error = "stalled", (f"still running {CHILD_MARGIN_S:.0f} s past "
+                                            f"its stall limit ({limit} s): ended")
+                _end(proc, signal.SIGTERM)
+    finally:
+        if proc.poll() is None:
+            _end(proc, signal.SIGTERM)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(slot, "child.json"))
+    if os.path.exists(os.path.join(slot, "network.json")):
+        clean_slot(slot, runs=False)    # the child died before removing its network
+    try:
+        with open(os.path.join(runs, "outcome.json")) as f:
+            outcome = json.load(f)
+    except (OSError, ValueError):
+        outcome = {}
+    status = status or outcome.get("status") or "failed"
+    if status != "ok" and not error:
+        error = outcome.get("error") or f"the point's process exited {proc.returncode}"
+    with open(log_path, "rb") as f:
+        tail = f.read()[-4000:].decode(errors="replace")
+    archive = pack_run(run_dir) if os.path.isdir(run_dir) else None
+    shutil.rmtree(runs, ignore_errors=True)
+    return {"status": status, "error": error, "archive": archive, "worker": name,
+            "machine": machine, "wall_s": round(time.monotonic() - t0, 3), "log": tail,
+            "run_key": spec.get("run_key")}
+
+
+def _end(proc, sig):
+    """End the point's child (ours, by PID): ``sig``, then SIGKILL after CHILD_STOP_S."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(proc.pid, sig)
+    try:
+        proc.wait(timeout=CHILD_STOP_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def pack_run(run_dir):
+    """The run directory as tar.gz bytes (names relative to it)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=3) as tar:
+        tar.add(run_dir, arcname=".")
+    return buf.getvalue()
+
+
+def unpack_run(archive, path, key):
+    """Write a run sent by a worker into ``path``: unpacked beside it, its result's
+    run_key checked against ``key`` (ValueError otherwise, nothing written), then
+    renamed into place (a half-written run is never at ``path``)."""
+    tmp = f"{path}.incoming-{uuid.uuid4().hex[:8]}"
+    os.makedirs(tmp)
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:gz") as tar:
+            for member in tar.getmembers():
+                target = os.path.normpath(os.path.join(tmp, member.name))
+                if not (target == tmp or target.startswith(tmp + os.sep)) or \
+                        member.issym() or member.islnk() or member.isdev():
+                    raise ValueError(f"refused a run archive member {member.name!r}")
+            tar.extractall(tmp)
+        got = read_record(tmp).get("run_key")
+        if got != key:
+            raise ValueError(f"the worker's run records run_key {got}, the driver "
+                             f"expected {key}")
+        if os.path.exists(path):
+            shutil.rmtree(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+class DaskExecutor:
+    """Points on Dask workers: an existing scheduler (``address``) or a local cluster of
+    ``workers`` processes (one thread each, ``emulator=1``)."""
+
+    name = "dask"
+
+    def __init__(self, address=None, workers=None, log=print):
+        try:
+            import distributed  # noqa: PLC0415 - only a cluster needs Dask
+        except ModuleNotFoundError:
+            raise UsageError("--cluster/--workers need Dask distributed: install Debian's "
+                             "python3-distributed (scripts/install-deps.sh does)") from None
+        self.distributed, self.log = distributed, log
+        self.code = code_fingerprint()
+        self.cluster = None
+        self.futures = {}
+        self.stopping = False
+        if workers:
+            import logging  # noqa: PLC0415
+            self.cluster = distributed.LocalCluster(
+                n_workers=int(workers), threads_per_worker=1, processes=True,
+                resources={RESOURCE: 1}, dashboard_address=":0",
+                silence_logs=logging.ERROR)
+            self.client = distributed.Client(self.cluster)
+            self.where = f"a local cluster of {workers} workers"
+        else:
+            try:
+                self.client = distributed.Client(address, timeout=f"{CONNECT_TIMEOUT_S}s")
+            except (OSError, TimeoutError) as exc:
+                raise UsageError(f"cannot reach the Dask scheduler at {address}: {exc}; "
+                                 "start one (dask-scheduler) or check the address "
+                                 "(docs/CLUSTER.md)") from None
+            self.where = f"the Dask scheduler at {address}"
+        self.event_name = f"bufferbloat-stop-{uuid.uuid4().hex}"
+        self.event = distributed.Event(self.event_name, client=self.client)
+        try:
+            self.client.wait_for_workers(int(workers or 1), timeout=FIRST_WORKER_TIMEOUT_S)
+        except (TimeoutError, self.distributed.TimeoutError if hasattr(
+                self.distributed, "TimeoutError") else TimeoutError):
+            self.close()
+            raise UsageError(f"no worker joined {self.where} within "
+                             f"{FIRST_WORKER_TIMEOUT_S:.0f} s: start one per machine with "
+                             "`sudo bufferbloat worker ADDRESS` (docs/CLUSTER.md)") from None
+        info = self.client.scheduler_info()
+        dash = (info.get("services") or {}).get("dashboard")
+        log(f"cluster: {self.where}, {self.slots()} worker(s); "
+            + (f"dashboard {self.client.dashboard_link}" if dash else
+               "no dashboard (python3-bokeh is not installed)"))
+
+    def slots(self):
+        """Workers that can take a point now (each has ``emulator`` once)."""
+        workers = self.client.scheduler_info().get("workers") or {}
+        return sum(1 for w in workers.values() if (w.get("resources") or {}).get(RESOURCE))
+
+    def room(self):
+        if not self.futures:
+            return 1            # queued at the scheduler until a worker joins
+        return max(0, self.slots() - len(self.futures))
+
+    def busy(self):
+        return len(self.futures)
+
+    def describe(self):
+        return f"dask ({self.where})"
+
+    def submit(self, job):
+        spec = dict(job.spec, code=self.code, stop_event=self.event_name)
+        key = re.sub(r"[^A-Za-z0-9_.=,-]", "_", job.label)[:80]
+        fut = self.client.submit(run_remote, spec, resources={RESOURCE: 1}, pure=False,
+                                 key=f"bufferbloat-{key}-{uuid.uuid4().hex[:8]}")
+        self.futures[fut] = job
+
+    def next_done(self):
+        """(job, Outcome) of the next point to finish (a degraded run is set aside and
+        sent again, up to the job's retries, before it counts)."""
+        while True:
+            done, _ = self.distributed.wait(list(self.futures), return_when="FIRST_COMPLETED")
+            fut = next(iter(done))
+            job = self.futures.pop(fut)
+            outcome = self._outcome(job, fut)
+            if outcome is not None:
+                return job, outcome
+
+    def _outcome(self, job, fut):
+        if fut.status != "finished":
+            exc = fut.exception()
+            name = type(exc).__name__
+            if name == "KilledWorker":
+                text = (f"its worker died while running it, again on every worker Dask "
+                        f"tried ({exc}); not recorded")
+            else:
+                text = str(exc)
+            out = Outcome("failed", exc=RuntimeError(text))
+            out.plain = True
+            return out
+        res = fut.result()
+        out = None
+        if res.get("archive"):
+            try:
+                unpack_run(res["archive"], job.path, job.key)
+            except ValueError as exc:
+                out = Outcome("failed", exc=RuntimeError(f"{exc} (worker {res['worker']})"))
+        status = res["status"] if out is None else "failed"
+        if out is None:
+            if status == "ok":
+                health = verdict_of(read_record(job.path))
+                if health == "degraded" and job.attempt < job.retries:
+                    kept = job.set_aside(job.path)
+                    job.attempt += 1
+                    self.log(f"  DEGRADED on worker {res['worker']}, kept as {kept}; "
+                             f"running it again ({job.attempt}/{job.retries})")
+                    self.submit(job)
+                    return None
+                out = Outcome("ok", job.path, health)
+            else:
+                error = res.get("error") or status
+                out = Outcome(status if status in ("stalled", "interrupted") else "failed",
+                              exc=RuntimeError(error))
+                out.plain = True
+        out.worker = f"worker {res['worker']}"
+        out.machine = res["machine"]
+        return out
+
+    def stop(self):
+        """Interrupted: ask the workers to end their points, wait for them (each records
+        itself interrupted, its network removed); the jobs that did not finish."""
+        jobs = list(self.futures.values())
+        with contextlib.suppress(Exception):
+            self.event.set()
+        with contextlib.suppress(Exception):
+            self.distributed.wait(list(self.futures), timeout=CHILD_STOP_S + 30)
+        with contextlib.suppress(Exception):
+            self.client.cancel(list(self.futures))
+        self.futures.clear()
+        return jobs
+
+    def close(self):
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.close()

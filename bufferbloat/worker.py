@@ -1,0 +1,109 @@
+"""``bufferbloat worker ADDRESS``: a Dask worker that runs a cluster's points, and the
+child process that runs one point (``python3 -m bufferbloat.worker point SPEC``).
+
+A lab starts one worker per machine (by ssh or a systemd unit: docs/CLUSTER.md); each
+runs one point at a time (one thread, the resource ``emulator=1``), as root, each point
+in a network namespace of its own (:mod:`bufferbloat.run.cluster`). On start it removes
+what a dead predecessor of the same name left, and allows the catalogue's congestion
+controls in the initial namespace (a global setting no point's namespace can make).
+"""
+
+import json
+import os
+import socket
+import sys
+
+from bufferbloat.core.errors import EXIT_USAGE, UsageError
+
+
+def cmd_worker(args):
+    """Run a Dask worker for ``args.scheduler`` until interrupted."""
+    from bufferbloat.run import cluster
+    if not re_address(args.scheduler):
+        raise UsageError(f"invalid scheduler address {args.scheduler!r}: give "
+                         "tcp://HOST:PORT (the scheduler's default port is 8786)")
+    if os.geteuid() != 0:
+        raise UsageError("a worker builds networks: run it as root (sudo bufferbloat worker "
+                         f"{args.scheduler})")
+    try:
+        import asyncio
+
+        from distributed import Worker
+    except ModuleNotFoundError:
+        raise UsageError("bufferbloat worker needs Dask distributed: install Debian's "
+                         "python3-distributed (scripts/install-deps.sh does)") from None
+    _check_reachable(args.scheduler)
+    name = args.name or socket.gethostname()
+    slot = cluster.slot_dir(name)
+    for what in cluster.clean_slot(slot, log=print):
+        print(f"worker {name}: {what} (left by an earlier worker of this name)", flush=True)
+    cluster.prepare_worker()
+
+    async def serve():
+        async with Worker(args.scheduler, nthreads=1, name=name,
+                          resources={cluster.RESOURCE: 1}) as worker:
+            print(f"worker {name}: joined {args.scheduler} as {worker.address}; one point "
+                  f"at a time; state in {slot}", flush=True)
+            await worker.finished()
+    asyncio.run(serve())
+    return 0
+
+
+def re_address(text):
+    import re
+    return re.fullmatch(r"(tcp|tls)://[A-Za-z0-9_.:\[\]-]+:\d{1,5}", text or "") is not None
+
+
+def _check_reachable(address, timeout_s=5.0):
+    """UsageError (exit 2) when nothing listens at the scheduler's address."""
+    hostport = address.split("://", 1)[1]
+    host, _, port = hostport.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise UsageError(f"cannot reach the Dask scheduler at {address}: {exc}; start one "
+                         "(dask-scheduler) or check the address (docs/CLUSTER.md)") from None
+
+
+def point_main(spec_path):
+    """The child of :func:`bufferbloat.run.cluster.run_remote`: run one point as the
+    spec says, under its stall watchdog; write its outcome beside the spec."""
+    from bufferbloat.run.engine import run_point
+    from bufferbloat.run.sweep import run_one
+    from bufferbloat.scenarios import catalogue
+    with open(spec_path) as f:
+        spec = json.load(f)
+    scn = catalogue()[spec["scenario"]]
+
+    def run():
+        return run_point(scn, spec["overrides"], duration_s=spec.get("duration_s"),
+                         quick=bool(spec.get("quick")), run_dir=spec["run_dir"],
+                         rep=int(spec["rep"]))
+    outcome = {"status": "interrupted", "error": "interrupted"}
+    try:
+        done = run_one(run, spec.get("label") or scn.name, spec.get("limit_s"), 0)
+        outcome = {"status": done.status, "health": done.health,
+                   "error": None if done.exc is None else
+                   f"{type(done.exc).__name__}: {done.exc}"}
+    except UsageError as exc:
+        outcome = {"status": "failed", "error": str(exc)}
+    finally:
+        with open(spec["outcome"], "w") as f:
+            json.dump(outcome, f)
+    return 0 if outcome["status"] == "ok" else 1
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "point":
+        try:
+            return point_main(argv[1])
+        except KeyboardInterrupt:
+            return 130
+    print("usage: python3 -m bufferbloat.worker point SPEC.json (run by a worker)",
+          file=sys.stderr)
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

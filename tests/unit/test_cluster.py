@@ -1,0 +1,218 @@
+"""The pieces of a Dask sweep that need no network (issue 26): a run sent by a worker is
+written only under its own key and never outside its directory, the code identity
+changes with the code, the runner keeps the index in the points' order whatever order
+they finish in and holds a derived point until its provider is done, and bad cluster
+options or an unreachable scheduler are refused (exit 2) before anything is made."""
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from bufferbloat.core import paths
+from bufferbloat.run import cluster, sweep
+from bufferbloat.run.executor import SerialExecutor
+from bufferbloat.scenarios import catalogue
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _run_dir(path, key, status="ok"):
+    os.makedirs(os.path.join(path, "raw"))
+    with open(os.path.join(path, "result.json"), "w") as f:
+        json.dump({"status": status, "run_key": key}, f)
+    with open(os.path.join(path, "raw", "iperf.json"), "w") as f:
+        f.write("{}")
+    with open(os.path.join(path, "metrics.json"), "w") as f:      # what derive.py reads
+        json.dump({"metrics": [{"scope": "network", "name": "all",
+                                "metric": "goodput_up_mbit", "value": 9.0}]}, f)
+
+
+def test_a_run_comes_back_whole_under_its_key(tmp_path):
+    _run_dir(tmp_path / "worker", "k1")
+    archive = cluster.pack_run(str(tmp_path / "worker"))
+    dest = tmp_path / "tree" / "a1_fifo" / "rep-1"
+    cluster.unpack_run(archive, str(dest), "k1")
+    assert json.loads((dest / "result.json").read_text())["run_key"] == "k1"
+    assert (dest / "raw" / "iperf.json").read_text() == "{}"
+    assert [p.name for p in dest.parent.iterdir()] == ["rep-1"]    # nothing beside it
+
+
+def test_a_run_under_another_key_is_refused_and_nothing_written(tmp_path):
+    _run_dir(tmp_path / "worker", "other")
+    dest = tmp_path / "tree" / "rep-1"
+    with pytest.raises(ValueError, match="run_key other.*expected k1"):
+        cluster.unpack_run(cluster.pack_run(str(tmp_path / "worker")), str(dest), "k1")
+    assert not dest.exists()
+    assert list((tmp_path / "tree").iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "/etc/escape.txt"])
+def test_an_archive_reaching_outside_its_directory_is_refused(tmp_path, name):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        data = b'{"status": "ok", "run_key": "k"}'
+        for n in ("./result.json", name):
+            info = tarfile.TarInfo(n)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    dest = tmp_path / "tree" / "rep-1"
+    with pytest.raises(ValueError, match="refused a run archive member"):
+        cluster.unpack_run(buf.getvalue(), str(dest), "k")
+    assert not dest.exists() and not (tmp_path / "escape.txt").exists()
+
+
+def test_the_code_identity_changes_with_a_scenario_file(tmp_path, monkeypatch):
+    copy = tmp_path / "checkout"
+    for d in ("bufferbloat", "scenarios", "webserver"):
+        shutil.copytree(os.path.join(ROOT, d), copy / d,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(paths, "PACKAGE_DIR", copy / "bufferbloat")
+    monkeypatch.setattr(paths, "SOURCE_ROOT", copy)
+    monkeypatch.setattr(paths, "code_identity", lambda: "copy")
+    first = paths.code_fingerprint()["hash"]
+    names = [n for n, _ in paths._code_files()]
+    assert "bufferbloat/scenarios/a1.py" in names or any(
+        n.startswith("bufferbloat/scenarios/") for n in names)
+    assert not any(n.startswith("bufferbloat/plots/") for n in names)
+    assert paths.code_fingerprint()["hash"] == first          # stable
+    scn = sorted((copy / "scenarios").glob("*.py"))[-1]
+    scn.write_text(scn.read_text() + "\n# changed\n")
+    assert paths.code_fingerprint()["hash"] != first
+
+
+def test_a_worker_with_other_code_refuses_naming_both(monkeypatch):
+    monkeypatch.setattr(cluster, "code_fingerprint",
+                        lambda: {"hash": "aaaa", "text": "git 111"})
+    with pytest.raises(cluster.CodeMismatch) as err:
+        cluster.run_remote({"code": {"hash": "bbbb", "text": "git 222"}})
+    text = str(err.value)
+    assert "aaaa" in text and "bbbb" in text and "git 111" in text and "git 222" in text
+    assert "refused, nothing run" in text
+
+
+class _OutOfOrder:
+    """An executor that holds two points and finishes the later one first."""
+
+    def __init__(self):
+        self.queue, self.order, self.derived_with_busy = [], [], []
+        self.derived = 0
+
+    def room(self):
+        return 2 - len(self.queue)
+
+    def busy(self):
+        return len(self.queue)
+
+    def submit(self, job):
+        from bufferbloat.run import derive
+        scn = catalogue()[job.spec["scenario"]]
+        if derive.needs(scn, {k: v for k, v in job.spec["overrides"].items()
+                              if k not in scn.derived}):
+            self.derived += 1
+            if self.queue:
+                self.derived_with_busy.append(job.label)
+        self.queue.append(job)
+
+    def next_done(self):
+        job = self.queue.pop()               # the newest first
+        job.run()
+        self.order.append(job.pos)
+        return job, sweep.Outcome("ok", job.path, "healthy")
+
+    def stop(self):
+        jobs, self.queue = self.queue, []
+        return jobs
+
+    def describe(self):
+        return "test"
+
+    def close(self):
+        pass
+
+
+def _fake_run_point(scn, overrides, duration_s=None, quick=False, run_dir=None, log=None,
+                    rep=1):
+    from bufferbloat.run import identity
+    config = identity.run_config(scn, overrides, quick=quick, duration_s=duration_s,
+                                 rep=rep)
+    _run_dir(run_dir, identity.run_key(config))
+
+
+def test_the_index_keeps_the_points_order_whatever_order_they_finish_in(tmp_path):
+    scn = catalogue()["a1_fifo"]
+    todo = [(scn, {"buffer_pkts": str(n)}, {"buffer_pkts": str(n)}, 1)
+            for n in (20, 30, 40, 50)]
+    ex = _OutOfOrder()
+    index, failed = sweep.run_points(todo, str(tmp_path), _fake_run_point,
+                                     str(tmp_path / "index.json"), {}, duration_s=5.0,
+                                     log=lambda m: None, stall_limit=None, executor=ex)
+    assert failed == 0
+    assert ex.order != sorted(ex.order)              # they did finish out of order
+    assert [e["varied"]["buffer_pkts"] for e in index] == ["20", "30", "40", "50"]
+    saved = json.loads((tmp_path / "index.json").read_text())
+    assert [e["varied"]["buffer_pkts"] for e in saved["done"]] == ["20", "30", "40", "50"]
+    assert saved["executor"] == "test"
+    # the same tree as the serial executor's
+    serial = tmp_path / "serial"
+    sweep.run_points(todo, str(serial), _fake_run_point, str(serial / "index.json"), {},
+                     duration_s=5.0, log=lambda m: None, stall_limit=None,
+                     executor=SerialExecutor(sweep.run_one, lambda m: None))
+    def tree(root):
+        return sorted(os.path.relpath(os.path.join(d, f), root)
+                      for d, _, fs in os.walk(root) for f in fs if f != "index.json")
+    assert tree(serial / "a1_fifo") == tree(tmp_path / "a1_fifo")
+    assert len(tree(serial / "a1_fifo")) == 12
+
+
+def test_a_derived_point_waits_for_the_points_in_flight(tmp_path):
+    scn = catalogue()["d1_cca_paths"]         # streams paced from their bulk run
+    vary = {"cca": ["reno", "cubic"], "load": ["bulk", "stream50"]}
+    todo = [(scn, dict(v), v, rep) for v, rep in sweep.points(vary, 1)]
+    ex = _OutOfOrder()
+    sweep.run_points(todo, str(tmp_path), _fake_run_point, str(tmp_path / "index.json"),
+                     {}, quick=True, duration_s=5.0, log=lambda m: None,
+                     stall_limit=None, executor=ex)
+    assert ex.derived > 0 and ex.order      # derived points ran, after others
+    assert ex.derived_with_busy == []
+
+
+def _cli(argv, env=None):
+    env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    return subprocess.run([sys.executable, "-m", "bufferbloat"] + argv, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["--cluster", "8786"], "invalid --cluster '8786'"),
+    (["--cluster", "tcp://h:1; rm -rf /"], "invalid --cluster"),
+    (["--workers", "0"], "--workers"),
+    (["--workers", "2", "--cluster", "tcp://a:1"], "not allowed with"),
+])
+def test_bad_cluster_options_exit_2(tmp_path, argv, text):
+    proc = _cli(["sweep", "a1_fifo", "--vary", "buffer_pkts=20,50", "--out",
+                 str(tmp_path / "out")] + argv)
+    assert proc.returncode == 2, proc.stderr
+    assert text in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unreachable_scheduler_exits_2_before_anything_is_made(tmp_path):
+    with socket.socket() as s:          # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = _cli(["sweep", "a1_fifo", "--vary", "buffer_pkts=20,50", "--out",
+                 str(tmp_path / "out"), "--cluster", f"tcp://127.0.0.1:{port}"])
+    assert proc.returncode == 2, proc.stderr
+    assert f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+    proc = _cli(["worker", f"tcp://127.0.0.1:{port}", "--name", "t"],
+                env={cluster.WORKER_DIR_ENV: str(tmp_path / "w")})
+    assert proc.returncode == 2 and "cannot reach the Dask scheduler" in proc.stderr
+    assert not (tmp_path / "w").exists()
