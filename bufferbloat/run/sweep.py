@@ -406,8 +406,8 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
 
     ``executor`` (:mod:`.executor`; default: :class:`~.executor.SerialExecutor`) runs
     the points: at most its ``room()`` at a time; a point whose knobs are derived from
-    another's result waits until every point in flight is done (its provider runs
-    first). Writes ``index_path`` after every point, its entries in ``todo``'s order
+    another's result waits until its provider is recorded, or, if that never comes,
+    until no point is in flight (then it fails as in a serial sweep). Writes ``index_path`` after every point, its entries in ``todo``'s order
     whatever the order they finish in. Returns (index entries, number failed or
     stalled)."""
     executor = executor or SerialExecutor(run_one, log)
@@ -527,13 +527,23 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
                 f"{time.monotonic() - t0:.0f} s)")
         save()
 
+    def provider_recorded(pos):
+        scn, overrides, varied, rep = todo[pos]
+        try:
+            derive.fill(scn, overrides, varied, rep, os.path.join(out_root, scn.name, "sweep"),
+                        point_dir, quick=quick, duration_s=duration_s)
+            return True
+        except UsageError:
+            return False
+
     pending = list(range(n))
     try:
         while pending or executor.busy():
             while pending and executor.room() > 0:
                 pos = pending[0]
                 scn, overrides = todo[pos][0], todo[pos][1]
-                if derive.needs(scn, overrides) and executor.busy():
+                if derive.needs(scn, overrides) and executor.busy() and \
+                        not provider_recorded(pos):
                     break                       # its provider may still be running
                 pending.pop(0)
                 job = plan(pos)

@@ -101,7 +101,7 @@ class _OutOfOrder:
 
     def __init__(self):
         self.queue, self.order, self.derived_with_busy = [], [], []
-        self.derived = 0
+        self.derived, self.derived_together = 0, 0
 
     def room(self):
         return 2 - len(self.queue)
@@ -115,8 +115,12 @@ class _OutOfOrder:
         if derive.needs(scn, {k: v for k, v in job.spec["overrides"].items()
                               if k not in scn.derived}):
             self.derived += 1
-            if self.queue:
-                self.derived_with_busy.append(job.label)
+            self.derived_together += any("stream" in str(o.spec["overrides"].get("load"))
+                                         for o in self.queue)
+            for other in self.queue:      # its provider must be done, not in flight
+                if other.spec["overrides"].get("load") == "bulk" and \
+                        other.spec["overrides"]["cca"] == job.spec["overrides"]["cca"]:
+                    self.derived_with_busy.append(job.label)
         self.queue.append(job)
 
     def next_done(self):
@@ -170,16 +174,19 @@ def test_the_index_keeps_the_points_order_whatever_order_they_finish_in(tmp_path
     assert len(tree(serial / "a1_fifo")) == 12
 
 
-def test_a_derived_point_waits_for_the_points_in_flight(tmp_path):
+def test_a_derived_point_waits_for_its_provider(tmp_path):
     scn = catalogue()["d1_cca_paths"]         # streams paced from their bulk run
     vary = {"cca": ["reno", "cubic"], "load": ["bulk", "stream50"]}
     todo = [(scn, dict(v), v, rep) for v, rep in sweep.points(vary, 1)]
     ex = _OutOfOrder()
-    sweep.run_points(todo, str(tmp_path), _fake_run_point, str(tmp_path / "index.json"),
-                     {}, quick=True, duration_s=5.0, log=lambda m: None,
-                     stall_limit=None, executor=ex)
+    index, failed = sweep.run_points(todo, str(tmp_path), _fake_run_point,
+                                     str(tmp_path / "index.json"), {}, quick=True,
+                                     duration_s=5.0, log=lambda m: None,
+                                     stall_limit=None, executor=ex)
+    assert failed == 0 and [e["status"] for e in index] == ["ok"] * 4, index
     assert ex.derived > 0 and ex.order      # derived points ran, after others
     assert ex.derived_with_busy == []
+    assert ex.derived_together > 0          # the streams, once paced, run side by side
 
 
 def _cli(argv, env=None):
