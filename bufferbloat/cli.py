@@ -409,7 +409,7 @@ def _executor(args, builds):
             raise UsageError("--workers runs its points on this kernel: it cannot be "
                              "combined with --vm (run the whole command in the VM: vm/run "
                              "-- bufferbloat ...)")
-        from bufferbloat.run.where import require_here, require_root
+        from bufferbloat.run.where import missing_kernel_pieces, require_here, require_root
         require_root("host")
         seen, topos = set(), []
         for scn, overrides in builds:
@@ -417,7 +417,22 @@ def _executor(args, builds):
             if key not in seen:
                 seen.add(key)
                 topos.append(scn.build(overrides, quick=args.quick)[0])
-        require_here(topos)
+        missing = missing_kernel_pieces(topos)
+        if not missing or args.where == "host":
+            require_here(topos)     # what this machine lacks, before anything starts
+        else:
+            from bufferbloat.core.paths import SOURCE_ROOT
+            if workers > 1:
+                raise UsageError(
+                    f"this kernel lacks {', '.join(missing)}: the points run in a worker's "
+                    "project VM, and one VM per machine keeps timing honest (two TCG "
+                    "guests distort each other): use --workers 1 here, or --cluster with "
+                    "workers on machines whose kernel has them (docs/CLUSTER.md)")
+            if SOURCE_ROOT is None:
+                raise UsageError(f"this kernel lacks {', '.join(missing)}: a worker runs "
+                                 "such points in its project VM, from a checkout only")
+            print(f"This kernel lacks {', '.join(missing)}: the worker runs the points in "
+                  "its project VM, booted once for all of them", flush=True)
     from bufferbloat.run.cluster import DaskExecutor
     return DaskExecutor(address=address, workers=workers,
                         log=lambda m: print(m, flush=True))

@@ -93,6 +93,40 @@ def point_main(spec_path):
     return 0 if outcome["status"] == "ok" else 1
 
 
+def spool_main(spool, poll_s=0.3):
+    """In a worker's project VM: run the points whose specs appear in ``spool``
+    (``ID.spec.json``, written by the host's :class:`bufferbloat.run.cluster.VMWorker`),
+    one at a time, each a child (:func:`point_main`); ``ID.spec.json.stop`` ends the
+    point (SIGTERM: it records itself interrupted); ``quit`` ends the spool. Writes
+    ``ready`` once it listens."""
+    import glob
+    import signal
+    import subprocess
+    import time
+
+    from bufferbloat.core.signals import die_with_parent
+    with open(os.path.join(spool, "ready"), "w") as f:
+        f.write(str(os.getpid()))
+    print(f"worker spool: ready in {spool}", flush=True)
+    while not os.path.exists(os.path.join(spool, "quit")):
+        specs = sorted(glob.glob(os.path.join(spool, "*.spec.json")))
+        if not specs:
+            time.sleep(poll_s)
+            continue
+        spec = specs[0]
+        print(f"worker spool: point {os.path.basename(spec)}", flush=True)
+        proc = subprocess.Popen([sys.executable, "-m", "bufferbloat.worker", "point", spec],
+                                start_new_session=True, preexec_fn=die_with_parent)
+        stopped = False
+        while proc.poll() is None:
+            if not stopped and os.path.exists(spec + ".stop"):
+                proc.send_signal(signal.SIGTERM)
+                stopped = True
+            time.sleep(poll_s)
+        os.rename(spec, spec + ".done")
+    return 0
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) == 2 and argv[0] == "point":
@@ -100,8 +134,13 @@ def main(argv=None):
             return point_main(argv[1])
         except KeyboardInterrupt:
             return 130
-    print("usage: python3 -m bufferbloat.worker point SPEC.json (run by a worker)",
-          file=sys.stderr)
+    if len(argv) == 2 and argv[0] == "spool":
+        try:
+            return spool_main(argv[1])
+        except KeyboardInterrupt:
+            return 130
+    print("usage: python3 -m bufferbloat.worker point SPEC.json | spool DIR (run by a "
+          "worker)", file=sys.stderr)
     return EXIT_USAGE
 
 

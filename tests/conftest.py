@@ -48,7 +48,7 @@ def net_guard():
 
 #: host tests that boot the project VM themselves: they cannot run inside it (no nested
 #: virtualisation under TCG); the host phase runs them, the VM's own tests cover its kernel
-BOOTS_A_VM = ("test_vm_lifecycle.py", "test_run_through_vm.py")
+BOOTS_A_VM = ("test_vm_lifecycle.py", "test_run_through_vm.py", "test_cluster_vm_worker.py")
 
 
 def pytest_collection_modifyitems(config, items):

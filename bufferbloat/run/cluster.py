@@ -155,6 +155,146 @@ def _stop_requested(name):
         return False
 
 
+def kernel_missing(features):
+    """The kernel pieces (qdiscs, kernel features, CCAs) among ``features`` this
+    machine's kernel lacks (the point then runs in the worker's project VM)."""
+    from bufferbloat.net.capabilities import probe  # noqa: PLC0415 - workers only
+    from bufferbloat.run.where import KERNEL_KINDS  # noqa: PLC0415 - workers only
+    caps = probe()
+    kinds = {r.name: r.kind for r in caps.rows}
+    return [f for f in features or () if kinds.get(f) in KERNEL_KINDS and not caps.has(f)]
+
+
+class VMWorker:
+    """A worker's project VM, booted once and kept across its points (no ~25 s boot per
+    point): the guest runs ``python3 -m bufferbloat.worker spool DIR`` on a spool in
+    the checkout it shares as /bb (``.scratch/workers/NAME/``); the host drops a point's
+    spec there and waits for its outcome; a ``.stop`` file beside a spec interrupts it,
+    ``quit`` ends the guest. The VM's command dies with the worker (PR_SET_PDEATHSIG:
+    SIGTERM, on which it stops the guest and qemu)."""
+
+    BOOT_WAIT_S = 1200.0        # an image build (~2.5 min) and a TCG boot, at most
+
+    def __init__(self, name, log=None):
+        from bufferbloat.core.paths import SOURCE_ROOT  # noqa: PLC0415 - workers only
+        if SOURCE_ROOT is None:
+            raise UsageError("a worker runs points in its project VM from a checkout "
+                             "only (the VM shares it as /bb): start the worker from one")
+        self.name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(name))
+        self.rel = os.path.join(".scratch", "workers", self.name)
+        self.host = os.path.join(str(SOURCE_ROOT), self.rel)
+        self.guest = "/bb/" + self.rel
+        self.log = log or (lambda m: None)
+        self.proc = None
+        self.boots = 0
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def ensure(self, stop=lambda: False):
+        """Boot the VM unless it runs; wait until its spool is ready."""
+        if self.alive() and os.path.exists(os.path.join(self.host, "ready")):
+            return
+        self.close()
+        shutil.rmtree(self.host, ignore_errors=True)
+        os.makedirs(self.host)
+        from bufferbloat.run.where import prepare_sampler_for_vm  # noqa: PLC0415
+        prepare_sampler_for_vm(self.log)
+        argv = [sys.executable, "-m", "bufferbloat.vm", "run", "--timeout", "0", "--",
+                "python3", "-m", "bufferbloat.worker", "spool", self.guest]
+        started = []
+
+        def own():          # PDEATHSIG follows the thread that started the process
+            with open(os.path.join(self.host, "..", f"{self.name}.vm.log"), "ab") as log:
+                self.proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    env=dict(os.environ, PYTHONPATH=str(IMPORT_ROOT)),
+                    start_new_session=True,
+                    preexec_fn=partial(die_with_parent, signal.SIGTERM))
+            started.append(True)
+            self.proc.wait()
+        import threading  # noqa: PLC0415
+        threading.Thread(target=own, daemon=True, name=f"vm-{self.name}").start()
+        while not started:
+            time.sleep(0.05)
+        self.boots += 1
+        deadline = time.monotonic() + self.BOOT_WAIT_S
+        while not os.path.exists(os.path.join(self.host, "ready")):
+            if not self.alive():
+                raise RuntimeError(f"the worker's project VM ended before its spool was "
+                                   f"ready (exit {self.proc.returncode}; "
+                                   f"{self.rel}.vm.log)")
+            if stop() or time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError("the worker's project VM did not start its spool "
+                                   f"within {self.BOOT_WAIT_S:.0f} s" if not stop() else
+                                   "the driver was interrupted")
+            time.sleep(0.5)
+
+    def run(self, spec, stop, deadline):
+        """Run ``spec`` in the VM; (status or None, error or None, host run dir, host
+        outcome file)."""
+        self.ensure(stop)
+        pid = uuid.uuid4().hex[:12]
+        host_dir = os.path.join(self.host, pid)
+        os.makedirs(host_dir)
+        guest_dir = f"{self.guest}/{pid}"
+        spec_path = os.path.join(self.host, f"{pid}.spec.json")
+        with open(spec_path + ".tmp", "w") as f:
+            json.dump(dict(spec, run_dir=f"{guest_dir}/run",
+                           outcome=f"{guest_dir}/outcome.json"), f)
+        os.rename(spec_path + ".tmp", spec_path)
+        outcome = os.path.join(host_dir, "outcome.json")
+        status, error, stopped_at = None, None, None
+        while not os.path.exists(outcome):
+            if not self.alive():
+                status, error = "failed", ("the worker's project VM ended during the point "
+                                           f"(exit {self.proc.returncode}; "
+                                           f"{self.rel}.vm.log)")
+                break
+            if stopped_at is None and (stop() or time.monotonic() > deadline):
+                status, error = (("interrupted", "the driver was interrupted") if stop()
+                                 else ("stalled", "past its stall limit in the VM: ended"))
+                open(spec_path + ".stop", "w").close()
+                stopped_at = time.monotonic()
+            if stopped_at is not None and time.monotonic() - stopped_at > CHILD_STOP_S:
+                self.close()             # the guest did not end it: the VM goes
+                break
+            time.sleep(0.3)
+        return status, error, os.path.join(host_dir, "run"), outcome, host_dir
+
+    def close(self):
+        """End the guest's spool (``quit``), then the VM's command, by PID."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(OSError):
+            open(os.path.join(self.host, "quit"), "w").close()
+        try:
+            self.proc.wait(timeout=CHILD_STOP_S)
+        except subprocess.TimeoutExpired:
+            _end(self.proc, signal.SIGTERM)
+        self.proc = None
+
+
+#: this worker process's VM (one per worker: points run one at a time)
+_VM = {}
+
+
+def worker_vm(name):
+    if name not in _VM:
+        _VM[name] = VMWorker(name)
+        import atexit  # noqa: PLC0415
+        atexit.register(_VM[name].close)
+    return _VM[name]
+
+
+def close_worker_vms():
+    """On a worker: end its project VM (the guest's spool quits, the VM powers off)."""
+    for vm in _VM.values():
+        vm.close()
+    return len(_VM)
+
+
 def run_remote(spec):
     """On a worker: run one point (``spec``: scenario, overrides, rep, quick,
     duration_s, limit_s, run_key, code, stop_event); returns {status, error, archive
@@ -175,6 +315,9 @@ def run_remote(spec):
             f"is {mine['text']} (code hash {mine['hash']}), the driver's is "
             f"{theirs.get('text')} (code hash {theirs.get('hash')}); refused, nothing "
             "run: put the driver's commit on that machine and start the worker again")
+    missing = kernel_missing(spec.get("features"))
+    if missing:
+        return _run_in_worker_vm(spec, name, machine, missing, t0)
     slot = slot_dir(name)
     clean_slot(slot)
     prepare_worker()
@@ -231,6 +374,33 @@ def run_remote(spec):
     return {"status": status, "error": error, "archive": archive, "worker": name,
             "machine": machine, "wall_s": round(time.monotonic() - t0, 3), "log": tail,
             "run_key": spec.get("run_key")}
+
+
+def _run_in_worker_vm(spec, name, machine, missing, t0):
+    """The point in this worker's project VM (its kernel lacks ``missing``)."""
+    vm = worker_vm(name)
+    limit = spec.get("limit_s")
+    deadline = time.monotonic() + (float(limit) + CHILD_MARGIN_S if limit else 86400.0)
+    boots = vm.boots
+
+    def stop():
+        return _stop_requested(spec.get("stop_event"))
+    status, error, run_dir, outcome_path, host_dir = vm.run(spec, stop, deadline)
+    try:
+        with open(outcome_path) as f:
+            outcome = json.load(f)
+    except (OSError, ValueError):
+        outcome = {}
+    status = status or outcome.get("status") or "failed"
+    if status != "ok" and not error:
+        error = outcome.get("error") or "the point ended without an outcome"
+    archive = pack_run(run_dir) if os.path.isdir(run_dir) else None
+    shutil.rmtree(host_dir, ignore_errors=True)
+    return {"status": status, "error": error, "archive": archive, "worker": name,
+            "machine": machine, "wall_s": round(time.monotonic() - t0, 3),
+            "log": "", "run_key": spec.get("run_key"),
+            "where": f"project VM (this kernel lacks {', '.join(missing)})",
+            "vm_boots": vm.boots, "booted_now": vm.boots > boots}
 
 
 def _end(proc, sig):
@@ -346,7 +516,11 @@ class DaskExecutor:
         return f"dask ({self.where})"
 
     def submit(self, job):
+        from bufferbloat.net.bottleneck import features_for  # noqa: PLC0415
         spec = dict(job.spec, code=self.code, stop_event=self.event_name)
+        if job.scn is not None:        # what the worker's kernel must have (else its VM)
+            topo = job.scn.build(job.spec["overrides"], quick=job.spec["quick"])[0]
+            spec["features"] = sorted(features_for(topo))
         key = re.sub(r"[^A-Za-z0-9_.=,-]", "_", job.label)[:80]
         fut = self.client.submit(run_remote, spec, resources={RESOURCE: 1}, pure=False,
                                  key=f"bufferbloat-{key}-{uuid.uuid4().hex[:8]}")
@@ -401,6 +575,8 @@ class DaskExecutor:
                 out.plain = True
         out.worker = f"worker {res['worker']}"
         out.machine = res["machine"]
+        if res.get("where"):
+            out.where = f"{res['where']}; its boot {res.get('vm_boots')}"
         return out
 
     def stop(self):
@@ -417,6 +593,9 @@ class DaskExecutor:
         return jobs
 
     def close(self):
+        if self.cluster is not None:       # our workers' VMs end with this command
+            with contextlib.suppress(Exception):
+                self.client.run(close_worker_vms)
         with contextlib.suppress(Exception):
             self.client.close()
         if self.cluster is not None:

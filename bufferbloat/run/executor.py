@@ -27,6 +27,7 @@ class Job:
         self.set_aside, self.duration_s = set_aside, duration_s
         self.started = time.monotonic()
         self.attempt = 0
+        self.scn = None          # the scenario (a worker checks what its kernel needs)
 
 
 class SerialExecutor:

@@ -220,7 +220,8 @@ _INDEX_TYPES = {"done": list, "vary": dict, "base": dict, "configs": dict,
                 "catalogue": list, "scenario": str, "profile": str}
 _ENTRY_TYPES = {"scenario": str, "run_dir": str, "overrides": dict, "varied": dict,
                 "rep": int, "status": str, "run_key": str, "config_key": str,
-                "profile": str, "health": str, "error": str,
+                "profile": str, "health": str, "error": str, "worker": str,
+                "machine": str, "where": str,
                 "degraded_attempts": list}
 
 
@@ -490,13 +491,15 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         spec = {"scenario": scn.name, "overrides": overrides, "rep": rep, "quick": quick,
                 "duration_s": duration_s, "limit_s": limit, "run_key": key,
                 "label": label}
-        return Job(pos, label, entry, path, key, run, spec, limit, retries, aside,
-                   float(config["duration_s"]))
+        job = Job(pos, label, entry, path, key, run, spec, limit, retries, aside,
+                  float(config["duration_s"]))
+        job.scn = scn
+        return job
 
     def record(job, done):
         entry = job.entry
         entry["status"] = done.status
-        for k in ("worker", "machine"):
+        for k in ("worker", "machine", "where"):
             if getattr(done, k, None):
                 entry[k] = getattr(done, k)
         where = f" on {done.worker}" if getattr(done, "worker", None) else ""

@@ -92,6 +92,15 @@ CASES = [
     (R + ["--set", "ping_interval_s=0"], "ping_interval_s"),
     (R + ["--set", "web_every_s=-1"], "web_every_s"),
     (R + ["--set", "web_size_bytes=0"], "web_size_bytes"),
+    # sweeps and run-all on Dask workers
+    (["sweep", "a1_fifo", "--cluster", "8786"], "--cluster"),
+    (["sweep", "a1_fifo", "--cluster", "tcp://h:1;id"], "--cluster"),
+    (["sweep", "a1_fifo", "--workers", "0"], "--workers"),
+    (["sweep", "a1_fifo", "--workers", "65"], "--workers"),
+    (["sweep", "a1_fifo", "--workers", "2", "--vm"], "--workers"),
+    (["run-all", "--quick", "--cluster", "http://h:8786"], "--cluster"),
+    (["run-all", "--quick", "--workers", "-1"], "--workers"),
+    (["worker", "h:8786"], "scheduler address"),
     # sweeps and run-all
     (["sweep", "a1_fifo", "--vary", "buffer_pkts=0,10"], "buffer_pkts"),
     (["sweep", "a1_fifo", "--vary", "buffer_pkts="], "--vary"),
@@ -423,8 +432,15 @@ def _lock_free():
         return True
 
 
-def test_there_are_enough_cases():
-    assert len(CASES) >= 40
+def test_every_command_that_takes_input_has_bad_cases():
+    """Each command that reads user values is tried with bad ones here (a command added
+    without its cases fails this)."""
+    from bufferbloat.cli import parser
+    commands = {argv[0] for argv, _ in CASES} | {argv[0] for argv, _, _ in ENV_CASES}
+    reading_only = {"list", "check"}         # no value a user gives reaches a tool
+    (sub,) = [a for a in parser()._actions if hasattr(a, "choices") and
+              isinstance(a.choices, dict)]
+    assert set(sub.choices) - reading_only <= commands
 
 
 def _case_id(argv):
