@@ -11,6 +11,7 @@ and nowhere below.
 ``scaling``     rates scaled to what the machine sustains
 ``network``     builds the network, owns its processes, restores sysctls
 ``cleanup``     what a run owns, for the next run to remove after a SIGKILL
+``isolation``   network namespaces: which one a run is in, the global CCA list
 ==============  ===========================================================================
 
 Imports ``core`` and ``netlink``; knows nothing of traffic, results or runs.

@@ -1,30 +1,44 @@
 """What a network run owns, recorded so that a later run can remove it after a SIGKILL.
 
-A :class:`Network` writes ``/run/bufferbloat-network.json`` (atomically: write, then
-rename) while it exists, and updates it as it creates things:
+A :class:`Network` writes a state file (atomically: write, then rename) while it exists,
+and updates it as it creates things. There is one per network namespace, beside the
+lock that lets one network at a time exist there (:func:`network_paths`):
+``/run/bufferbloat-network.json`` and ``.lock`` in the initial namespace,
+``/run/bufferbloat/netns-INODE/network.json`` and ``network.lock`` in any other (INODE:
+the namespace's, as ``stat /proc/self/ns/net`` gives it; the directories are made 0700,
+and a clean stop removes the file, the lock and the directory). The state file holds:
 
 * ``owner``: the runner's PID and its start time (``/proc/PID/stat`` field 22);
-* ``ifindex_floor``: the highest interface index of the root namespace before the build
-  (interface indexes only grow in a namespace, so a link created by this run has a
-  larger one);
-* ``links``: every root-namespace link, bridge and IFB the run creates, by name, with
-  its ifindex once it exists (planned names are recorded before the build);
+* ``netns``: the namespace's inode and cookie (SO_NETNS_COOKIE, never reused while the
+  machine is up, unlike an inode);
+* ``ifindex_floor``: the highest interface index of the runner's namespace before the
+  build (interface indexes only grow in a namespace, so a link created by this run has
+  a larger one);
+* ``links``: every link, bridge and IFB the run creates in its own namespace, by name,
+  with its ifindex once it exists (planned names are recorded before the build);
 * ``procs``: every process the run starts (Mininet host shells, every ``net.popen``
   process, the sampler), each with its start time (guards against PID reuse);
-* ``sysctls``: the global sysctls it changed, with the values to restore.
+* ``sysctls``: the sysctls it changed, with the values to restore (global ones only
+  in the initial namespace; the bridge's netfilter switches are per namespace).
+
+Interface indexes are read with ``if_nametoindex``/``if_nameindex`` (ioctls answered
+for the caller's namespace), never from /sys/class/net, which shows the namespace of
+whoever mounted sysfs.
 
 ``stop()`` removes the file after its own teardown. :func:`recover` runs in the next
 ``Network.start()``, after the lock is taken (the kernel releases an flock when its
 holder dies): if a state file of a dead owner is there, it ends the recorded processes
 (start time verified), deletes the recorded links that still exist (same ifindex, or
-created after the floor), restores the sysctls and removes the file. Only what was
-recorded is touched: nothing is ever found or killed by name.
+created after the floor; only when the file was written in this very namespace, by its
+cookie), restores the sysctls and removes the file. Only what was recorded is touched:
+nothing is ever found or killed by name.
 
 Ending processes and holding signals are :mod:`bufferbloat.core.signals`' concern.
 """
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -32,37 +46,84 @@ import time
 
 from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.signals import end_processes, proc_start_time, same_process
+from bufferbloat.net import isolation
 
+#: the state file and lock of the initial network namespace
 STATE_PATH = "/run/bufferbloat-network.json"
+LOCK_PATH = "/run/bufferbloat-network.lock"
+#: where the other namespaces' ones go: NETNS_DIR/netns-INODE/network.{json,lock}
+NETNS_DIR = "/run/bufferbloat"
 STATE_ENV = "BUFFERBLOAT_STATE_PATH"
+LOCK_ENV = "BUFFERBLOAT_LOCK_PATH"
+
+
+def namespace_dir():
+    """This namespace's directory under NETNS_DIR, or None in the initial namespace."""
+    if isolation.in_initial_netns():
+        return None
+    return os.path.join(NETNS_DIR, f"netns-{isolation.netns_inode()}")
+
+
+def network_paths():
+    """(state file, lock file) of the network of this process's network namespace.
+
+    Env BUFFERBLOAT_STATE_PATH and BUFFERBLOAT_LOCK_PATH override each; with the state
+    path alone set, the lock sits beside it (its name with ``.lock`` for ``.json``)."""
+    ns_dir = namespace_dir()
+    if ns_dir is None:
+        state, lock = STATE_PATH, LOCK_PATH
+    else:
+        state, lock = (os.path.join(ns_dir, "network.json"),
+                       os.path.join(ns_dir, "network.lock"))
+    env_state = os.environ.get(STATE_ENV)
+    if env_state:
+        state = env_state
+        lock = os.path.splitext(env_state)[0] + ".lock"
+        if lock == state:
+            lock += ".lock"
+    return state, os.environ.get(LOCK_ENV) or lock
 
 
 def state_path():
-    """Where the state file lives (env BUFFERBLOAT_STATE_PATH overrides, for tests)."""
-    return os.environ.get(STATE_ENV) or STATE_PATH
+    """Where this namespace's state file lives (see :func:`network_paths`)."""
+    return network_paths()[0]
 
 
-def link_index(name, netns_pid=None):
-    """ifindex of root-namespace link ``name``, or None if it does not exist."""
+def owns_directory(lock_path):
+    """True if ``lock_path`` is in a per-namespace directory of NETNS_DIR: a clean stop
+    removes the lock and that directory (nothing else is kept there)."""
+    parent = os.path.dirname(os.path.abspath(lock_path))
+    return os.path.dirname(parent) == NETNS_DIR and \
+        os.path.basename(parent).startswith("netns-")
+
+
+def make_private_dirs(path):
+    """Create the missing directories of file ``path``, each 0700."""
+    d = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(d):
+        return
+    make_private_dirs(d)
     try:
-        with open(f"/sys/class/net/{name}/ifindex") as f:
-            return int(f.read())
+        os.mkdir(d, 0o700)
+    except FileExistsError:
+        pass
+
+
+def link_index(name):
+    """ifindex of link ``name`` in this process's network namespace, or None if it
+    does not exist there."""
+    try:
+        return socket.if_nametoindex(name)
     except (OSError, ValueError):
         return None
 
 
 def max_ifindex():
-    """The highest interface index in the root namespace now."""
-    best = 0
+    """The highest interface index in this process's network namespace now."""
     try:
-        names = os.listdir("/sys/class/net")
+        return max((idx for idx, _ in socket.if_nameindex()), default=0)
     except OSError:
         return 0
-    for name in names:
-        idx = link_index(name)
-        if idx:
-            best = max(best, idx)
-    return best
 
 
 class NetworkState:
@@ -73,6 +134,8 @@ class NetworkState:
         pid = os.getpid()
         self.data = {"owner": {"pid": pid, "start": proc_start_time(pid),
                                "argv": sys.argv[:8]},
+                     "netns": {"inode": isolation.netns_inode(),
+                               "cookie": isolation.netns_cookie()},
                      "created": time.time(), "ifindex_floor": max_ifindex(),
                      "links": {}, "procs": {}, "sysctls": {}}
         self._lock = threading.Lock()
@@ -115,6 +178,12 @@ class NetworkState:
             self.data["sysctls"].setdefault(path, original)
         self.save()
 
+    def forget_sysctl(self, path):
+        """A sysctl the run could not change after all: nothing to restore."""
+        with self._lock:
+            self.data["sysctls"].pop(path, None)
+        self.save()
+
     def remove(self):
         """The run has removed everything itself: drop the record."""
         try:
@@ -127,6 +196,7 @@ class NetworkState:
 def recover(path=None, log=None, run=None, wait_s=5.0):
     """Remove what a killed run left behind, as its state file recorded it.
 
+    ``path`` is any state file (default: this namespace's, :func:`state_path`).
     Returns None when there is nothing to recover, else a dict of what was removed:
     {"owner": pid, "processes": [pid...], "links": [name...], "sysctls": [path...]}.
     Raises RuntimeError if the recorded owner is still alive (its network is live).
@@ -155,6 +225,14 @@ def recover(path=None, log=None, run=None, wait_s=5.0):
     done["processes"] = end_processes(procs)
     floor = int(data.get("ifindex_floor") or 0)
     links = data.get("links") or {}
+    recorded, here = (data.get("netns") or {}).get("cookie"), isolation.netns_cookie()
+    if recorded is not None and here is not None and recorded != here:
+        # written in another namespace (gone, its inode reused by ours, or a path shared
+        # through the environment): its links and per-namespace sysctls went with it or
+        # are not ours to reach; its processes are still found by PID and start time
+        log(f"bufferbloat: the state file {path} was written in another network "
+            f"namespace: its links and sysctls are left alone")
+        links, data["sysctls"], data["ovs_bridges"] = {}, {}, []
 
     def ours(name, idx):
         now = link_index(name)
@@ -180,8 +258,7 @@ def recover(path=None, log=None, run=None, wait_s=5.0):
                 done["links"].append(name)
     for spath, value in (data.get("sysctls") or {}).items():
         try:
-            with open(f"/proc/sys/{spath}", "w") as f:
-                f.write(value)
+            isolation.write_sysctl(spath, value)
             done["sysctls"].append(spath)
         except OSError:
             pass

@@ -20,11 +20,19 @@ import time
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.signals import deferred_signals, stop_process, terminate_on_sigterm
 from bufferbloat.net import bottleneck as bn
+from bufferbloat.net import isolation
 from bufferbloat.net.capabilities import auto_switch, needed_for_switch, probe
-from bufferbloat.net.cleanup import NetworkState, recover
+from bufferbloat.net.cleanup import (
+    LOCK_PATH,  # noqa: F401 - the initial namespace's lock, named here for the tests
+    NetworkState,
+    make_private_dirs,
+    network_paths,
+    owns_directory,
+    recover,
+)
+from bufferbloat.net.isolation import ALLOWED_CCAS, AVAILABLE_CCAS
 
 OFFLOADS = ("tso", "gso", "gro")
-LOCK_PATH = "/run/bufferbloat-network.lock"
 LOCK_WAIT_ENV = "BUFFERBLOAT_NETWORK_WAIT_S"  # how long to wait for another network
 
 
@@ -59,6 +67,7 @@ class Network:
         self.intfs = {}
         self._lock = None
         self.state = None        # the state file (cleanup.NetworkState) while we exist
+        self.state_path = self.lock_path = None   # this namespace's (cleanup.network_paths)
         self.recovered = None    # what a killed earlier run left and start() removed
 
     # ----------------------------------------------------------------- lifecycle
@@ -67,18 +76,25 @@ class Network:
         if os.geteuid() != 0:
             raise UsageError("building a network needs root: run with sudo")
         self.caps.require(self.features)
+        # outside the initial namespace: are its CCAs allowed? (nothing can change it)
+        isolation.check_ccas(self.topo.ccas.values())
 
     def start(self):
         """Check, then build and configure the network. Returns self.
 
-        After the lock, leftovers of an earlier run killed with SIGKILL are removed (as
-        its state file recorded them). The build itself holds SIGINT/SIGTERM until it is
-        done (a half-built Mininet cannot be torn down reliably); then they interrupt."""
+        The lock and state file are this network namespace's (cleanup.network_paths):
+        networks in different namespaces run side by side. After the lock, leftovers of
+        an earlier run killed with SIGKILL are removed (as its state file recorded them).
+        The build itself holds SIGINT/SIGTERM until it is done (a half-built Mininet
+        cannot be torn down reliably); then they interrupt. A start that fails leaves
+        no state file, unless something it could not remove needs the next run's
+        recovery."""
         self.check()
+        self.state_path, self.lock_path = network_paths()
         self._take_lock()
         try:
-            self.recovered = recover()
-            self.state = NetworkState()
+            self.recovered = recover(self.state_path)
+            self.state = NetworkState(self.state_path)
             self.state.save()
         except BaseException:
             self._release_lock()
@@ -117,7 +133,7 @@ class Network:
                 net, self.net = self.net, None
                 net.stop()
             for path, value in reversed(list(self._saved_sysctls.items())):
-                _write_sysctl(path, value)
+                isolation.write_sysctl(path, value)
             self._saved_sysctls.clear()
             clean = True
         finally:
@@ -125,7 +141,20 @@ class Network:
             if clean and self.state is not None:
                 self.state.remove()
                 self.state = None
+                self._remove_namespace_dir()
             self._release_lock()
+
+    def _remove_namespace_dir(self):
+        """In a namespace of its own, a clean stop leaves nothing under /run: the lock
+        goes (unlinked while held: a waiter then finds it replaced and takes the new
+        one, see _take_lock) and its directory with it when empty."""
+        if self._lock is None or not owns_directory(self.lock_path):
+            return
+        try:
+            os.unlink(self.lock_path)
+            os.rmdir(os.path.dirname(self.lock_path))
+        except OSError:
+            pass    # already gone, or another run's files are there: leave them
 
     def _release_lock(self):
         if self._lock is not None:
@@ -133,25 +162,36 @@ class Network:
             self._lock = None
 
     def _take_lock(self):
-        """One emulated network per machine: Mininet's names (h1, s0, s0-eth1) are
-        global, and a second network would collide with, or tear down, the first."""
-        lock = open(LOCK_PATH, "a+")
+        """One emulated network per network namespace: Mininet's names (h1, s0, s0-eth1)
+        are the namespace's, and a second network would collide with, or tear down, the
+        first. Networks in different namespaces have different locks."""
+        path = self.lock_path or network_paths()[1]
         wait_s = float(os.environ.get(LOCK_WAIT_ENV) or 0)
         deadline = time.monotonic() + wait_s
         while True:
+            make_private_dirs(path)
+            try:
+                lock = open(path, "a+")
+            except FileNotFoundError:     # its directory was just removed: again
+                continue
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
             except BlockingIOError:
                 if time.monotonic() < deadline:
+                    lock.close()
                     time.sleep(0.5)
                     continue
                 lock.seek(0)
                 owner = lock.read().strip() or "unknown"
                 lock.close()
-                raise UsageError(f"another bufferbloat network is running on this machine "
+                where = "on this machine" if isolation.in_initial_netns() else \
+                    "in this network namespace"
+                raise UsageError(f"another bufferbloat network is running {where} "
                                  f"(pid {owner}); wait for it to finish (or set "
                                  f"{LOCK_WAIT_ENV}=SECONDS to wait)") from None
+            if _same_file(lock, path):
+                break
+            lock.close()    # its holder removed it on stop: take the one there now
         lock.seek(0)
         lock.truncate()
         lock.write(str(os.getpid()))
@@ -169,31 +209,50 @@ class Network:
     def _allow_ccas(self):
         """Make the senders' CCAs selectable inside namespaces (loading modules if need be).
 
-        Non-root namespaces may only pick algorithms listed in the global
-        net.ipv4.tcp_allowed_congestion_control; the original list is restored on stop.
+        Non-initial namespaces (the Mininet hosts) may only pick algorithms listed in the
+        global net.ipv4.tcp_allowed_congestion_control. In the initial namespace the run
+        loads the modules and extends the list, restoring it on stop. In any other one
+        both are global and out of reach: nothing is written, and a CCA not allowed is
+        refused (isolation.check_ccas; check() did so before anything was created).
         """
         wanted = set(self.topo.ccas.values())
-        available = set(_read_sysctl("net/ipv4/tcp_available_congestion_control").split())
+        if not isolation.in_initial_netns():
+            isolation.check_ccas(wanted)
+            return
+        available = set(isolation.read_sysctl(AVAILABLE_CCAS).split())
         for cca in sorted(wanted - available):
             self.run(None, ["modprobe", f"tcp_{cca}"])
-        allowed = _read_sysctl("net/ipv4/tcp_allowed_congestion_control").split()
+        allowed = isolation.read_sysctl(ALLOWED_CCAS).split()
         if not wanted <= set(allowed):
-            self._set_sysctl("net/ipv4/tcp_allowed_congestion_control",
-                             " ".join(allowed + sorted(wanted - set(allowed))))
+            self._set_sysctl(ALLOWED_CCAS, " ".join(allowed + sorted(wanted - set(allowed))))
 
     def _bridge_without_netfilter(self):
-        """Keep bridged frames out of the host's iptables (br_netfilter), for the run."""
+        """Keep bridged frames out of the host's iptables (br_netfilter), for the run.
+
+        The switches are per network namespace since Linux 5.3: each is written where it
+        is writable from here, and skipped where it is absent (br_netfilter not loaded,
+        or an older kernel that shows them in the initial namespace only)."""
         for table in ("arptables", "iptables", "ip6tables"):
             path = f"net/bridge/bridge-nf-call-{table}"
-            if os.path.exists(f"/proc/sys/{path}"):
+            if os.access(f"/proc/sys/{path}", os.W_OK):
                 self._set_sysctl(path, "0")
 
     def _set_sysctl(self, path, value):
-        """Set a global sysctl for the run; the first value seen is restored on stop."""
-        self._saved_sysctls.setdefault(path, _read_sysctl(path))
-        if self.state is not None:
-            self.state.set_sysctl(path, self._saved_sysctls[path])
-        _write_sysctl(path, value)
+        """Set a sysctl for the run; the first value seen is restored on stop. A write
+        that fails changed nothing: it is not recorded, so stop() does not restore it."""
+        first = path not in self._saved_sysctls
+        if first:
+            self._saved_sysctls[path] = isolation.read_sysctl(path)
+            if self.state is not None:
+                self.state.set_sysctl(path, self._saved_sysctls[path])
+        try:
+            isolation.write_sysctl(path, value)
+        except OSError:
+            if first:
+                del self._saved_sysctls[path]
+                if self.state is not None:
+                    self.state.forget_sysctl(path)
+            raise
 
     def _build_mininet(self):
         from mininet.link import Link  # noqa: PLC0415 - Mininet only where a network is built
@@ -399,8 +458,13 @@ class Network:
         return {"dev": dev, "root": root, "leaf": leaf, "qdiscs": qdiscs}
 
     def describe(self):
-        """JSON-ready record: topology, switch, plan, installed trees, timings."""
+        """JSON-ready record: topology, switch, the network namespace it was built in
+        (its inode, whether it is the initial one, its state file), plan, installed
+        trees, timings."""
         return {"topology": self.topo.describe(), "switch": self.switch_kind,
+                "netns": {"inode": isolation.netns_inode(),
+                          "initial": isolation.in_initial_netns(),
+                          "state_file": self.state_path},
                 "interfaces": {f"{a}-{b}": list(v) for (a, b), v in self.intfs.items()},
                 "plan": [s.to_dict() for s in self.plan],
                 "installed": self.readback() if self.net else None,
@@ -414,11 +478,9 @@ def tc_json_fixed(text):
                   text)
 
 
-def _read_sysctl(path):
-    with open(f"/proc/sys/{path}") as f:
-        return f.read().strip()
-
-
-def _write_sysctl(path, value):
-    with open(f"/proc/sys/{path}", "w") as f:
-        f.write(value)
+def _same_file(f, path):
+    """True if open file ``f`` is still the file at ``path``."""
+    try:
+        return os.fstat(f.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
