@@ -37,7 +37,6 @@ def cmd_worker(args):
     slot = cluster.slot_dir(name)
     for what in cluster.clean_slot(slot, log=print):
         print(f"worker {name}: {what} (left by an earlier worker of this name)", flush=True)
-    cluster.prepare_worker()
 
     async def serve():
         async with Worker(args.scheduler, nthreads=1, name=name,
@@ -45,7 +44,8 @@ def cmd_worker(args):
             print(f"worker {name}: joined {args.scheduler} as {worker.address}; one point "
                   f"at a time; state in {slot}", flush=True)
             await worker.finished()
-    asyncio.run(serve())
+    with cluster.global_settings(log=print):
+        asyncio.run(serve())
     return 0
 
 

@@ -10,8 +10,9 @@ A worker runs a point with :func:`run_remote`:
 
 * it refuses a point whose driver runs other code (:func:`~bufferbloat.core.paths.
   code_fingerprint`: both identities in the message), before anything runs;
-* it makes the global settings a namespace cannot (the congestion controls allowed),
-  once, in the initial namespace (:func:`prepare_worker`);
+* the global settings a namespace cannot make (the congestion controls allowed) are
+  made once, in the initial namespace, by the worker's command or the local cluster's
+  driver (:func:`global_settings`);
 * it runs the point in a child process in a network namespace of its own
   (``unshare --net``): Mininet's interface names, the bridge and the tool processes
   of two workers on one kernel never meet; the child's network state file and lock are
@@ -119,14 +120,26 @@ def clean_slot(slot, log=None, runs=True):
     return done
 
 
-def prepare_worker(log=None):
-    """The global settings a point's namespace cannot make: the congestion controls the
-    catalogue uses, loaded and allowed (net.ipv4.tcp_allowed_congestion_control), in
-    this (the initial) namespace."""
-    from bufferbloat.net import network  # noqa: PLC0415 - workers only
-    prepare = getattr(network, "prepare_ccas", None)
-    if prepare is not None:
-        prepare(None)
+@contextlib.contextmanager
+def global_settings(log=None):
+    """For the block (a worker's life, a local cluster's): the global settings a point's
+    namespace cannot make, made in this (the initial) namespace: every congestion
+    control a topology can select, loaded and allowed
+    (net.ipv4.tcp_allowed_congestion_control); the allowed list is restored after."""
+    from bufferbloat.net import isolation  # noqa: PLC0415 - workers only
+    before = None
+    if isolation.in_initial_netns():
+        before = isolation.read_sysctl(isolation.ALLOWED_CCAS)
+        got = isolation.prepare_ccas()
+        if log and got["added"]:
+            log(f"allowed congestion controls for the points' namespaces: "
+                f"{' '.join(got['added'])} (restored at the end)")
+    try:
+        yield
+    finally:
+        if before is not None:
+            with contextlib.suppress(OSError):
+                isolation.write_sysctl(isolation.ALLOWED_CCAS, before)
 
 
 def child_argv(spec_path):
@@ -320,7 +333,6 @@ def run_remote(spec):
         return _run_in_worker_vm(spec, name, machine, missing, t0)
     slot = slot_dir(name)
     clean_slot(slot)
-    prepare_worker()
     runs = os.path.join(slot, "runs", uuid.uuid4().hex[:12])
     os.makedirs(runs)
     run_dir = os.path.join(runs, "run")
@@ -450,6 +462,18 @@ def unpack_run(archive, path, key):
         raise
 
 
+class KeepSigint:
+    """A Dask worker plugin: the worker ignores SIGINT (a local cluster's workers share
+    the driver's terminal; the driver ends their points itself)."""
+
+    def setup(self, worker=None):
+        with contextlib.suppress(ValueError):      # not the main thread: nothing to do
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def teardown(self, worker=None):
+        pass
+
+
 class DaskExecutor:
     """Points on Dask workers: an existing scheduler (``address``) or a local cluster of
     ``workers`` processes (one thread each, ``emulator=1``)."""
@@ -467,13 +491,29 @@ class DaskExecutor:
         self.cluster = None
         self.futures = {}
         self.stopping = False
+        self.settings = contextlib.ExitStack()
+        self.client = None
+        try:
+            self._connect(address, workers, log)
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect(self, address, workers, log):
+        distributed = self.distributed
         if workers:
+            self.settings.enter_context(global_settings(log))
             import logging  # noqa: PLC0415
+            logging.getLogger("distributed").setLevel(logging.ERROR)
             self.cluster = distributed.LocalCluster(
                 n_workers=int(workers), threads_per_worker=1, processes=True,
                 resources={RESOURCE: 1}, dashboard_address=":0",
+                local_directory=os.path.join(worker_root(), "dask"),
                 silence_logs=logging.ERROR)
             self.client = distributed.Client(self.cluster)
+            # the terminal's Ctrl-C reaches the whole process group: the local workers
+            # leave it to this driver, which stops their points (and restarted ones too)
+            self.client.register_worker_plugin(KeepSigint(), name="bufferbloat-sigint")
             self.where = f"a local cluster of {workers} workers"
         else:
             try:
@@ -487,9 +527,7 @@ class DaskExecutor:
         self.event = distributed.Event(self.event_name, client=self.client)
         try:
             self.client.wait_for_workers(int(workers or 1), timeout=FIRST_WORKER_TIMEOUT_S)
-        except (TimeoutError, self.distributed.TimeoutError if hasattr(
-                self.distributed, "TimeoutError") else TimeoutError):
-            self.close()
+        except (TimeoutError, OSError):
             raise UsageError(f"no worker joined {self.where} within "
                              f"{FIRST_WORKER_TIMEOUT_S:.0f} s: start one per machine with "
                              "`sudo bufferbloat worker ADDRESS` (docs/CLUSTER.md)") from None
@@ -593,11 +631,13 @@ class DaskExecutor:
         return jobs
 
     def close(self):
-        if self.cluster is not None:       # our workers' VMs end with this command
-            with contextlib.suppress(Exception):
+        if self.cluster is not None and self.client is not None:  # our workers' VMs
+            with contextlib.suppress(Exception):                    # end with us
                 self.client.run(close_worker_vms)
-        with contextlib.suppress(Exception):
-            self.client.close()
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                self.client.close()
         if self.cluster is not None:
             with contextlib.suppress(Exception):
                 self.cluster.close()
+        self.settings.close()
