@@ -49,4 +49,5 @@ $PY -m bufferbloat run-all "${args[@]}" "--$where"
 rc=$?
 case $rc in 2|4|130|143) exit $rc ;; esac   # bad input, no VM boot, Ctrl-C, SIGTERM: no report
 $PY -m bufferbloat report results || rc=1
+echo "run_all.sh: ${SECONDS} s in all ($((SECONDS / 60)) min $((SECONDS % 60)) s: set-up, image, runs, report)"
 exit $rc

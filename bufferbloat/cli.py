@@ -382,6 +382,9 @@ def cmd_run_all(args):
     bad = degraded(index)
     print(f"done: {ok}/{len(todo)} runs ok ({ok - len(bad)} healthy, {len(bad)} degraded); "
           f"index: {index_path}")
+    cost = cost_line(index)
+    if cost:
+        print(cost)
     if failed:
         print("failed:\n  " + "\n  ".join(
             f"{e['run_dir']}: {e.get('error', '')}" for e in index
@@ -457,6 +460,20 @@ def cmd_worker(args):
     """A Dask worker for a cluster's points (bufferbloat/worker.py)."""
     from bufferbloat.worker import cmd_worker as run
     return run(args)
+
+
+def cost_line(index):
+    """What the points this command ran cost: their traffic, their wall time (each from
+    its start to its record, degraded reruns included) and the ratio; None when it ran
+    none."""
+    ran = [e for e in index if e.get("wall_s") is not None and not e.get("resumed")
+           and e.get("duration_s")]
+    if not ran:
+        return None
+    traffic = sum(float(e["duration_s"]) for e in ran)
+    wall = sum(float(e["wall_s"]) for e in ran)
+    return (f"cost: {len(ran)} points run, {traffic:.0f} s of traffic, {wall:.0f} s of "
+            f"point wall time: overhead ratio {wall / traffic:.2f} (point wall / traffic)")
 
 
 def _retry_option(p):

@@ -6,6 +6,8 @@
 ``engine``      one run: resolve, network, measure, collect, metrics, health, write
 ``derive``      knobs filled from another point's recorded result
 ``sweep``       sweeps and the catalogue, resumable, with progress
+``executor``    where a sweep's points run: one after another here (the default)
+``cluster``     ... or on Dask workers, each point in its own namespace or the worker's VM
 ``where``       here or in the project VM
 ==============  ===========================================================================
 

@@ -134,3 +134,15 @@ def test_the_estimate_does_not_jump_when_a_point_is_slow(tmp_path):
     # after 25, 25, 200 s points (overheads 15, 15, 190): median 15 -> 2 x (10 + 15)
     assert left[3] == pytest.approx(2 * (10 + 15))
     assert all(b < a for a, b in zip(left, left[1:]))
+
+
+def test_run_all_prints_what_the_points_it_ran_cost():
+    from bufferbloat.cli import cost_line
+    index = [{"duration_s": 20, "wall_s": 30.0},
+             {"duration_s": 10, "wall_s": 25.0},
+             {"duration_s": 20, "wall_s": 999.0, "resumed": True},   # not run now
+             {"duration_s": 20, "status": "failed"}]                  # no wall time
+    line = cost_line(index)
+    assert line == ("cost: 2 points run, 30 s of traffic, 55 s of point wall time: "
+                    "overhead ratio 1.83 (point wall / traffic)")
+    assert cost_line([{"duration_s": 20, "wall_s": 5.0, "resumed": True}]) is None
