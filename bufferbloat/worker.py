@@ -87,9 +87,9 @@ def point_main(spec_path):
                    f"{type(done.exc).__name__}: {done.exc}"}
     except UsageError as exc:
         outcome = {"status": "failed", "error": str(exc)}
-    finally:
-        with open(spec["outcome"], "w") as f:
-            json.dump(outcome, f)
+    finally:       # atomic: the host (through the VM's share) may read it at once
+        from bufferbloat.core.atomic import write_json_atomic
+        write_json_atomic(spec["outcome"], outcome)
     return 0 if outcome["status"] == "ok" else 1
 
 
