@@ -31,6 +31,7 @@ records them ``interrupted``; the same command run again runs only the missing p
 """
 
 import contextlib
+import glob
 import io
 import json
 import os
@@ -274,6 +275,9 @@ class VMWorker:
                 self.close()             # the guest did not end it: the VM goes
                 break
             time.sleep(0.3)
+        for done in glob.glob(spec_path + "*"):     # the spec, .done, .stop
+            with contextlib.suppress(OSError):
+                os.unlink(done)
         return status, error, os.path.join(host_dir, "run"), outcome, host_dir
 
     def close(self):
@@ -287,6 +291,7 @@ class VMWorker:
         except subprocess.TimeoutExpired:
             _end(self.proc, signal.SIGTERM)
         self.proc = None
+        shutil.rmtree(self.host, ignore_errors=True)
 
 
 #: this worker process's VM (one per worker: points run one at a time)
