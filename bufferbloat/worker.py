@@ -115,15 +115,17 @@ def spool_main(spool, poll_s=0.3):
             continue
         spec = specs[0]
         print(f"worker spool: point {os.path.basename(spec)}", flush=True)
-        proc = subprocess.Popen([sys.executable, "-m", "bufferbloat.worker", "point", spec],
-                                start_new_session=True, preexec_fn=die_with_parent)
+        claimed = spec + ".running"        # taken: the host removes it with the outcome
+        os.rename(spec, claimed)
+        proc = subprocess.Popen([sys.executable, "-m", "bufferbloat.worker", "point",
+                                 claimed], start_new_session=True,
+                                preexec_fn=die_with_parent)
         stopped = False
         while proc.poll() is None:
             if not stopped and os.path.exists(spec + ".stop"):
                 proc.send_signal(signal.SIGTERM)
                 stopped = True
             time.sleep(poll_s)
-        os.rename(spec, spec + ".done")
     return 0
 
 

@@ -183,7 +183,8 @@ class VMWorker:
     """A worker's project VM, booted once and kept across its points (no ~25 s boot per
     point): the guest runs ``python3 -m bufferbloat.worker spool DIR`` on a spool in
     the checkout it shares as /bb (``.scratch/workers/NAME/``); the host drops a point's
-    spec there and waits for its outcome; a ``.stop`` file beside a spec interrupts it,
+    spec there (the guest claims it: ``.running``) and waits for its outcome, then
+    removes both; a ``.stop`` file beside a spec interrupts it,
     ``quit`` ends the guest. The VM's command dies with the worker (PR_SET_PDEATHSIG:
     SIGTERM, on which it stops the guest and qemu)."""
 
@@ -275,7 +276,7 @@ class VMWorker:
                 self.close()             # the guest did not end it: the VM goes
                 break
             time.sleep(0.3)
-        for done in glob.glob(spec_path + "*"):     # the spec, .done, .stop
+        for done in glob.glob(spec_path + "*"):     # the spec (.running), its .stop
             with contextlib.suppress(OSError):
                 os.unlink(done)
         return status, error, os.path.join(host_dir, "run"), outcome, host_dir
