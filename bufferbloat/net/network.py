@@ -6,11 +6,18 @@ off on every emulated interface (so a "packet" is one MTU frame, not a 32 KB GSO
 super-packet), installs the qdisc plan of :mod:`bufferbloat.net.bottleneck`, sets each
 sender's congestion control, and reads the installed trees back for the record.
 
+Every tool it runs is a process of its own, and under TCG each costs tens of ms: a
+namespace's consecutive ``tc`` steps go to one ``tc -batch``, a host's sysctls (its CCA
+included) to one ``sysctl -w`` and one verifying read, a namespace's read-back to one
+``tc -batch``. The processes are counted (``tool_calls``; the record's timings hold
+``build_tool_calls`` and ``readback_tool_calls``).
+
 It owns what it starts: processes are tracked by PID and ended by PID; nothing is ever
 killed by name. Use it as a context manager so that teardown runs on errors and signals.
 """
 
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -33,6 +40,10 @@ from bufferbloat.net.cleanup import (
 from bufferbloat.net.isolation import ALLOWED_CCAS, AVAILABLE_CCAS
 
 OFFLOADS = ("tso", "gso", "gro")
+CCA_SYSCTL = "net.ipv4.tcp_congestion_control"
+#: an argument tc -batch reads back as itself (its lines are split at white space; '#'
+#: starts a comment; quotes and backslashes are its own)
+_TC_BATCH_ARG = re.compile(r"[^\s#\"'\\]+")
 LOCK_WAIT_ENV = "BUFFERBLOAT_NETWORK_WAIT_S"  # how long to wait for another network
 
 
@@ -63,6 +74,8 @@ class Network:
         self.procs = []
         self.plan = []
         self.timings = {}
+        self.tool_calls = 0      # tool processes run (Network.run), for the record
+        self._host_sysctls = {}  # {host: {sysctl: value}} as the build read them back
         self._saved_sysctls = {}
         self.intfs = {}
         self._lock = None
@@ -100,7 +113,7 @@ class Network:
             self._release_lock()
             raise
         terminate_on_sigterm()
-        t0 = time.monotonic()
+        t0, calls0 = time.monotonic(), self.tool_calls
         try:
             with deferred_signals(HELD_NOTE.format(what="the network's build")):
                 self._allow_ccas()
@@ -112,6 +125,7 @@ class Network:
             self.stop()
             raise
         self.timings["build_s"] = time.monotonic() - t0
+        self.timings["build_tool_calls"] = self.tool_calls - calls0
         return self
 
     def stop(self):
@@ -318,58 +332,109 @@ class Network:
             self.offloads_off(bn.node_ns(a, hosts), ia)
             self.offloads_off(bn.node_ns(b, hosts), ib)
         self.plan = bn.plan_network(self.topo, self.intfs)
-        for step in self.plan:
-            self.run(step.ns, list(step.argv))
-            if step.argv[:4] == ("ip", "link", "set", bn.IFB_DEV):
-                self.offloads_off(step.ns, bn.IFB_DEV)
-        rcvbuf = self.topo.params["rcvbuf_bytes"]
+        self._run_plan()
         for host in sorted(hosts):
-            # Mininet lowers tcp_rmem's default to 87380 B: then a flow through a 100-packet
-            # buffer is receive-window-limited for seconds while autotuning catches up.
-            self.run(host, ["sysctl", "-q", "-w",
-                            f"net.ipv4.tcp_rmem=4096 {rcvbuf} {max(rcvbuf, 16 << 20)}"])
-            # every flow starts afresh: no ssthresh/RTT cached from an earlier flow
-            self.run(host, ["sysctl", "-q", "-w", "net.ipv4.tcp_no_metrics_save=1"])
-            if self.topo.ecn:   # the qdisc marks: connections must be ECN-capable
-                self.run(host, ["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"])
-            ssai = self.topo.params.get("slow_start_after_idle")
-            if ssai is not None:   # 1: the window restarts after an idle RTO (RFC 2861)
-                self.run(host, ["sysctl", "-q", "-w",
-                                f"net.ipv4.tcp_slow_start_after_idle={int(ssai)}"])
-            advmss = self.topo.params.get("advmss_bytes")
-            if advmss:   # both ends advertise it: each side's segments are at most it
-                for route in self.run(host, ["ip", "-4", "route", "show"]).splitlines():
-                    if route.strip():
-                        self.run(host, ["ip", "route", "change", *route.split(),
-                                        "advmss", str(int(advmss))])
-            sndbuf = self.topo.params.get("sndbuf_bytes")
-            if sndbuf:   # a limited sender buffer caps the window at sndbuf / 2 or so
-                self.run(host, ["sysctl", "-q", "-w",
-                                f"net.ipv4.tcp_wmem=4096 {min(16384, sndbuf)} {sndbuf}"])
-        for host, cca in self.topo.ccas.items():
-            self.run(host, ["sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={cca}"])
-            got = self.run(host, ["sysctl", "-n", "net.ipv4.tcp_congestion_control"]).strip()
-            if got != cca:
-                raise CommandError(f"{host}: congestion control is {got!r}, wanted {cca!r}")
+            self._configure_host(host)
 
-    HOST_SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem",
+    def _run_plan(self):
+        """Run the plan, one namespace after the other (no step touches a device of
+        another namespace), each namespace's steps in their order; consecutive tc steps
+        go to one ``tc -batch -``: one process instead of one per step."""
+        by_ns = {}
+        for step in self.plan:
+            by_ns.setdefault(step.ns, []).append(step)
+        for ns, steps in by_ns.items():
+            for batched, group in itertools.groupby(steps, key=lambda s: _tc_batchable(s.argv)):
+                group = list(group)
+                if batched and len(group) > 1:
+                    self._tc_batch(ns, group)
+                    continue
+                for step in group:
+                    self.run(ns, list(step.argv))
+                    if step.argv[:4] == ("ip", "link", "set", bn.IFB_DEV):
+                        self.offloads_off(ns, bn.IFB_DEV)
+
+    def _tc_batch(self, ns, steps):
+        """Run tc ``steps`` (of namespace ``ns``) as one ``tc -batch -``. tc stops at the
+        first command that fails and names its line: the error names that step."""
+        script = "".join(" ".join(str(a) for a in s.argv[1:]) + "\n" for s in steps)
+        res = self._exec(ns, ["tc", "-batch", "-"], stdin=script)
+        if res.returncode != 0:
+            line = re.search(r"Command failed -:(\d+)", res.stderr)
+            n = int(line.group(1)) if line else 0
+            what = steps[n - 1].argv if 0 < n <= len(steps) else ("tc", "-batch", "-")
+            full = self.ns_prefix(ns) + [str(a) for a in what]
+            raise CommandError(f"{' '.join(full)} failed ({res.returncode}, in a tc batch "
+                               f"of {len(steps)}): {res.stderr.strip() or res.stdout.strip()}")
+
+    def host_settings(self, host):
+        """{sysctl: value} the build sets in ``host``'s namespace, its CCA included."""
+        params = self.topo.params
+        rcvbuf = params["rcvbuf_bytes"]
+        # Mininet lowers tcp_rmem's default to 87380 B: then a flow through a 100-packet
+        # buffer is receive-window-limited for seconds while autotuning catches up.
+        want = {"net.ipv4.tcp_rmem": f"4096 {rcvbuf} {max(rcvbuf, 16 << 20)}",
+                # every flow starts afresh: no ssthresh/RTT cached from an earlier flow
+                "net.ipv4.tcp_no_metrics_save": "1"}
+        if self.topo.ecn:   # the qdisc marks: connections must be ECN-capable
+            want["net.ipv4.tcp_ecn"] = "1"
+        ssai = params.get("slow_start_after_idle")
+        if ssai is not None:   # 1: the window restarts after an idle RTO (RFC 2861)
+            want["net.ipv4.tcp_slow_start_after_idle"] = str(int(ssai))
+        sndbuf = params.get("sndbuf_bytes")
+        if sndbuf:   # a limited sender buffer caps the window at sndbuf / 2 or so
+            want["net.ipv4.tcp_wmem"] = f"4096 {min(16384, sndbuf)} {sndbuf}"
+        if host in self.topo.ccas:
+            want[CCA_SYSCTL] = self.topo.ccas[host]
+        return want
+
+    def _configure_host(self, host):
+        """One ``sysctl -w`` of every setting of ``host`` (a key that cannot be set fails
+        it, naming the key, though sysctl goes on with the others), its routes' advmss,
+        and one read back: every value must read as set (the CCA: the kernel may refuse
+        one it has not allowed in a namespace). The read is kept for sysctls()."""
+        want = self.host_settings(host)
+        self.run(host, ["sysctl", "-q", "-w", *(f"{k}={v}" for k, v in want.items())])
+        advmss = self.topo.params.get("advmss_bytes")
+        if advmss:   # both ends advertise it: each side's segments are at most it
+            for route in self.run(host, ["ip", "-4", "route", "show"]).splitlines():
+                if route.strip():
+                    self.run(host, ["ip", "route", "change", *route.split(),
+                                    "advmss", str(int(advmss))])
+        got = self._read_host_sysctls(host)
+        for key, value in want.items():
+            if got.get(key) != " ".join(value.split()):
+                if key == CCA_SYSCTL:
+                    raise CommandError(f"{host}: congestion control is {got.get(key)!r}, "
+                                       f"wanted {value!r}")
+                raise CommandError(f"{host}: {key} is {got.get(key)!r}, wanted {value!r}")
+        self._host_sysctls[host] = got
+
+    HOST_SYSCTLS = (CCA_SYSCTL, "net.ipv4.tcp_rmem",
                     "net.ipv4.tcp_wmem", "net.ipv4.tcp_ecn", "net.ipv4.tcp_no_metrics_save",
                     "net.core.default_qdisc", "net.ipv4.tcp_slow_start_after_idle")
 
+    def _read_host_sysctls(self, host):
+        """{sysctl: value} of HOST_SYSCTLS in ``host``'s namespace: one ``sysctl`` read."""
+        # "key = value" lines: a key the namespace lacks (net.core.default_qdisc in
+        # a namespace of the 6.1 kernel) is left out, never paired with the next value
+        text = self.run(host, ["sysctl", *self.HOST_SYSCTLS], check=False)
+        return parse_sysctl_lines(text)
+
     def sysctls(self):
         """{host: {sysctl: value}} of the TCP settings every host runs with, as read back
-        from its namespace (for the run record), and its routes (``ip -4 route``)."""
+        from its namespace (for the run record: the build's verifying read, or a new one
+        for a host it did not configure), and its routes (``ip -4 route``)."""
+        calls0 = self.tool_calls
         out = {}
         for host in sorted(set(self.topo.senders) | {self.topo.receiver}):
-            # "key = value" lines: a key the namespace lacks (net.core.default_qdisc in
-            # a namespace of the 6.1 kernel) is left out, never paired with the next value
-            text = self.run(host, ["sysctl", *self.HOST_SYSCTLS], check=False)
-            out[host] = {k.strip(): " ".join(v.split()) for k, sep, v in
-                         (line.partition(" = ") for line in text.splitlines()) if sep}
+            values = self._host_sysctls.get(host)
+            out[host] = dict(values if values is not None else self._read_host_sysctls(host))
             # its IPv4 routes too: an advertised MSS (advmss_bytes) shows there
             out[host]["ip -4 route"] = "; ".join(
                 " ".join(r.split()) for r in self.run(host, ["ip", "-4", "route", "show"],
                                                       check=False).splitlines() if r.strip())
+        self._count_readback(calls0)
         return out
 
     def offloads_off(self, ns, dev):
@@ -392,15 +457,27 @@ class Network:
             return []
         return ["nsenter", "-t", str(self.net[ns].pid), "-n", "--"]
 
-    def run(self, ns, argv, check=True, timeout=60):
-        """Run ``argv`` (a list, never a shell string) in ``ns``; return its stdout."""
-        full = self.ns_prefix(ns) + [str(a) for a in argv]
-        res = subprocess.run(full, capture_output=True, text=True, timeout=timeout,
-                             check=False)
+    def run(self, ns, argv, check=True, timeout=60, stdin=None):
+        """Run ``argv`` (a list, never a shell string) in ``ns``, with ``stdin`` (text) as
+        its input; return its stdout."""
+        res = self._exec(ns, argv, timeout=timeout, stdin=stdin)
         if check and res.returncode != 0:
-            raise CommandError(f"{' '.join(full)} failed ({res.returncode}): "
+            raise CommandError(f"{' '.join(res.args)} failed ({res.returncode}): "
                                f"{res.stderr.strip() or res.stdout.strip()}")
         return res.stdout
+
+    def _exec(self, ns, argv, timeout=60, stdin=None):
+        """One tool process in ``ns`` (``nsenter`` execs the tool: one process, counted
+        in ``tool_calls``), waited for: its CompletedProcess."""
+        full = self.ns_prefix(ns) + [str(a) for a in argv]
+        self.tool_calls += 1
+        return subprocess.run(full, input=stdin, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+
+    def _count_readback(self, calls0):
+        """Add the tool processes run since ``calls0`` to the read-back's count."""
+        self.timings["readback_tool_calls"] = (self.timings.get("readback_tool_calls", 0)
+                                               + self.tool_calls - calls0)
 
     def popen(self, ns, argv, **kwargs):
         """Start ``argv`` in ``ns``; the process is ours and ends with the network."""
@@ -436,14 +513,29 @@ class Network:
         them: {"ns/dev": {"qdiscs": [...], "classes": "text"}}.
 
         Classes are kept as tc's text: iproute2 6.1 has no JSON output for HTB classes.
+        One tc per namespace reads all its devices (readback_batch); should its output
+        not parse (parse_readback_batch), that namespace is read one device at a time.
         """
-        out = {}
-        for ns, dev in sorted({(s.ns, s.argv[4]) for s in self.plan
-                               if s.argv[:2] == ("tc", "qdisc")}, key=str):
-            classes = self.run(ns, ["tc", "class", "show", "dev", dev])
-            out[f"{ns or 'root'}/{dev}"] = {"qdiscs": self.qdisc_show(ns, dev),
-                                            "classes": classes.strip()}
-        return out
+        calls0 = self.tool_calls
+        where = sorted({(s.ns, s.argv[4]) for s in self.plan
+                        if s.argv[:2] == ("tc", "qdisc")}, key=str)
+        by_ns = {}
+        for ns, dev in where:
+            by_ns.setdefault(ns, []).append(dev)
+        got = {}
+        for ns, devs in by_ns.items():
+            argv, script = readback_batch(devs)
+            per_dev = parse_readback_batch(self.run(ns, argv, stdin=script), devs)
+            for dev in devs:
+                got[ns, dev] = per_dev[dev] if per_dev else self._readback_dev(ns, dev)
+        self._count_readback(calls0)
+        return {f"{ns or 'root'}/{dev}": got[ns, dev] for ns, dev in where}
+
+    def _readback_dev(self, ns, dev):
+        """One device's readback entry: ``tc -j -s qdisc show dev`` and ``tc class show
+        dev``, two processes."""
+        classes = self.run(ns, ["tc", "class", "show", "dev", dev])
+        return {"qdiscs": self.qdisc_show(ns, dev), "classes": classes.strip()}
 
     def bottleneck_tree(self):
         """Readback of the bottleneck egress, checked: htb root, AQM leaf at 1:1."""
@@ -476,6 +568,56 @@ def tc_json_fixed(text):
     ``pi``) iproute2 6.1 prints ``"options":{[Unknown qdisc, optlen=56] }``."""
     return re.sub(r"\{\[Unknown qdisc, optlen=(\d+)\] \}", r'{"unparsed_by_tc_bytes": \1}',
                   text)
+
+
+def readback_batch(devs):
+    """(argv, stdin) of the one tc that reads back ``devs`` (of one namespace): for each
+    device its qdiscs (a JSON line, with statistics) then its classes (text).
+
+    The kernel dumps classes of one device per request (no device: nothing), so the
+    classes cannot come from one ``tc class show``; a batch asks for each in one process."""
+    return (["tc", "-j", "-s", "-batch", "-"],
+            "".join(f"qdisc show dev {d}\nclass show dev {d}\n" for d in devs))
+
+
+def parse_readback_batch(text, devs):
+    """{dev: {"qdiscs": [...], "classes": "text"}} from readback_batch's output, each as
+    ``tc -j -s qdisc show dev DEV`` and ``tc class show dev DEV`` give it (readback);
+    None unless the output is one JSON line per device, each followed by its classes
+    (a tc that printed classes as JSON, say, or nothing): the caller asks per device.
+
+    A batch's flags are global: its classes come with -s's statistics, which tc prints
+    on indented or empty lines under each class's own line. They are left out: what
+    remains is what ``tc class show`` prints (iproute2 6.1 prints classes as text even
+    under -j)."""
+    parts = []
+    for line in tc_json_fixed(text).splitlines():
+        if line.startswith("["):
+            try:
+                parts.append((json.loads(line), []))
+            except ValueError:
+                return None
+        elif not parts:
+            if line.strip():
+                return None
+        elif line.strip() and not line[0].isspace():
+            parts[-1][1].append(line)
+    if len(parts) != len(devs):
+        return None
+    return {dev: {"qdiscs": qdiscs, "classes": "\n".join(lines).strip()}
+            for dev, (qdiscs, lines) in zip(devs, parts)}
+
+
+def parse_sysctl_lines(text):
+    """{key: value} of ``sysctl KEY...``'s "key = value" lines (a value's white space
+    made single spaces: tcp_rmem's three numbers are tab-separated)."""
+    return {k.strip(): " ".join(v.split()) for k, sep, v in
+            (line.partition(" = ") for line in text.splitlines()) if sep}
+
+
+def _tc_batchable(argv):
+    """True for a tc command that ``tc -batch`` reads back argument for argument."""
+    return argv[0] == "tc" and all(_TC_BATCH_ARG.fullmatch(str(a)) for a in argv[1:])
 
 
 def _same_file(f, path):
