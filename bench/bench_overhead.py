@@ -93,8 +93,9 @@ def main():
     from bufferbloat.run import where  # noqa: PLC0415
     from bufferbloat.scenarios import catalogue  # noqa: PLC0415
     topos = [catalogue()[s].build()[0] for s in scenarios]
-    out = tempfile.mkdtemp(prefix="bench-overhead-", dir=str(ROOT / ".scratch")
-                           if (ROOT / ".scratch").is_dir() else None)
+    # inside the checkout: the VM shares it (a fresh clone has no .scratch yet)
+    (ROOT / ".scratch").mkdir(exist_ok=True)
+    out = tempfile.mkdtemp(prefix="bench-overhead-", dir=str(ROOT / ".scratch"))
     if where.missing_kernel_pieces(topos) and not where.in_project_vm():
         rel = os.path.relpath(out, ROOT)
         boots = Path(out) / "boots.jsonl"
