@@ -150,17 +150,23 @@ def cmd_run(args):
     return _end_status(failed, degraded)
 
 
-def _place(args, builds):
-    """'host' or 'vm' for a command whose runs are ``builds`` [(scenario, overrides)]
-    (bufferbloat/run/where.py: the VM when this kernel lacks a piece they need, unless
-    --host; --vm forces it); refuses a user who is not root."""
-    from bufferbloat.run.where import choose, require_here, require_root
+def _topologies(args, builds):
+    """The topologies of ``builds`` [(scenario, overrides)], each distinct one once."""
     seen, topos = set(), []
     for scn, overrides in builds:
         key = (scn.name, tuple(sorted((k, str(v)) for k, v in overrides.items())))
         if key not in seen:
             seen.add(key)
             topos.append(scn.build(overrides, quick=args.quick)[0])
+    return topos
+
+
+def _place(args, builds):
+    """'host' or 'vm' for a command whose runs are ``builds`` [(scenario, overrides)]
+    (bufferbloat/run/where.py: the VM when this kernel lacks a piece they need, unless
+    --host; --vm forces it); refuses a user who is not root."""
+    from bufferbloat.run.where import choose, require_here, require_root
+    topos = _topologies(args, builds)
     place = choose(args.where, topos, log=lambda m: print(m, file=sys.stderr, flush=True))
     require_root(place)
     if place == "host":
@@ -414,12 +420,7 @@ def _executor(args, builds):
                              "-- bufferbloat ...)")
         from bufferbloat.run.where import missing_kernel_pieces, require_here, require_root
         require_root("host")
-        seen, topos = set(), []
-        for scn, overrides in builds:
-            key = (scn.name, tuple(sorted((k, str(v)) for k, v in overrides.items())))
-            if key not in seen:
-                seen.add(key)
-                topos.append(scn.build(overrides, quick=args.quick)[0])
+        topos = _topologies(args, builds)
         missing = missing_kernel_pieces(topos)
         if not missing or args.where == "host":
             require_here(topos)     # what this machine lacks, before anything starts

@@ -348,7 +348,7 @@ def run_remote(spec):
                   f)
     log_path = os.path.join(runs, "point.log")
     limit = spec.get("limit_s")
-    deadline = time.monotonic() + (float(limit) + CHILD_MARGIN_S if limit else 86400.0)
+    deadline = _deadline(spec)
     status, error = None, None
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(child_argv(spec_path), stdin=subprocess.DEVNULL,
@@ -377,33 +377,39 @@ def run_remote(spec):
             os.unlink(os.path.join(slot, "child.json"))
     if os.path.exists(os.path.join(slot, "network.json")):
         clean_slot(slot, runs=False)    # the child died before removing its network
-    try:
-        with open(os.path.join(runs, "outcome.json")) as f:
-            outcome = json.load(f)
-    except (OSError, ValueError):
-        outcome = {}
-    status = status or outcome.get("status") or "failed"
-    if status != "ok" and not error:
-        error = outcome.get("error") or f"the point's process exited {proc.returncode}"
     with open(log_path, "rb") as f:
         tail = f.read()[-4000:].decode(errors="replace")
-    archive = pack_run(run_dir) if os.path.isdir(run_dir) else None
-    shutil.rmtree(runs, ignore_errors=True)
-    return {"status": status, "error": error, "archive": archive, "worker": name,
-            "machine": machine, "wall_s": round(time.monotonic() - t0, 3), "log": tail,
-            "run_key": spec.get("run_key")}
+    return _reply(spec, status, error, os.path.join(runs, "outcome.json"), run_dir, runs,
+                  f"the point's process exited {proc.returncode}", name, machine, t0,
+                  log=tail)
 
 
 def _run_in_worker_vm(spec, name, machine, missing, t0):
     """The point in this worker's project VM (its kernel lacks ``missing``)."""
     vm = worker_vm(name)
-    limit = spec.get("limit_s")
-    deadline = time.monotonic() + (float(limit) + CHILD_MARGIN_S if limit else 86400.0)
     boots = vm.boots
 
     def stop():
         return _stop_requested(spec.get("stop_event"))
-    status, error, run_dir, outcome_path, host_dir = vm.run(spec, stop, deadline)
+    status, error, run_dir, outcome_path, host_dir = vm.run(spec, stop, _deadline(spec))
+    return _reply(spec, status, error, outcome_path, run_dir, host_dir,
+                  "the point ended without an outcome", name, machine, t0,
+                  where=f"project VM (this kernel lacks {', '.join(missing)})",
+                  vm_boots=vm.boots, booted_now=vm.boots > boots)
+
+
+def _deadline(spec):
+    """When the worker ends a point its own watchdog did not: its stall limit plus
+    CHILD_MARGIN_S (a day without one)."""
+    limit = spec.get("limit_s")
+    return time.monotonic() + (float(limit) + CHILD_MARGIN_S if limit else 86400.0)
+
+
+def _reply(spec, status, error, outcome_path, run_dir, scratch, no_outcome, name,
+           machine, t0, log="", **extra):
+    """What a worker sends back for a point: its status (``status`` when the worker
+    ended it, else the point's own outcome file, else failed with ``no_outcome``), the
+    run directory as bytes; ``scratch`` (the point's working copy) is removed."""
     try:
         with open(outcome_path) as f:
             outcome = json.load(f)
@@ -411,14 +417,12 @@ def _run_in_worker_vm(spec, name, machine, missing, t0):
         outcome = {}
     status = status or outcome.get("status") or "failed"
     if status != "ok" and not error:
-        error = outcome.get("error") or "the point ended without an outcome"
+        error = outcome.get("error") or no_outcome
     archive = pack_run(run_dir) if os.path.isdir(run_dir) else None
-    shutil.rmtree(host_dir, ignore_errors=True)
-    return {"status": status, "error": error, "archive": archive, "worker": name,
-            "machine": machine, "wall_s": round(time.monotonic() - t0, 3),
-            "log": "", "run_key": spec.get("run_key"),
-            "where": f"project VM (this kernel lacks {', '.join(missing)})",
-            "vm_boots": vm.boots, "booted_now": vm.boots > boots}
+    shutil.rmtree(scratch, ignore_errors=True)
+    return dict({"status": status, "error": error, "archive": archive, "worker": name,
+                 "machine": machine, "wall_s": round(time.monotonic() - t0, 3),
+                 "log": log, "run_key": spec.get("run_key")}, **extra)
 
 
 def _end(proc, sig):
@@ -590,9 +594,7 @@ class DaskExecutor:
                         f"tried ({exc}); not recorded")
             else:
                 text = str(exc)
-            out = Outcome("failed", exc=RuntimeError(text))
-            out.plain = True
-            return out
+            return Outcome("failed", exc=RuntimeError(text), plain=True)
         res = fut.result()
         out = None
         if res.get("archive"):
@@ -615,8 +617,7 @@ class DaskExecutor:
             else:
                 error = res.get("error") or status
                 out = Outcome(status if status in ("stalled", "interrupted") else "failed",
-                              exc=RuntimeError(error))
-                out.plain = True
+                              exc=RuntimeError(error), plain=True)
         out.worker = f"worker {res['worker']}"
         out.machine = res["machine"]
         if res.get("where"):

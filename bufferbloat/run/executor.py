@@ -54,8 +54,8 @@ class SerialExecutor:
         """Run the queued job; (job, Outcome)."""
         job = self.queue.pop(0)
         try:
-            outcome = self.run_one(job.run, job.label, job.limit, job.retries, log=self.log,
-                              set_aside=job.set_aside)
+            outcome = self.run_one(job.run, job.label, job.limit, job.retries,
+                                   log=self.log, set_aside=job.set_aside)
         except BaseException:
             self.queue.insert(0, job)       # still ours: the runner marks it interrupted
             raise

@@ -350,10 +350,14 @@ def run_sweep(scn, vary, repeat, out_root, run_point, quick=False, duration_s=No
 
 class Outcome:
     """How one point ended (:func:`run_one`): ``status`` ok, stalled or failed; its run
-    directory and health verdict when ok; the exception otherwise."""
+    directory and health verdict when ok; the exception otherwise (``plain``: its text is
+    the whole message, no exception type in front). On a cluster, the ``worker``, its
+    ``machine`` and ``where`` it ran (host or VM)."""
 
-    def __init__(self, status, run_dir=None, health=None, exc=None):
+    def __init__(self, status, run_dir=None, health=None, exc=None, plain=False):
         self.status, self.run_dir, self.health, self.exc = status, run_dir, health, exc
+        self.plain = plain
+        self.worker = self.machine = self.where = None
 
 
 def run_one(run, label, limit, retries, log=print, set_aside=None):
@@ -408,9 +412,9 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
     ``executor`` (:mod:`.executor`; default: :class:`~.executor.SerialExecutor`) runs
     the points: at most its ``room()`` at a time; a point whose knobs are derived from
     another's result waits until its provider is recorded, or, if that never comes,
-    until no point is in flight (then it fails as in a serial sweep). Writes ``index_path`` after every point, its entries in ``todo``'s order
-    whatever the order they finish in. Returns (index entries, number failed or
-    stalled)."""
+    until no point is in flight (then it fails as in a serial sweep). Writes
+    ``index_path`` after every point, its entries in ``todo``'s order whatever the order
+    they finish in. Returns (index entries, number failed or stalled)."""
     executor = executor or SerialExecutor(run_one, log)
     # points whose knobs come from another point's result run after it (derive.py)
     todo = derive.providers_first(todo)
@@ -500,9 +504,9 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         entry = job.entry
         entry["status"] = done.status
         for k in ("worker", "machine", "where"):
-            if getattr(done, k, None):
+            if getattr(done, k):
                 entry[k] = getattr(done, k)
-        where = f" on {done.worker}" if getattr(done, "worker", None) else ""
+        where = f" on {done.worker}" if done.worker else ""
         if done.status == "ok":
             entry["health"] = done.health
             if done.health == "degraded":
@@ -516,7 +520,7 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
             counts["failed"] += 1
             log(f"  STALLED{where}: {done.exc}; going on with the next point")
         else:
-            entry["error"] = (str(done.exc) if getattr(done, "plain", False)
+            entry["error"] = (str(done.exc) if done.plain
                               else f"{type(done.exc).__name__}: {done.exc}")
             counts["failed"] += 1
             log(f"  FAILED{where}: {job.label}: {entry['error']}")
