@@ -151,13 +151,15 @@ def cmd_run(args):
 
 
 def _topologies(args, builds):
-    """The topologies of ``builds`` [(scenario, overrides)], each distinct one once."""
+    """The topologies of ``builds`` [(scenario, overrides)], each distinct one once (a
+    derived knob, set from its provider only when the point runs, stands in here)."""
+    from bufferbloat.run.derive import placeholders
     seen, topos = set(), []
     for scn, overrides in builds:
         key = (scn.name, tuple(sorted((k, str(v)) for k, v in overrides.items())))
         if key not in seen:
             seen.add(key)
-            topos.append(scn.build(overrides, quick=args.quick)[0])
+            topos.append(scn.build(placeholders(scn, overrides), quick=args.quick)[0])
     return topos
 
 

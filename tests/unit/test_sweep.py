@@ -438,3 +438,20 @@ def test_retry_degraded_is_validated_before_anything_runs(tmp_path, monkeypatch)
     monkeypatch.setenv(sweep.RETRY_DEGRADED_ENV, "3")
     assert sweep.retry_degraded_default() == 3
     assert not os.listdir(str(tmp_path))
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_run_all_plans_every_point_of_the_catalogue_before_it_runs(quick):
+    """run-all checks every point's topology (where it runs, what the kernel lacks)
+    before anything is built. A point whose knob is derived from another point (D's
+    streams: the bulk run's goodput) has no value yet then: it must be planned with a
+    stand-in, not refused (the full profile once stopped here with exit 2)."""
+    import argparse
+    from bufferbloat.run import derive
+    todo = cli.catalogue_points(quick, None)
+    topos = cli._topologies(argparse.Namespace(quick=quick), [(s, o) for s, o, _, _ in todo])
+    distinct = {(s.name, tuple(sorted((k, str(v)) for k, v in o.items())))
+                for s, o, _, _ in todo}
+    assert len(topos) == len(distinct) > 0
+    waiting = [(s, o) for s, o, _, _ in todo if derive.needs(s, o)]
+    assert bool(waiting) == (not quick)     # the full profile has D's stream points
