@@ -447,6 +447,7 @@ def test_run_all_plans_every_point_of_the_catalogue_before_it_runs(quick):
     streams: the bulk run's goodput) has no value yet then: it must be planned with a
     stand-in, not refused (the full profile once stopped here with exit 2)."""
     import argparse
+
     from bufferbloat.run import derive
     todo = cli.catalogue_points(quick, None)
     topos = cli._topologies(argparse.Namespace(quick=quick), [(s, o) for s, o, _, _ in todo])
