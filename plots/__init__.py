@@ -22,6 +22,7 @@ ecdf        eCDFs of RTT and throughput                        :mod:`.ecdf`
 operating   mean operating point per flow                      :mod:`.operating`
 owd         srtt / ping RTT and the application's one-way delay :mod:`.flowseries`
 flows       in flight, srtt and throughput per flow vs time    :mod:`.flowseries`
+departures  CCDF of the bottleneck's departure gaps vs ideal   :mod:`.departures`
 =========== ================================================== ===================
 
 Across runs: :mod:`.sweep` (metric vs swept parameter, box plots, qdisc comparisons,
@@ -39,6 +40,7 @@ import os
 from bufferbloat.core.errors import UsageError, warn
 from bufferbloat.plots import (
     cwnd,
+    departures,
     drops,
     ecdf,
     ellipsis,
@@ -72,6 +74,7 @@ FIGURES = {
     "operating": operating.draw,
     "owd": flowseries.draw_owd,
     "flows": flowseries.draw_flows,
+    "departures": departures.draw,
 }
 FIGURES_DIR = "figures"
 #: figures of each run of a sweep when its scenario names none

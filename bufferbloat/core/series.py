@@ -41,6 +41,10 @@ SERIES_COLUMNS = {
     "npm": ("flow", "node", "t_start", "t_end", "sent_bytes", "received_bytes",
             "lost_bytes"),
     "npm_msg": ("flow", "seq", "t_sent", "t_recv", "size_bytes"),
+    # every packet that left a watched leaf, timed by the kernel (bufferbloat/measure/
+    # departures.py): its length, enqueue-to-departure time, 1 if the leaf held it
+    # before the previous departure
+    "departures": ("t", "dev", "len_bytes", "sojourn_ms", "backlogged"),
 }
 
 #: Columns that are labels: always loaded as strings, even when they look like numbers.
@@ -54,6 +58,7 @@ STRING_COLUMNS = {
     "irtt": {"probe", "lost"},
     "npm": {"flow", "node"},
     "npm_msg": {"flow"},
+    "departures": {"dev"},
 }
 
 #: The series the traffic leaves, each with the column that says when a row happened

@@ -31,9 +31,12 @@ from bufferbloat.core.params import (
 )
 from bufferbloat.core.series import columns_of
 from bufferbloat.core.signals import deferred_signals, terminate_on_sigterm
+from bufferbloat.measure import departures
 from bufferbloat.measure.sampler import Sampler, prepare_qdisc_helper
+from bufferbloat.net.bottleneck import htb_burst_bytes
 from bufferbloat.net.capabilities import probe
 from bufferbloat.net.cleanup import record_result_file
+from bufferbloat.net.isolation import in_initial_netns
 from bufferbloat.net.network import Network
 from bufferbloat.net.scaling import rate_cap_mbit
 from bufferbloat.results import health
@@ -111,6 +114,8 @@ class RunContext:
     log: object = print
     parts: list = field(default_factory=list)
     sampler: Sampler | None = None
+    #: the kernel's timing of every departure of the watched leaves (issue 28)
+    departures: object = None
     #: the compiled queue sampler, made ready before the network is built
     #: (:func:`bufferbloat.measure.sampler.prepare_qdisc_helper`)
     qdisc_helper: dict | None = None
@@ -286,6 +291,8 @@ def measure(ctx):
     with ctx.phase("sampler_start"):
         ctx.sampler = make_sampler(ctx, t0)
         ctx.sampler.start()
+    with ctx.phase("departures_start"):
+        start_departures(ctx, t0)
     # the schedule's origin is taken once the sampler samples (its start-up takes seconds
     # under TCG): a flow's lateness is then its own, not the sampler's
     origin = time.monotonic()
@@ -319,6 +326,8 @@ def measure(ctx):
         if not sampler.alive():
             raise RunFailed(sampler_died(sampler))
         sampler.stop()
+    with ctx.phase("departures_stop"):
+        stop_departures(ctx)
     problem = next(filter(None, (part.reported_error() for part in ctx.parts)), None)
     if problem:
         raise RunFailed(problem)
@@ -346,11 +355,57 @@ def make_sampler(ctx, t0):
     return sampler
 
 
+def _watched(ctx):
+    """[(device name, rate Mbit/s)] of the leaves the sampler watches (the bottleneck's
+    egress; the reverse AQM's, in the receiver, when the topology has one)."""
+    topo, net = ctx.topo, ctx.net
+    out = [(net.bottleneck_dev[1], topo.bottleneck.rate_mbit)]
+    if topo.params.get("aqm_both_ways"):
+        bnl = topo.bottleneck
+        rev = topo.params.get("reverse_mbit") or bnl.rate_mbit
+        out.append((net.intfs[(bnl.a, bnl.b)][1], rev))
+    return out
+
+
+def start_departures(ctx, t0):
+    """Start the departure trace (bufferbloat/measure/departures.py) where the kernel
+    has it and the environment does not turn it off; otherwise record why not."""
+    rec = ctx.record
+    if not departures.wanted():
+        rec["departures"] = {"traced": False, "why": f"{departures.ENV}=off"}
+        return
+    why = departures.missing()
+    if why:
+        rec["departures"] = {"traced": False, "why": why}
+        return
+    watched = _watched(ctx)
+    trace = departures.DepartureTrace(
+        ctx.run_dir, [d for d, _ in watched], t0, rates=dict(watched),
+        bursts={d: htb_burst_bytes(r) for d, r in watched})
+    trace.info["machine"] = os.environ.get("BUFFERBLOAT_GUEST_ACCEL") or "host"
+    # tracefs is the kernel's, not the namespace's: names may repeat across namespaces
+    trace.info["shared_kernel"] = not in_initial_netns()
+    trace.start()
+    ctx.departures = trace
+
+
+def stop_departures(ctx):
+    """Stop the trace, write departures.csv and the record's entry (once)."""
+    trace, ctx.departures = ctx.departures, None
+    if trace is not None:
+        ctx.record["departures"] = dict(trace.stop(ctx.writer), traced=True)
+
+
 def stop_traffic(ctx):
-    """Stop every part and the sampler (idempotent)."""
+    """Stop every part, the sampler and the departure trace (idempotent)."""
     stop_parts(ctx.parts)
     if ctx.sampler is not None and ctx.sampler.alive():
         ctx.sampler.stop()
+    if ctx.departures is not None:
+        try:
+            stop_departures(ctx)
+        except Exception as exc:  # noqa: BLE001 - a failed conversion loses only itself
+            ctx.record["departures"] = {"traced": False, "why": f"stopping failed: {exc}"}
 
 
 def finish(ctx, status, error):

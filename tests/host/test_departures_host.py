@@ -1,0 +1,68 @@
+"""The departure trace on the host kernel (tracefs, HTB with tc's one-MTU burst + pfifo
+at 10 Mbit/s, Linux bridge, no netem: delay 0): every packet the bottleneck sent, timed
+against an ideal 10 Mbit/s link.
+
+Bounds (bufferbloat/measure/departures.py HOST_REFERENCE; measured on this machine kind
+2026-11-25, one cubic flow, 8 s, 7,029 backlogged gaps): p99 of |gap - ideal| 0.049 ms
+(asserted <= 0.5 ms: a shaper that sent in clumps of even half a packet's 1.2 ms would
+fail); 97.7 % of the gaps within 10 % of ideal (asserted >= 90 %); each packet's sojourn
+against the ideal link's between -0.038 ms (1st percentile) and +0.045 ms (99th)
+(asserted within +/- 0.5 ms); the count of departures equals the leaf's sent packets
+(the sampler's counter) within the packets sent before the trace started and after it
+stopped (asserted within 1 %)."""
+import os
+
+import numpy as np
+
+from bufferbloat.measure import departures as dp
+from bufferbloat.results.records import load_run
+from bufferbloat.run.engine import run_point
+from bufferbloat.scenarios import catalogue
+
+RATE = 10
+
+
+def _dead_pid():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def test_departures_on_the_host_match_an_ideal_link(tmp_path, net_guard):
+    root = dp.tracefs_root()
+    assert root, "tracefs is not mounted on this host (mount -t tracefs nodev " \
+                 "/sys/kernel/tracing)"
+    # what a killed run would leave: an instance of a PID that no longer runs
+    stale = os.path.join(root, "instances", f"{dp.INSTANCE_PREFIX}{_dead_pid()}-1")
+    os.mkdir(stale)
+    scn = catalogue()["a1_fifo"]
+    run_dir = run_point(scn, {"delay_ms": 0, "bottleneck_mbit": RATE}, duration_s=8,
+                        out_root=str(tmp_path), log=lambda *_: None)
+    run = load_run(run_dir)
+    info = run.record["departures"]
+    assert info["traced"] and info["lost_events"] == 0 and info["machine"] == "host"
+    assert os.path.basename(stale) in info["removed_stale"] and not os.path.exists(stale)
+    assert not [n for n in os.listdir(os.path.join(root, "instances"))
+                if n.startswith(f"{dp.INSTANCE_PREFIX}{os.getpid()}-")]
+    assert not os.path.exists(os.path.join(run_dir, "raw", dp.RAW_NAME))
+
+    checks = run.record["health"]["checks"]
+    (name, c), = [(k, v) for k, v in checks.items() if k.startswith("departure_timing:")]
+    assert name == f"departure_timing:{run.bottleneck_dev}:pfifo"
+    assert c["ok"] is True and c["backlogged_gaps"] > 5000, c
+    assert c["gap_error_ms_p99"] <= 0.5, c
+    assert c["within_10pct"] >= 0.90, c
+    assert -0.5 <= c["sojourn_excess_ms_p1"] and c["sojourn_excess_ms_p99"] <= 0.5, c
+
+    # every packet the leaf sent while traced is a row: the sampler's counter agrees
+    d = run.series("departures")
+    q = run.series("qdisc")
+    mask = (q["dev"] == run.bottleneck_dev) & (q["kind"] == "pfifo")
+    t_first, t_last = d["t"][0], d["t"][-1]
+    inside = mask & (q["t"] >= t_first) & (q["t"] <= t_last)
+    sent = np.nanmax(q["sent_pkts"][inside]) - np.nanmin(q["sent_pkts"][inside])
+    traced = np.sum((d["dev"] == run.bottleneck_dev) & (d["t"] >= q["t"][inside].min())
+                    & (d["t"] <= q["t"][inside].max()))
+    assert abs(traced - sent) <= max(3, 0.01 * sent), (traced, sent)
