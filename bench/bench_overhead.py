@@ -1,6 +1,7 @@
 """Benchmark of a point's cost beyond its traffic (not a test): where each second goes.
 
     sudo PYTHONPATH=. /usr/bin/python3 bench/bench_overhead.py [--families A,B,C,D,E]
+                                                               [--departures off]
 
 Runs one quick point of each family (its scenario's first sweep point, quick profile)
 with ``bufferbloat run-all --quick --only SCENARIO`` semantics, in one project VM when
@@ -8,7 +9,10 @@ this kernel lacks what the points need (one boot for all of them), and prints, p
 point, its traffic time, its wall time, the overhead ratio (wall / traffic) and every
 phase of the run as the engine records it (result.json ``phases_s``: resolve, record,
 sampler_build, build, readback, parts, idle_rtt, prepare, sampler_start, connect,
-traffic, grace, stop, collect, metrics, health, teardown, other), then the totals.
+traffic, grace, stop, collect, metrics, health, teardown, other), then the totals, and
+per point the departure-timing and sender checks (issue 28: their values, and the cost
+of the departure trace, its start/stop phases and reader CPU; ``--departures off`` runs
+the same points without it, for the side-by-side).
 The VM's boot (once per command) is printed from its boots record. Asserts nothing.
 """
 
@@ -27,7 +31,8 @@ sys.path.insert(0, str(ROOT))
 FAMILIES = {"A": "a1_fifo", "B": "b1_pie_tupdate", "C": "c1_red_vs_pie",
             "D": "d1_cca_paths", "E": "e1_aqm_kflows"}
 PHASES = ("resolve", "record", "sampler_build", "build", "readback", "parts", "idle_rtt",
-          "prepare", "sampler_start", "connect", "traffic", "grace", "stop", "collect",
+          "prepare", "sampler_start", "departures_start", "connect", "traffic", "grace",
+          "stop", "departures_stop", "collect",
           "metrics", "health", "teardown", "other")
 
 
@@ -73,12 +78,27 @@ def table(run_dirs):
               f"{total_wall / total_traffic:>7.2f}")
         print("phases summed over the points (s): " + ", ".join(
             f"{k} {sums[k]:.1f}" for k in PHASES if k in sums))
+    for d in run_dirs:
+        with open(os.path.join(d, "result.json")) as f:
+            rec = json.load(f)
+        checks = (rec.get("health") or {}).get("checks") or {}
+        dep = rec.get("departures") or {}
+        parts = [f"{k} {c.get('value')} ({c.get('limit')}, "
+                 f"{'not judged' if c.get('ok') is None else 'ok' if c['ok'] else 'FAILED'})"
+                 for k, c in checks.items()
+                 if k.startswith(("departure_timing", "sender_kept_up"))]
+        cost = (f"trace: {dep.get('departures')} departures, lost {dep.get('lost_events')}, "
+                f"reader CPU {dep.get('reader_cpu_s')} s, conversion {dep.get('convert_s')} s"
+                if dep.get("traced") else f"trace: off ({dep.get('why')})")
+        print(f"{rec['scenario']['name']:<16}" + "; ".join(parts + [cost]))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--families", default=",".join(FAMILIES),
                     help="families to run, e.g. A,C (default: all five)")
+    ap.add_argument("--departures", choices=("auto", "off"), default="auto",
+                    help="the departure trace (env BUFFERBLOAT_DEPARTURES; default auto)")
     ap.add_argument("--inside", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     wanted = [f.strip().upper() for f in args.families.split(",") if f.strip()]
@@ -86,6 +106,7 @@ def main():
     if bad:
         ap.error(f"--families: unknown {bad} (valid: {', '.join(FAMILIES)})")
     scenarios = [FAMILIES[f] for f in wanted]
+    os.environ["BUFFERBLOAT_DEPARTURES"] = args.departures
     if args.inside:                               # in the project VM
         for d in run_points(scenarios, args.inside):
             print(f"RUN {d}", flush=True)
@@ -100,7 +121,8 @@ def main():
         rel = os.path.relpath(out, ROOT)
         boots = Path(out) / "boots.jsonl"
         env = dict(os.environ, BUFFERBLOAT_VM_BOOT_LOG=str(boots))
-        proc = subprocess.run([str(ROOT / "vm" / "run"), "--", "python3",
+        proc = subprocess.run([str(ROOT / "vm" / "run"), "--env",
+                               f"BUFFERBLOAT_DEPARTURES={args.departures}", "--", "python3",
                                "bench/bench_overhead.py", "--families", ",".join(wanted),
                                "--inside", rel], env=env, capture_output=True, text=True)
         sys.stderr.write(proc.stderr[-3000:])

@@ -29,7 +29,11 @@ SERIES_COLUMNS = {
             "ca_state", "delivered_ce_pkts",
             # tcpi_min_rtt (the kernel's minimum RTT of the flow), tcpi_data_segs_out
             # and tcpi_bytes_sent (cumulative, retransmissions included)
-            "min_rtt_us", "data_segs_out", "bytes_sent"),
+            "min_rtt_us", "data_segs_out", "bytes_sent",
+            # the kernel's chrono statistics (cumulative us): time the socket had data
+            # to send (busy), and of it limited by the receive window and by the send
+            # buffer; the delivery-rate sample's app-limited flag (0/1)
+            "busy_us", "rwnd_limited_us", "sndbuf_limited_us", "app_limited"),
     "ping": ("probe", "t", "seq", "rtt_ms"),
     "iperf": ("flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",
               "snd_cwnd_bytes", "rtt_us"),

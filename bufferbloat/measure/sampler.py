@@ -270,7 +270,9 @@ def tcp_row(t, label, host, s):
             None if pacing is None or pacing >= _U64_MAX else pacing * 8,
             None if bw is None else bw * 8, s["bbr_min_rtt_us"], i.get("ca_state"),
             i.get("delivered_ce"), _min_rtt(i),
-            i.get("data_segs_out"), i.get("bytes_sent"))
+            i.get("data_segs_out"), i.get("bytes_sent"), i.get("busy_time"),
+            i.get("rwnd_limited"), i.get("sndbuf_limited"),
+            None if i.get("flags7") is None else i["flags7"] & 1)
 
 
 class _FlowGroup:

@@ -78,15 +78,21 @@ _TI_FIELDS = {
     "rttvar": (72, "I"), "snd_ssthresh": (76, "I"), "snd_cwnd": (80, "I"),
     "total_retrans": (100, "I"), "pacing_rate": (104, "Q"), "bytes_acked": (120, "Q"),
     "min_rtt": (148, "I"), "data_segs_out": (156, "I"), "delivery_rate": (160, "Q"),
-    "ca_state": (1, "B"), "delivered_ce": (196, "I"), "bytes_sent": (200, "Q")}
+    "ca_state": (1, "B"), "delivered_ce": (196, "I"), "bytes_sent": (200, "Q"),
+    # byte 7, bit 0: tcpi_delivery_rate_app_limited; the chrono statistics (us, Linux
+    # >= 4.10): time with data to send (busy, all three chronos), of which limited by
+    # the receiver's window and by the send buffer
+    "flags7": (7, "B"), "busy_time": (168, "Q"), "rwnd_limited": (176, "Q"),
+    "sndbuf_limited": (184, "Q")}
 _TI_STRUCTS = {k: (off, struct.Struct("=" + f)) for k, (off, f) in _TI_FIELDS.items()}
 # the fields the sampler needs, in one unpack when the struct is long enough (>= 208 B,
 # Linux >= 4.19)
-_TI_MAIN = struct.Struct("=BB14xI4xIIII28xIIII16xIQ8xQ20xI4xIQ28xIQ")
-_TI_MAIN_NAMES = ("state", "ca_state", "snd_mss", "unacked", "sacked", "lost", "retrans",
-                  "rtt", "rttvar", "snd_ssthresh", "snd_cwnd", "total_retrans",
+_TI_MAIN = struct.Struct("=BB5xB8xI4xIIII28xIIII16xIQ8xQ20xI4xIQQQQ4xIQ")
+_TI_MAIN_NAMES = ("state", "ca_state", "flags7", "snd_mss", "unacked", "sacked", "lost",
+                  "retrans", "rtt", "rttvar", "snd_ssthresh", "snd_cwnd", "total_retrans",
                   "pacing_rate", "bytes_acked", "min_rtt", "data_segs_out", "delivery_rate",
-                  "delivered_ce", "bytes_sent")
+                  "busy_time", "rwnd_limited", "sndbuf_limited", "delivered_ce",
+                  "bytes_sent")
 
 
 class NetlinkError(OSError):

@@ -72,6 +72,17 @@ MIN_DEPARTURE_GAPS = 100
 #: value is recorded and shown, not judged, until it is.
 DEPARTURES_CALIBRATED = ("host",)
 
+#: A greedy flow (a TCP flow without a rate cap, always on) must have had data to send
+#: (the kernel's tcpi_busy_time: a non-empty write queue) for all but this share of
+#: the judged window; more means its application did not keep its socket full (a
+#: sender process starved of CPU looks like this) and the flow measured the emulator,
+#: not TCP. Measured in docs/HEALTH.md ("Did the senders keep up?").
+MAX_APP_LIMITED_SHARE = 0.05
+#: the judged window: from the warm-up's end to this long before the traffic's end (a
+#: flow's own end drains its queue), at least MIN_SENDER_WINDOW_S long
+SENDER_END_MARGIN_S = 1.0
+MIN_SENDER_WINDOW_S = 2.0
+
 THRESHOLDS = {"work_conservation_min": MIN_WORK_CONSERVATION,
               "controller_rate_share_min": MIN_CONTROLLER_RATE_SHARE,
               "backlog_bytes": BACKLOG_BYTES, "min_backlogged_s": MIN_BACKLOGGED_S,
@@ -80,7 +91,8 @@ THRESHOLDS = {"work_conservation_min": MIN_WORK_CONSERVATION,
               "idle_rtt_slack_share": IDLE_RTT_SLACK_SHARE,
               "goodput_share_max": MAX_GOODPUT_SHARE, "overrun_max_s": MAX_OVERRUN_S,
               "departure_slack_ms": DEPARTURE_SLACK_MS,
-              "departure_min_gaps": MIN_DEPARTURE_GAPS}
+              "departure_min_gaps": MIN_DEPARTURE_GAPS,
+              "app_limited_share_max": MAX_APP_LIMITED_SHARE}
 
 
 def _num(x):
@@ -203,6 +215,91 @@ def check_departures(run):
             "what": f"departures from {dev} at {rate:g} Mbit/s: p99 of the backlogged "
                     f"gaps' error against an ideal link"}
     return out
+
+
+def greedy_labels(record):
+    """The tcp.csv labels of the flows meant to send all the time (their summaries say
+    ``greedy``; an iperf3 part's parallel streams are labelled NAME-1..N)."""
+    out = set()
+    for s in record.get("traffic_results") or []:
+        if not isinstance(s, dict):
+            continue
+        for f in [s] + [f for f in s.get("flows") or [] if isinstance(f, dict)]:
+            if f.get("greedy") and f.get("flow"):
+                out.add(str(f["flow"]))
+                out.update(str(x) for x in f.get("streams") or [])
+    return out
+
+
+def sender_shares(t, busy_us, rwnd_us, sndbuf_us, lo, hi):
+    """(window s, app-limited share, rwnd-limited share, sndbuf-limited share) of one
+    socket's cumulative chrono counters over its samples within [lo, hi]; None when the
+    samples there span less than MIN_SENDER_WINDOW_S or lack the counters."""
+    t = np.asarray(t, dtype=float)
+    b = np.asarray(busy_us, dtype=float)
+    keep = (t >= lo) & (t <= hi) & np.isfinite(b)
+    if keep.sum() < 2:
+        return None
+    t, b = t[keep], b[keep]
+    span = float(t[-1] - t[0])
+    if span < MIN_SENDER_WINDOW_S:
+        return None
+
+    def share(x):
+        x = np.asarray(x, dtype=float)[keep]
+        if not np.isfinite(x[[0, -1]]).all():
+            return None
+        return float(np.clip((x[-1] - x[0]) / 1e6 / span, 0, 1))
+    busy = share(busy_us)
+    return span, 1.0 - busy, share(rwnd_us), share(sndbuf_us)
+
+
+def check_senders(run):
+    """``sender_kept_up``: every greedy flow's socket had data to send for all but
+    MAX_APP_LIMITED_SHARE of the judged window (tcp.csv's ``busy_us``); the receive
+    window's and the send buffer's limited shares recorded beside it (limits of the
+    path or of the configuration: physics, not judged)."""
+    rec = run.record
+    if not run.has("tcp"):
+        return {}
+    tcp = run.series("tcp")
+    if "busy_us" not in tcp or not np.isfinite(tcp["busy_us"]).any():
+        return {}
+    greedy = greedy_labels(rec)
+    if not greedy:
+        return {}
+    start = rec.get("traffic_start_s") or 0.0
+    lo = start + (run.warmup_s or 0.0)
+    hi = start + (rec.get("duration_s") or 0.0) - SENDER_END_MARGIN_S
+    flows, worst, bad = [], 0.0, []
+    n = len(tcp["t"])
+    sport = tcp.get("sport", np.full(n, np.nan))
+    for label in sorted(set(tcp["flow"].tolist()) & greedy):
+        for port in dict.fromkeys(sport[tcp["flow"] == label].tolist()):
+            m = (tcp["flow"] == label) & (sport == port)
+            got = sender_shares(tcp["t"][m], tcp["busy_us"][m],
+                                tcp.get("rwnd_limited_us", np.full(n, np.nan))[m],
+                                tcp.get("sndbuf_limited_us", np.full(n, np.nan))[m], lo, hi)
+            if got is None:
+                continue
+            span, app, rwnd, sndbuf = got
+            flows.append({"flow": label, "sport": None if np.isnan(port) else int(port),
+                          "window_s": round(span, 3), "app_limited_share": round(app, 4),
+                          "rwnd_limited_share": None if rwnd is None else round(rwnd, 4),
+                          "sndbuf_limited_share": None if sndbuf is None
+                          else round(sndbuf, 4)})
+            worst = max(worst, app)
+            if app > MAX_APP_LIMITED_SHARE:
+                bad.append(f"{label} {app:.1%}")
+    if not flows:
+        return {}
+    return {"sender_kept_up": {
+        "value": round(worst, 4), "limit": f"<= {MAX_APP_LIMITED_SHARE}",
+        "ok": not bad, "flows": flows, "judged": len(flows),
+        "what": (f"{len(bad)} greedy flow(s) had nothing to send for part of the time "
+                 f"({', '.join(bad[:4])}{', ...' if len(bad) > 4 else ''})" if bad else
+                 f"all {len(flows)} greedy flows had data to send all the time"
+                 " (worst: its largest idle share)")}}
 
 
 def check_controller_rate(run):
@@ -380,6 +477,7 @@ def assess(run, metrics_rows=None):
     checks.update(check_work_conservation(run))
     checks.update(check_controller_rate(run))
     checks.update(check_departures(run))
+    checks.update(check_senders(run))
     checks.update(check_sampler(rec))
     checks.update(check_flows(rec))
     checks.update(check_idle_rtt(rec))

@@ -358,6 +358,9 @@ class Iperf3Flow(Timed):
                 "goodput_mbit": recv["bits_per_second"] / 1e6 if recv.get("bytes") else None,
                 "retransmits": sent.get("retransmits"), "error": self.error,
                 "stopped": self._stopped, "udp": self.udp,
+                # a TCP flow without a rate cap means to send all the time (health's
+                # sender check judges whether it did)
+                "greedy": not self.udp and not self.rate_mbit,
                 "udp_lost_pct": recv.get("lost_percent") if self.udp else None,
                 "udp_jitter_ms": recv.get("jitter_ms") if self.udp else None,
                 "streams": sorted(iperf3_stream_labels(self.result, self.name).values())}

@@ -42,7 +42,8 @@ def test_the_documented_table_holds_these_numbers():
             "`idle_rtt`": ["[base - 0.5 ms, base + max(3 ms, 10 %)]"],
             "`traffic_overrun`": ["<= 3 s"],
             "`goodput_possible:DIR`": ["<= 1.02"],
-            "`departure_timing:DEV:KIND`": ["+ 1 ms", ">= 100 backlogged gaps"]}
+            "`departure_timing:DEV:KIND`": ["+ 1 ms", ">= 100 backlogged gaps"],
+            "`sender_kept_up`": ["<= 5 % idle", ">= 2 s of samples"]}
     for check, phrases in want.items():
         assert check in rows, check
         for phrase in phrases:
@@ -239,3 +240,55 @@ def test_goodput_above_the_link_from_the_recorded_bytes_fails(tmp_path):
     assert h["checks"]["goodput_possible:up"]["ok"] is False
     assert h["checks"]["goodput_possible:up"]["value"] == pytest.approx(1.03, abs=0.005)
     assert h["verdict"] == "degraded" and len(h["problems"]) == 1, h["problems"]
+
+
+# ----------------------------------------------------------------- greedy senders
+APP_LIMITED_MAX = 0.05             # sender_kept_up <= 5 % idle
+
+
+def _sender_run(path, idle_share, greedy=True, window_s=10.0):
+    """One greedy flow sampled every 10 ms whose socket had nothing to send for
+    ``idle_share`` of the time (busy_us grows by 1 - idle_share per second)."""
+    w = RunWriter(path)
+    w.record.update(params={"bottleneck_mbit": RATE}, traffic_start_s=0.0,
+                    duration_s=window_s + 1.0, warmup_s=0.0,
+                    traffic_results=[{"name": "long", "flow": "long", "greedy": greedy}])
+    t = np.arange(0, window_s + 1.0, 0.01)
+    w.add_rows("tcp", SERIES_COLUMNS["tcp"], [
+        {"t": ti, "flow": "long", "host": "h1", "sport": 40000, "cca": "cubic",
+         "busy_us": round(ti * (1 - idle_share) * 1e6), "rwnd_limited_us": 0,
+         "sndbuf_limited_us": round(ti * 0.5e6)} for ti in t])
+    w.close("ok")
+    return load_run(path)
+
+
+@pytest.mark.parametrize("idle, ok", [(APP_LIMITED_MAX - 0.002, True),
+                                      (APP_LIMITED_MAX + 0.002, False)])
+def test_sender_kept_up_boundary(tmp_path, idle, ok):
+    verdict, got, problems = _verdict_and_ok(_sender_run(tmp_path / "r", idle),
+                                             "sender_kept_up")
+    assert got is ok and (verdict == "degraded") is (not ok)
+    assert bool(problems) is (not ok)
+
+
+def test_sender_shares_name_the_limits_and_a_paced_flow_is_not_judged(tmp_path):
+    c = hl.assess(_sender_run(tmp_path / "a", 0.02))["checks"]["sender_kept_up"]
+    (flow,) = c["flows"]
+    assert flow["app_limited_share"] == pytest.approx(0.02, abs=0.001)
+    assert flow["sndbuf_limited_share"] == pytest.approx(0.5, abs=0.001)
+    assert flow["rwnd_limited_share"] == 0.0
+    # a flow not meant to be greedy (paced, on-off) idles by design: not judged
+    assert "sender_kept_up" not in hl.assess(_sender_run(tmp_path / "b", 0.5,
+                                                         greedy=False))["checks"]
+    # less than 2 s of samples in the window: not judged
+    assert "sender_kept_up" not in hl.assess(_sender_run(tmp_path / "c", 0.5,
+                                                         window_s=1.0))["checks"]
+
+
+def test_greedy_labels_include_an_iperf_parts_streams():
+    rec = {"traffic_results": [
+        {"name": "p", "flow": "p", "greedy": True, "streams": ["p-1", "p-2"]},
+        {"name": "npm", "flows": [{"flow": "bulk", "greedy": True},
+                                  {"flow": "stream", "greedy": False}]},
+        {"name": "ping"}]}
+    assert hl.greedy_labels(rec) == {"p", "p-1", "p-2", "bulk"}

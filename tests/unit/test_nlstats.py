@@ -166,6 +166,7 @@ def _ss_sockets(text):
             d[k] = v
         for k, v in re.findall(r"\b(pacing_rate|delivery_rate) ([0-9]+)bps", info):
             d[k] = int(v)
+        d["app_limited"] = " app_limited" in info
         bbr = re.search(r"bbr:\(bw:([0-9]+)bps,mrtt:([0-9.]+)", info)
         if bbr:
             d["bbr_bw"], d["bbr_mrtt"] = int(bbr[1]), float(bbr[2])
@@ -212,6 +213,15 @@ def test_diag_dump_matches_ss(case):
         assert (full["min_rtt_us"], full["data_segs_out"], full["bytes_sent"]) == \
             (i["min_rtt"], i["data_segs_out"], i["bytes_sent"])
         assert row["delivery_rate_bps"] == t["delivery_rate"]
+        # the sender-side check's fields: ss prints busy (us / 1000, when non-zero),
+        # rwnd_limited and sndbuf_limited (when non-zero) and the app_limited flag; ss
+        # ran just after the dump (the capture script): busy grew by <= 0.11 s between
+        assert 0 <= int(t.get("busy", 0)) - i["busy_time"] / 1000 <= 200
+        for name in ("rwnd_limited", "sndbuf_limited"):
+            assert i[name] // 1000 == int(float(t.get(name, 0))), name
+        assert bool(full["app_limited"]) is t["app_limited"]
+        assert (full["busy_us"], full["rwnd_limited_us"], full["sndbuf_limited_us"]) == \
+            (i["busy_time"], i["rwnd_limited"], i["sndbuf_limited"])
         if s["cca"] == "bbr":
             assert row["bbr_bw_bps"] == t["bbr_bw"]
             assert row["bbr_min_rtt_us"] == round(t["bbr_mrtt"] * 1000)
