@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the compiled queue sampler (.build/bb-qdisc-sampler, static) if it is missing or
+# Build the compiled helpers (.build/bb-qdisc-sampler, the queue sampler, and
+# .build/bb-departures, the departure trace's reader; static) if missing or
 # older than its source. Run on the host before the project VM boots, so that no run in
 # the guest waits for a compiler under TCG (the guest can build it too: vm/packages.txt
 # installs gcc and make, and a run builds it before its sampler starts).
@@ -16,4 +17,6 @@ if ! make -s -C bufferbloat/measure/csampler; then
   echo "error: building bufferbloat/measure/csampler failed (compiler output above)" >&2
   exit 1
 fi
-test -x .build/bb-qdisc-sampler || { echo "error: make left no .build/bb-qdisc-sampler" >&2; exit 1; }
+for bin in bb-qdisc-sampler bb-departures; do
+  test -x ".build/$bin" || { echo "error: make left no .build/$bin" >&2; exit 1; }
+done

@@ -408,7 +408,14 @@ def qdisc_helper_binary(build=True):
     the static binary is used through the share; the guest (which has gcc too) builds
     it only when the host could not, before its sampler starts
     (:func:`prepare_qdisc_helper`)."""
-    srcs = [os.path.join(CSAMPLER_DIR, n) for n in ("bb_qdisc_sampler.c", "Makefile")]
+    return compiled_helper(CSAMPLER_BIN, "bb_qdisc_sampler.c", build)
+
+
+def compiled_helper(binary, source, build=True):
+    """A helper built from ``csampler/SOURCE`` into ``binary``: ``(path, None)`` when it
+    is at least as new as its source and the Makefile, else built now with make (which
+    builds every helper) when ``build`` and a compiler are here, else ``(None, why)``."""
+    srcs = [os.path.join(CSAMPLER_DIR, n) for n in (source, "Makefile")]
     try:
         newest = max(os.path.getmtime(p) for p in srcs)
     except OSError:
@@ -416,27 +423,28 @@ def qdisc_helper_binary(build=True):
 
     def fresh():
         try:
-            return os.path.getmtime(CSAMPLER_BIN) >= newest
+            return os.path.getmtime(binary) >= newest
         except OSError:
             return False
 
     if fresh():
-        return CSAMPLER_BIN, None
-    stale = "older than its source" if os.path.exists(CSAMPLER_BIN) else "not built"
+        return binary, None
+    stale = "older than its source" if os.path.exists(binary) else "not built"
     if not build:
-        return None, f"{CSAMPLER_BIN} {stale}"
+        return None, f"{binary} {stale}"
     if not (shutil.which("make") and (shutil.which("cc") or shutil.which("gcc"))):
-        return None, f"{CSAMPLER_BIN} {stale} and no make/gcc here to build it " \
+        return None, f"{binary} {stale} and no make/gcc here to build it " \
                      f"(make -C bufferbloat/measure/csampler on the host)"
     try:
-        r = subprocess.run(["make", "-s", "-C", CSAMPLER_DIR, f"OUT={os.path.dirname(CSAMPLER_BIN)}"], capture_output=True,
+        r = subprocess.run(["make", "-s", "-C", CSAMPLER_DIR,
+                            f"OUT={os.path.dirname(binary)}"], capture_output=True,
                            text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"make -C {CSAMPLER_DIR} failed: {exc}"
     if r.returncode != 0 or not fresh():
         return None, f"make -C {CSAMPLER_DIR} failed (exit {r.returncode}): " \
                      f"{(r.stderr or r.stdout).strip()[-300:]}"
-    return CSAMPLER_BIN, None
+    return binary, None
 
 
 class _QdiscHelper:

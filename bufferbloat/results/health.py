@@ -201,7 +201,9 @@ def check_departures(run):
             continue
         limit = departure_limit_ms(rate, (info.get("burst_bytes") or {}).get(dev))
         value = s.get("gap_error_ms_p99")
-        why_not = (f"the trace lost {info['lost_events']} events" if info.get("lost_events")
+        why_not = (f"the reader failed ({info['reader_error']})" if info.get("reader_error")
+                   else f"the trace lost {info['lost_events']} events"
+                   if info.get("lost_events")
                    else "the kernel's trace was shared with other namespaces"
                    if info.get("shared_kernel")
                    else f"{s['backlogged_gaps']} backlogged gaps (< {MIN_DEPARTURE_GAPS})"

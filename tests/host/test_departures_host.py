@@ -43,6 +43,7 @@ def test_departures_on_the_host_match_an_ideal_link(tmp_path, net_guard):
     run = load_run(run_dir)
     info = run.record["departures"]
     assert info["traced"] and info["lost_events"] == 0 and info["machine"] == "host"
+    assert info["reader"] == "c" and info["unpaired"] == 0 and not info.get("reader_error")
     assert os.path.basename(stale) in info["removed_stale"] and not os.path.exists(stale)
     assert not [n for n in os.listdir(os.path.join(root, "instances"))
                 if n.startswith(f"{dp.INSTANCE_PREFIX}{os.getpid()}-")]

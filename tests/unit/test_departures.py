@@ -202,3 +202,38 @@ def test_departure_timing_not_judged_where_it_cannot_be(tmp_path, kw, why):
 def test_departure_timing_is_judged_from_its_minimum_gap_count(tmp_path):
     _, c = _check(_run(tmp_path / "r", late_ms=5.0, n=MIN_GAPS + 1))
     assert c["backlogged_gaps"] == MIN_GAPS and c["ok"] is False
+
+
+def test_the_compiled_reader_writes_what_the_python_conversion_does(tmp_path):
+    """bb-departures on the real capture (a regular file: it reads to its end, then
+    waits for more until SIGTERM, like the pipe) writes the rows departure_rows makes
+    from the same text, and its counts."""
+    import json
+    import signal
+    import subprocess
+    import time
+
+    binary, why = dp.helper_binary()
+    assert binary, why
+    events = dp.read_events(FIXTURE)
+    t0 = events[0][0] - 0.5
+    out, stats = tmp_path / "departures.csv", tmp_path / "stats.json"
+    proc = subprocess.Popen([binary, FIXTURE, repr(t0), str(out), str(stats)],
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr.readline().strip() == "ready"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    want = dp.departure_rows(events, t0)
+    with open(out) as f:
+        header, *lines = f.read().splitlines()
+    assert header == ",".join(dp.COLUMNS)
+    got = [line.split(",") for line in lines]
+    assert len(got) == len(want) == 283       # the capture's xmit lines
+    for g, w in zip(got, want):
+        assert float(g[0]) == pytest.approx(w[0], abs=1e-6) and g[1] == w[1]
+        assert int(g[2]) == w[2] and int(g[4]) == w[4]
+        assert (g[3] == "") if w[3] is None else float(g[3]) == pytest.approx(w[3], abs=1e-4)
+    st = json.loads(stats.read_text())
+    assert st["events"] == 600 and st["departures"] == 283 and st["skipped_lines"] == 0
+    assert st["unpaired"] == sum(1 for w in want if w[3] is None)
