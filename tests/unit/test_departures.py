@@ -192,7 +192,7 @@ def test_departure_timing_allows_the_configured_burst_not_more(tmp_path, pkts, o
 @pytest.mark.parametrize("kw, why", [({"lost": 5}, "lost 5 events"),
                                      ({"shared": True}, "shared"),
                                      ({"n": MIN_GAPS}, "backlogged gaps"),
-                                     ({"machine": "tcg"}, "not calibrated on tcg")])
+                                     ({"machine": "kvm"}, "not calibrated on kvm")])
 def test_departure_timing_not_judged_where_it_cannot_be(tmp_path, kw, why):
     h, c = _check(_run(tmp_path / "r", late_ms=5.0, **kw))
     assert c["ok"] is None and why in c["not_judged"] and c["value"] >= 4.9

@@ -303,3 +303,43 @@ def test_run_accessors_read_the_record_once_for_everyone(tmp_path):
     assert {k: v.tolist() for k, v in label_groups(data, "flow").items()} == \
         {"a": [True, False, True], "b": [False, True, False]}
     assert label_groups(data, "probe") == {}
+
+
+def _series_files():
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "fixtures", "runs")
+    return sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs
+                  if f.endswith(".csv") and os.path.basename(d) == "series")
+
+
+def test_the_fast_csv_path_reads_what_the_general_reader_does(monkeypatch, tmp_path):
+    """Every recorded series of the fixture runs (and a departures series): numpy's
+    compiled reader, where it takes the file, gives the general reader's columns,
+    dtypes and values (NaN where NaN); a file it must not take (an empty cell, a
+    quoted cell, a cut last line) goes to the general reader."""
+    from bufferbloat.core.series import STRING_COLUMNS
+    from bufferbloat.results import records
+    dep = tmp_path / "departures.csv"
+    dep.write_text("t,dev,len_bytes,sojourn_ms,backlogged\n0.5,s0-eth2,1514,1.2,0\n"
+                   "0.501211,s0-eth2,1514,2.4,1\n0.502,h2-eth0,66,0.01,0\n")
+    files = _series_files() + [str(dep)]
+    taken = 0
+    for path in files:
+        name = os.path.basename(path)[:-4]
+        strings = STRING_COLUMNS.get(name, ())
+        with monkeypatch.context() as m:
+            m.setattr(records, "_read_plain_csv", lambda text, sc: None)
+            general = records.read_series_csv(path, strings)
+        with open(path) as f:
+            taken += records._read_plain_csv(f.read(), strings) is not None
+        fast = records.read_series_csv(path, strings)
+        assert list(fast) == list(general), path
+        for col in general:
+            assert fast[col].dtype.kind == general[col].dtype.kind, (path, col)
+            if general[col].dtype.kind == "f":
+                np.testing.assert_array_equal(fast[col], general[col], err_msg=path)
+            else:
+                assert fast[col].tolist() == general[col].tolist(), (path, col)
+    assert taken >= 1
+    for text in ("t,a\n1,\n2,3\n", 't,flow\n1,"a,b"\n', "t,a\n1,2\n3"):
+        assert records._read_plain_csv(text, ()) is None
