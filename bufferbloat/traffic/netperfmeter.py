@@ -530,8 +530,10 @@ class NetPerfMeterRun(Timed):
             entry = {"flow": f.name, "flow_id": f.flow_id, "direction": f.direction,
                      "sender": self.src if f.direction == "up" else self.dst,
                      "cca_requested": f.cca, "rate_mbit": f.rate_mbit,
-                     # saturated and always on: means to send all the time
-                     "greedy": f.rate_mbit is None and f.onoff is None,
+                     # saturated and, once on, never off (a staggered start is one
+                     # "on" instant): means to send all the time
+                     "greedy": f.rate_mbit is None and (f.onoff is None
+                                                        or len(f.onoff) == 1),
                      "sport": (self.sockets.get(f.flow_id) or (None,))[0],
                      "bytes_sent": s.get("Transmitted Bytes"),
                      "bytes_received": r.get("Received Bytes"),

@@ -1,0 +1,74 @@
+"""Issue 28 in the project VM (TCG, every qdisc): the departure trace and the sender
+check on real study points.
+
+* a2_pie, quick profile: result.json holds ``departure_timing:s0-eth2:pie`` with a value
+  (the compiled reader, no event lost), judged ok against its limit (the 20 ms burst +
+  1 ms; healthy VM points measured 1.5-3.5 ms, docs/HEALTH.md), and the run's report
+  shows its figure; the greedy flow kept its socket full (``sender_kept_up``).
+* a1_fifo, quick profile, its iperf3 client stopped (SIGSTOP by PID, as a CPU-starved
+  sender) for 4 s in the middle of the judged window: the run is degraded by
+  ``sender_kept_up`` (its idle share between 10 % and the stop over the window).
+"""
+import os
+import signal
+import threading
+import time
+
+from bufferbloat import summary
+from bufferbloat.results.records import load_run
+from bufferbloat.run.engine import run_point
+from bufferbloat.scenarios import catalogue
+from bufferbloat.traffic import iperf
+from tests.retries import run_until_healthy_counted
+
+
+def test_a2_pie_quick_records_its_departures(tmp_path, net_guard):
+    scn = catalogue()["a2_pie"]
+    run_dir, _ = run_until_healthy_counted(
+        lambda: run_point(scn, {}, quick=True, out_root=str(tmp_path),
+                          log=lambda *_: None), retries=2)
+    run = load_run(run_dir)
+    info = run.record["departures"]
+    assert info["traced"] and info["reader"] == "c" and info["lost_events"] == 0, info
+    assert info["machine"] == "tcg" and not info.get("reader_error")
+    c = run.record["health"]["checks"]["departure_timing:s0-eth2:pie"]
+    print({k: c[k] for k in ("value", "limit", "backlogged_gaps", "within_10pct",
+                             "sojourn_excess_ms_p50")})
+    assert c["ok"] is True and c["value"] is not None and c["backlogged_gaps"] > 500, c
+    assert c["value"] <= 21.0 and c["limit"] == "<= 21.000 ms"
+    s = run.record["health"]["checks"]["sender_kept_up"]
+    assert s["ok"] is True and s["judged"] >= 1, s
+    summary.finish(run_dir)
+    with open(os.path.join(run_dir, "report.html")) as f:
+        page = f.read()
+    assert "departures.png" in page
+    assert os.path.getsize(os.path.join(run_dir, "figures", "departures.png")) > 10_000
+
+
+def test_a_stopped_sender_is_degraded_in_the_vm(tmp_path, net_guard, monkeypatch):
+    original = iperf.Iperf3Flow._start_client
+    stopped = []
+
+    def throttled(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        proc = self.client
+
+        def pause():
+            time.sleep(9.0)          # the quick a1 point: 20 s, judged from 1.7 s to 19 s
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGSTOP)
+                stopped.append(time.monotonic())
+                time.sleep(4.0)
+                os.kill(proc.pid, signal.SIGCONT)
+        threading.Thread(target=pause, daemon=True).start()
+    monkeypatch.setattr(iperf.Iperf3Flow, "_start_client", throttled)
+    scn = catalogue()["a1_fifo"]
+    run = load_run(run_point(scn, {}, quick=True, out_root=str(tmp_path),
+                             log=lambda *_: None))
+    assert stopped
+    h = run.record["health"]
+    c = h["checks"]["sender_kept_up"]
+    flow = max(c["flows"], key=lambda f: f["app_limited_share"])
+    print(flow)
+    assert c["ok"] is False and h["verdict"] == "degraded", c
+    assert 0.10 <= flow["app_limited_share"] <= 4.0 / flow["window_s"] + 0.02, flow
