@@ -5,9 +5,11 @@ check on real study points.
   (the compiled reader, no event lost), judged ok against its limit (the 20 ms burst +
   1 ms; healthy VM points measured 1.5-3.5 ms, docs/HEALTH.md), and the run's report
   shows its figure; the greedy flow kept its socket full (``sender_kept_up``).
-* a1_fifo, quick profile, its iperf3 client stopped (SIGSTOP by PID, as a CPU-starved
-  sender) for 4 s in the middle of the judged window: the run is degraded by
-  ``sender_kept_up`` (its idle share between 10 % and the stop over the window).
+* a1_fifo, quick profile at 10 Mbit/s, its iperf3 client stopped (SIGSTOP by PID, as a
+  CPU-starved sender) for 8 s in the middle of the judged window: the run is degraded
+  by ``sender_kept_up`` (its idle share between 10 % and the stop over the window; the
+  socket's buffer, up to tcp_wmem's 4 MB, takes up to 3.3 s to drain at that rate: at
+  the point's own 1.5 Mbit/s a 4 s stop never emptied it, measured).
 """
 import os
 import signal
@@ -41,7 +43,7 @@ def test_a2_pie_quick_records_its_departures(tmp_path, net_guard):
     summary.finish(run_dir)
     with open(os.path.join(run_dir, "report.html")) as f:
         page = f.read()
-    assert "departures.png" in page
+    assert 'alt="departures: ' in page             # embedded, named
     assert os.path.getsize(os.path.join(run_dir, "figures", "departures.png")) > 10_000
 
 
@@ -54,16 +56,16 @@ def test_a_stopped_sender_is_degraded_in_the_vm(tmp_path, net_guard, monkeypatch
         proc = self.client
 
         def pause():
-            time.sleep(9.0)          # the quick a1 point: 20 s, judged from 1.7 s to 19 s
+            time.sleep(6.0)          # the quick a1 point: 20 s, judged from 1.7 s to 19 s
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGSTOP)
                 stopped.append(time.monotonic())
-                time.sleep(4.0)
+                time.sleep(8.0)
                 os.kill(proc.pid, signal.SIGCONT)
         threading.Thread(target=pause, daemon=True).start()
     monkeypatch.setattr(iperf.Iperf3Flow, "_start_client", throttled)
     scn = catalogue()["a1_fifo"]
-    run = load_run(run_point(scn, {}, quick=True, out_root=str(tmp_path),
+    run = load_run(run_point(scn, {"bottleneck_mbit": 10}, quick=True, out_root=str(tmp_path),
                              log=lambda *_: None))
     assert stopped
     h = run.record["health"]
@@ -71,4 +73,4 @@ def test_a_stopped_sender_is_degraded_in_the_vm(tmp_path, net_guard, monkeypatch
     flow = max(c["flows"], key=lambda f: f["app_limited_share"])
     print(flow)
     assert c["ok"] is False and h["verdict"] == "degraded", c
-    assert 0.10 <= flow["app_limited_share"] <= 4.0 / flow["window_s"] + 0.02, flow
+    assert 0.10 <= flow["app_limited_share"] <= 8.0 / flow["window_s"] + 0.02, flow
