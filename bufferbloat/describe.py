@@ -114,7 +114,9 @@ def _topology_text(topo):
              f"one-way delay {_fmt(bn.ab.delay_ms)} ms on the bottleneck; base RTT "
              + ", ".join(f"{h} {_fmt(topo.base_rtt_ms(h))} ms" for h in topo.senders[:5])
              + (" ..." if len(topo.senders) > 5 else ""),
-             f"qdisc {q.kind} ({qtext}){', both ways' if p['aqm_both_ways'] else ''}; "
+             f"qdisc {q.kind} ({qtext}){', both ways' if p['aqm_both_ways'] else ''}"
+             + (f"; reverse direction (the receiver's own queue) {p['reverse_qdisc']}"
+                if p.get("reverse_qdisc") else "") + "; "
              f"CCA {', '.join(sorted(set(topo.ccas.values())))}; switch {p['switch']}"]
     if p["loss_pct"]:
         lines.append(f"loss {_fmt(p['loss_pct'])} % on {p['loss_link']} ({p['loss_dir']})")

@@ -25,6 +25,8 @@ Where everything sits (and why):
   lost packet has taken its place in the queue first), on the receiver's ingress through
   an IFB device in the receiver's namespace; for its reverse direction on the receiver's
   egress.
+* ``reverse_qdisc``: the bottleneck's reverse direction (the receiver's egress: a
+  server's own NIC, study B's downloads' bottleneck) gets that kind, with its defaults.
 * ``aqm_both_ways``: the bottleneck's reverse direction (the receiver's egress) gets the
   same AQM as its leaf, for bidirectional loads such as RRUL.
 * Leaves without impairment are a pfifo of :data:`HOST_QUEUE_PKTS` packets: links at host
@@ -189,9 +191,14 @@ def plan_network(topo, intfs):
         steps += ingress_netem(rx, rx_in, Impairment(0.0, 0.0, bnl.ab.loss_pct),
                                f"bottleneck {bnl.a}->{rx} wire loss")
     rev_rate = topo.params.get("reverse_mbit") or bnl.rate_mbit
+    reverse = getattr(topo, "reverse_qdisc", None)
     if topo.params.get("aqm_both_ways"):
         steps += shaped(rx, rx_in, rev_rate, topo.qdisc.tc_args(rev_rate),
                         f"bottleneck {rx}->{bnl.a} (the same AQM both ways)")
+    elif reverse is not None:
+        steps += shaped(rx, rx_in, rev_rate, reverse.tc_args(rev_rate),
+                        f"bottleneck {rx}->{bnl.a} (the receiver's own queue: "
+                        f"{reverse.kind})")
     else:
         steps += shaped(rx, rx_in, rev_rate,
                         _plain_leaf(Impairment(0.0, 0.0, bnl.ba.loss_pct)),
@@ -209,6 +216,8 @@ def features_for(topo):
     """Kernel features and tools that building ``topo`` needs (for the capability check)."""
     need = {"netns", "veth", "sch_htb", "sch_fifo", topo.qdisc.module, "tc", "ip",
             "ethtool", "nsenter", "mnexec", "mininet"}
+    if getattr(topo, "reverse_qdisc", None) is not None:
+        need.add(topo.reverse_qdisc.module)
     for spec in topo.link_specs:
         if spec.ab.active or spec.ba.active:
             need.add("sch_netem")

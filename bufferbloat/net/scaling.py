@@ -27,14 +27,23 @@ MAX_MBIT_ENV = "BUFFERBLOAT_MAX_MBIT"
 
 def rate_cap_mbit(scn=None):
     """The highest bottleneck rate this machine sustains, or None (no scaling). Under
-    TCG a scenario whose bottleneck is loaded both ways (``aqm_both_ways``: B's RRUL)
+    TCG a scenario whose bottleneck is loaded both ways (:func:`loaded_both_ways`: B's RRUL)
     gets half the cap per direction: 20 Mbit/s each way measured work conservation
     0.86 and 11 % sampler misses, 10 Mbit/s each way 0.998 (docs/HEALTH.md)."""
     cap = _machine_cap_mbit()
-    if cap and scn is not None and scn.params.get("aqm_both_ways") \
+    if cap and scn is not None and loaded_both_ways(scn) \
             and os.environ.get(MAX_MBIT_ENV) is None:
         return cap / 2
     return cap
+
+
+def loaded_both_ways(scn):
+    """Whether a scenario loads its bottleneck in both directions: its AQM both ways, a
+    queue of the receiver's own (``reverse_qdisc``), or an RRUL load."""
+    p = scn.params
+    return bool(p.get("aqm_both_ways") or p.get("reverse_qdisc")
+                or any(isinstance(t, dict) and t.get("kind") == "rrul"
+                       for t in scn.traffic or ()))
 
 
 def _machine_cap_mbit():

@@ -101,6 +101,10 @@ _COMMON = (
           "timestamps)", lo=88, hi=9000),
     Param("aqm_both_ways", bool, False, "the bottleneck's reverse direction (receiver -> "
           "s0, e.g. RRUL downloads) queues in the same AQM too, instead of a plain FIFO"),
+    Param("reverse_qdisc", str, None, "the leaf of the bottleneck's reverse direction (the "
+          "receiver's egress: a server's own NIC), a qdisc kind with its defaults, e.g. "
+          "fq_codel (Debian's net.core.default_qdisc); default: a plain FIFO (or the "
+          "bottleneck's AQM with aqm_both_ways)", choices=tuple(KINDS)),
     Param("ecn", bool, None, "hosts negotiate ECN (net.ipv4.tcp_ecn=1); default: on when "
           "the bottleneck qdisc marks (its ecn parameter), else the kernel's default "
           "(2: answer ECN, never ask)"),
@@ -197,6 +201,17 @@ class BaseDumbbell:
         if 0 < p["sndbuf_bytes"] < 4096:
             raise ParameterError("sndbuf_bytes", p["sndbuf_bytes"], "0 (unlimited) or "
                                  ">= 4096 bytes")
+        self.reverse_qdisc = None
+        if p["reverse_qdisc"] is not None:
+            if p["aqm_both_ways"]:
+                raise ParameterError("reverse_qdisc", p["reverse_qdisc"], "unset when "
+                                     "aqm_both_ways puts the bottleneck's AQM there")
+            if p["loss_pct"] and p["loss_link"] == "bottleneck" \
+                    and p["loss_dir"] in ("reverse", "both"):
+                raise ParameterError("reverse_qdisc", p["reverse_qdisc"], "unset when the "
+                                     "bottleneck's reverse direction is lossy (its leaf is "
+                                     "then netem)")
+            self.reverse_qdisc = make_qdisc(p["reverse_qdisc"], hz=self.hz)
         if p["aqm_both_ways"] and p["loss_pct"] and p["loss_link"] == "bottleneck" \
                 and p["loss_dir"] in ("reverse", "both"):
             raise ParameterError("aqm_both_ways", True, "false when the bottleneck's "

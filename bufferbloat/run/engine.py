@@ -341,7 +341,7 @@ def make_sampler(ctx, t0):
     receiver) every sample period, the parts' TCP flows."""
     net, topo, scn = ctx.net, ctx.topo, ctx.scn
     devs = [net.bottleneck_dev]
-    if topo.params.get("aqm_both_ways"):   # the reverse AQM, in the receiver
+    if _reverse_leaf(topo):     # the reverse AQM (or the receiver's own queue)
         bnl = topo.bottleneck
         devs.append((bnl.b, net.intfs[(bnl.a, bnl.b)][1]))
     tcp_period = (max(ctx.sample_period_s, scn.tcp_sample_ms / 1e3)
@@ -355,12 +355,19 @@ def make_sampler(ctx, t0):
     return sampler
 
 
+def _reverse_leaf(topo):
+    """Whether the bottleneck's reverse direction holds a queue worth watching: the AQM
+    both ways, or the receiver's own qdisc (``reverse_qdisc``: study B's server NIC)."""
+    return bool(topo.params.get("aqm_both_ways")
+                or getattr(topo, "reverse_qdisc", None) is not None)
+
+
 def _watched(ctx):
     """[(device name, rate Mbit/s)] of the leaves the sampler watches (the bottleneck's
     egress; the reverse AQM's, in the receiver, when the topology has one)."""
     topo, net = ctx.topo, ctx.net
     out = [(net.bottleneck_dev[1], topo.bottleneck.rate_mbit)]
-    if topo.params.get("aqm_both_ways"):
+    if _reverse_leaf(topo):
         bnl = topo.bottleneck
         rev = topo.params.get("reverse_mbit") or bnl.rate_mbit
         out.append((net.intfs[(bnl.a, bnl.b)][1], rev))

@@ -158,6 +158,39 @@ def test_aqm_both_ways_puts_the_aqm_on_the_reverse_bottleneck_too():
                      loss_dir="reverse")
 
 
+def test_reverse_qdisc_gives_the_receiver_its_own_queue():
+    """Study B's testbed: the router's PIE on the uploads only, the server's own NIC
+    (its distribution's default qdisc, fq_codel with its defaults) on the downloads."""
+    t = DumbbellTopo(bottleneck_mbit=10, qdisc="pie", reverse_qdisc="fq_codel",
+                     reverse_mbit=10)
+    fwd = steps_on(plan_for(t), "s0-eth2")
+    rev = steps_on(plan_for(t), "h2-eth0")
+    assert fwd[-1].argv[9] == "pie" and rev[-1].argv[9] == "fq_codel"
+    assert rev[0].ns == "h2"
+    assert ("target", "5ms") == rev[-1].argv[rev[-1].argv.index("target"):][:2]
+    assert {"sch_pie", "sch_fq_codel"} <= set(bn.features_for(t))
+    with pytest.raises(ParameterError):
+        DumbbellTopo(qdisc="pie", reverse_qdisc="fq_codel", aqm_both_ways=True)
+    with pytest.raises(ParameterError):
+        DumbbellTopo(qdisc="pie", reverse_qdisc="fq_codel", loss_pct=1,
+                     loss_link="bottleneck", loss_dir="both")
+    with pytest.raises(ParameterError):
+        DumbbellTopo(reverse_qdisc="nosuch")
+
+
+def test_b_is_the_studys_testbed_and_keeps_the_dumbbell_as_a_variant():
+    from bufferbloat.net import scaling
+    from bufferbloat.scenarios import catalogue
+    scn = catalogue()["b2_pie_target"]
+    topo = scn.build({})[0]
+    assert topo.params["delay_ms"] == 0 and topo.params["host_mbit"] == 1000
+    assert topo.reverse_qdisc.kind == "fq_codel" and not topo.params["aqm_both_ways"]
+    old = scn.build({"variant": "dumbbell"})[0]
+    assert old.params["aqm_both_ways"] and old.reverse_qdisc is None
+    assert old.base_rtt_ms("h1") == 20
+    assert scaling.loaded_both_ways(scn)     # RRUL: half the TCG cap each way
+
+
 def test_reverse_rate_of_the_bottleneck_link():
     rev = steps_on(plan_for(DumbbellTopo(bottleneck_mbit=1.5)), "h2-eth0")
     assert ("rate", "1500000bit") == rev[1].argv[rev[1].argv.index("rate"):][:2]
