@@ -4,7 +4,7 @@
   sender buffer, goodput, TCP RTT (srtt), the application's one-way delay and the number
   of ssthresh changes, means over the repetitions;
 * :func:`draw_bag` -- a bag plot of RTT against one-way delay per CCA: every message's
-  one-way delay paired with its flow's srtt sampled nearest its send time, over all runs
+  one-way delay paired with its flow's first srtt sample at or after its send time, over all runs
   of the CCA.
 
 The bag is the bivariate analogue of a box: the median (coordinate-wise) marked, the
@@ -86,7 +86,7 @@ def write_table(points, out_dir, stem):
 
 def pairs(run):
     """(srtt ms, one-way delay ms) of every message of the run's NetPerfMeter flows: the
-    message's delay and its flow's srtt sample nearest its send time."""
+    message's delay and its flow's first srtt sample at or after its send time."""
     if not (run.has("npm_msg") and run.has("tcp")):
         return np.empty((0, 2))
     msg, tcp = run.series("npm_msg"), run.series("tcp")

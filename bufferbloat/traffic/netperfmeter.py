@@ -55,7 +55,8 @@ MAX_MSG_BYTES = 16000
 #: largest frame (the tool cuts a frame into messages of at most MAX_MSG_BYTES, each
 #: stamped with the frame's send time)
 MAX_FRAME_BYTES = 1 << 20
-#: smallest frame: a message carries a 40-byte header (NetPerfMeterDataMessage)
+#: smallest frame: a message carries a 48-byte header (NetPerfMeterDataMessage: 4+4+8+
+#: 2+2+4+8+8+8 B, docs/D_DELAY.md)
 MIN_FRAME_BYTES = 64
 #: messages not received within this long after the last one count as lost by the tool
 #: (its default, 5 s, is shorter than a deep buffer's delay)
