@@ -163,5 +163,6 @@ def draw_bag(points):
         ax.plot([med[0]], [med[1]], marker="*", markersize=12, color=color,
                 linestyle="none", gid=f"median:{cca}")
         ax.plot(out[:, 0], out[:, 1], ".", markersize=2, color=color, gid=f"outliers:{cca}")
-    xy_from_zero(ax, "TCP srtt (ms)", "application one-way delay (ms)", loc="upper left")
+    xy_from_zero(ax, "TCP srtt (ms)", "one-way delay, NetPerfMeter's (send buffer "
+                 "included, ms)", loc="upper left")
     return fig

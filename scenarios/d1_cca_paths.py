@@ -85,8 +85,15 @@ SCENARIO = Scenario(
          "expect": "bulk: near the ceiling; streams: their rate"},
         {"metric": "flow:srtt_mean_ms", "label": "TCP srtt, mean", "theory": "rtt_ms",
          "expect": "Reno/Cubic: up to the full-queue RTT; Vegas/BBR: near the base RTT"},
-        {"metric": "flow:owd_mean_ms", "label": "application one-way delay, mean",
+        {"metric": "flow:owd_mean_ms",
+         "label": "one-way delay (NetPerfMeter's: send buffer included), mean",
+         "expect": "the path's one-way delay plus the wait in the sender's socket buffer "
+                   "(docs/D_DELAY.md)"},
+        {"metric": "flow:path_owd_mean_ms", "label": "the path's one-way delay, mean",
          "expect": "half the base RTT plus the queue the CCA keeps"},
+        {"metric": "flow:sndbuf_wait_mean_ms", "label": "wait in the send buffer, mean",
+         "expect": "seconds with an autotuned buffer behind a deep FIFO; small with "
+                   "64 kB"},
         {"metric": "flow:retransmits", "label": "retransmissions",
          "expect": "Reno/Cubic overflow the FIFO; Vegas rarely"},
     ),

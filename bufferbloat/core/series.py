@@ -33,7 +33,10 @@ SERIES_COLUMNS = {
             # the kernel's chrono statistics (cumulative us): time the socket had data
             # to send (busy), and of it limited by the receive window and by the send
             # buffer; the delivery-rate sample's app-limited flag (0/1)
-            "busy_us", "rwnd_limited_us", "sndbuf_limited_us", "app_limited"),
+            "busy_us", "rwnd_limited_us", "sndbuf_limited_us", "app_limited",
+            # written but not yet sent; retransmitted (cumulative): the highest byte
+            # sent is bytes_sent - bytes_retrans (docs/D_DELAY.md)
+            "notsent_bytes", "bytes_retrans"),
     "ping": ("probe", "t", "seq", "rtt_ms"),
     "iperf": ("flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",
               "snd_cwnd_bytes", "rtt_us"),
@@ -44,7 +47,8 @@ SERIES_COLUMNS = {
     "irtt": ("probe", "t", "seq", "rtt_ms", "owd_up_ms", "owd_down_ms", "lost"),
     "npm": ("flow", "node", "t_start", "t_end", "sent_bytes", "received_bytes",
             "lost_bytes"),
-    "npm_msg": ("flow", "seq", "t_sent", "t_recv", "size_bytes"),
+    # abs_bytes: the message's end in the flow's data (the tool's AbsBytes)
+    "npm_msg": ("flow", "seq", "t_sent", "t_recv", "size_bytes", "abs_bytes"),
     # every packet that left a watched leaf, timed by the kernel (bufferbloat/measure/
     # departures.py): its length, enqueue-to-departure time, 1 if the leaf held it
     # before the previous departure

@@ -272,7 +272,8 @@ def tcp_row(t, label, host, s):
             i.get("delivered_ce"), _min_rtt(i),
             i.get("data_segs_out"), i.get("bytes_sent"), i.get("busy_time"),
             i.get("rwnd_limited"), i.get("sndbuf_limited"),
-            None if i.get("flags7") is None else i["flags7"] & 1)
+            None if i.get("flags7") is None else i["flags7"] & 1,
+            i.get("notsent_bytes"), i.get("bytes_retrans"))
 
 
 class _FlowGroup:

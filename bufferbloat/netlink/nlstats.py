@@ -83,16 +83,19 @@ _TI_FIELDS = {
     # >= 4.10): time with data to send (busy, all three chronos), of which limited by
     # the receiver's window and by the send buffer
     "flags7": (7, "B"), "busy_time": (168, "Q"), "rwnd_limited": (176, "Q"),
-    "sndbuf_limited": (184, "Q")}
+    "sndbuf_limited": (184, "Q"),
+    # bytes written but not yet sent, and bytes retransmitted (Linux >= 4.19): the
+    # highest byte sent is bytes_sent - bytes_retrans (docs/D_DELAY.md)
+    "notsent_bytes": (144, "I"), "bytes_retrans": (208, "Q")}
 _TI_STRUCTS = {k: (off, struct.Struct("=" + f)) for k, (off, f) in _TI_FIELDS.items()}
 # the fields the sampler needs, in one unpack when the struct is long enough (>= 208 B,
 # Linux >= 4.19)
-_TI_MAIN = struct.Struct("=BB5xB8xI4xIIII28xIIII16xIQ8xQ20xI4xIQQQQ4xIQ")
+_TI_MAIN = struct.Struct("=BB5xB8xI4xIIII28xIIII16xIQ8xQ16xII4xIQQQQ4xIQQ")
 _TI_MAIN_NAMES = ("state", "ca_state", "flags7", "snd_mss", "unacked", "sacked", "lost",
                   "retrans", "rtt", "rttvar", "snd_ssthresh", "snd_cwnd", "total_retrans",
-                  "pacing_rate", "bytes_acked", "min_rtt", "data_segs_out", "delivery_rate",
-                  "busy_time", "rwnd_limited", "sndbuf_limited", "delivered_ce",
-                  "bytes_sent")
+                  "pacing_rate", "bytes_acked", "notsent_bytes", "min_rtt", "data_segs_out",
+                  "delivery_rate", "busy_time", "rwnd_limited", "sndbuf_limited",
+                  "delivered_ce", "bytes_sent", "bytes_retrans")
 
 
 class NetlinkError(OSError):

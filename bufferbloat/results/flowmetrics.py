@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from bufferbloat.core.stats import cov
+from bufferbloat.net.qdiscs import ROW_KINDS
 from bufferbloat.results.records import label_groups as _groups
 from bufferbloat.results.rows import Rows, counter_delta, counter_window
 
@@ -374,6 +375,80 @@ def link_rows(run, rows):
             for r in rows if r["scope"] == "link" and r["metric"] == "utilization"]
 
 
+#: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
+#: (and the extra rows a qdisc kind adds, e.g. CAKE's tins: bufferbloat.net.qdiscs)
+NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"} | ROW_KINDS
+
+#: NetPerfMeter's stream starts with its 26-byte IDENTIFY message: a data message's end
+#: in the TCP stream is 26 + its AbsBytes (docs/D_DELAY.md; a D run's last AbsBytes
+#: 107,794,912 against bytes_acked 107,794,939: the 26 and the FIN)
+NPM_STREAM_OFFSET = 26
+
+
+def _leaf_backlog(run):
+    """(t, backlog bytes) of the bottleneck's AQM leaf, or None."""
+    if not run.has("qdisc"):
+        return None
+    q = run.series("qdisc")
+    dev = run.bottleneck_dev
+    n = len(q.get("t", []))
+    kind = q.get("kind", np.array([""] * n))
+    m = (q.get("dev", np.array([""] * n)) == dev) & ~np.isin(kind, list(NOT_LEAF_KINDS))
+    if "backlog_bytes" not in q or not m.any():
+        return None
+    t, b = q["t"][m], q["backlog_bytes"][m]
+    ok = np.isfinite(t) & np.isfinite(b)
+    order = np.argsort(t[ok], kind="stable")
+    return t[ok][order], b[ok][order]
+
+
+def delay_parts(run, flow, msg_mask):
+    """The tool's per-message delay of ``flow`` split in three (ms arrays, NaN where a
+    part cannot be told), docs/D_DELAY.md: the wait in the sender's socket buffer
+    (from the message's stamp to when TCP first sent its last byte: the flow's highest
+    byte sent, bytes_sent - bytes_retrans, reaching 26 + AbsBytes), the path's one-way
+    delay (half the sender's base RTT + the bottleneck's backlog / rate when that byte
+    was queued + the message's own serialization) and the rest (loss recovery,
+    head-of-line blocking, the receive buffer, the tool's loop). None when the run
+    lacks what it needs (older runs: no abs_bytes or bytes_retrans)."""
+    msg = run.series("npm_msg")
+    if "abs_bytes" not in msg or not run.has("tcp"):
+        return None
+    tcp = run.series("tcp")
+    if "bytes_retrans" not in tcp or "bytes_sent" not in tcp:
+        return None
+    m = tcp["flow"] == flow
+    t, sent, retr = tcp["t"][m], tcp["bytes_sent"][m], tcp["bytes_retrans"][m]
+    ok = np.isfinite(t) & np.isfinite(sent) & np.isfinite(retr)
+    if ok.sum() < 2:
+        return None
+    order = np.argsort(t[ok], kind="stable")
+    t, high = t[ok][order], (sent[ok] - retr[ok])[order]
+    high = np.maximum.accumulate(high)        # the highest byte sent never goes back
+    end = msg["abs_bytes"][msg_mask] + NPM_STREAM_OFFSET
+    t_sent = msg["t_sent"][msg_mask]
+    d = (msg["t_recv"][msg_mask] - t_sent) * 1e3
+    # the first sample with the byte sent, interpolated back into the interval before
+    i = np.searchsorted(high, end, side="left")
+    inside = (i > 0) & (i < t.size)
+    j = np.clip(i, 1, t.size - 1)
+    h0, h1 = high[j - 1], high[j]
+    frac = np.where(h1 > h0, (end - h0) / np.maximum(h1 - h0, 1e-9), 1.0)
+    t2 = np.where(inside, t[j - 1] + np.clip(frac, 0, 1) * (t[j] - t[j - 1]), np.nan)
+    wait = np.maximum(t2 - t_sent, 0.0) * 1e3
+    host = next((str(h) for h in tcp["host"][m][:1]), None) if "host" in tcp else None
+    base = sender_base_rtt_ms(run.record, host) if host else None
+    rate = run.bottleneck_mbit
+    backlog = _leaf_backlog(run)
+    if base is None or not rate or backlog is None or not backlog[0].size:
+        path = np.full(d.shape, np.nan)
+    else:
+        q = np.interp(t2, backlog[0], backlog[1], left=np.nan, right=np.nan)
+        size = msg["size_bytes"][msg_mask]
+        path = base / 2 + (q + size) * 8 / (rate * 1e6) * 1e3
+    return wait, path, d - wait - path
+
+
 def app_rows(run, cutoff_s):
     """The application's view of each flow, from a NetPerfMeter part's series:
     ``app_throughput_mbit`` (npm_msg.csv: bytes of the messages received after the cut
@@ -381,7 +456,9 @@ def app_rows(run, cutoff_s):
     ``app_sending_rate_mbit`` (npm.csv: the sending node's bytes written in the
     intervals starting at or after the cut / their length) and the one-way delay of
     every message sent after the cut, ``owd_{mean,p50,p95,p99,max}_ms`` (t_recv - t_sent:
-    the sender's timestamp in the message to its arrival, socket buffers included)."""
+    the sender's timestamp in the message to its arrival, socket buffers included: the
+    tool's own delay, the one study D reports), and that delay in three parts
+    (:func:`delay_parts`): ``sndbuf_wait_*_ms``, ``path_owd_*_ms``, ``owd_rest_*_ms``."""
     rows = Rows()
     if run.has("npm_msg"):
         msg = run.series("npm_msg")
@@ -400,6 +477,10 @@ def app_rows(run, cutoff_s):
             sent_kept = t_sent >= cutoff_s
             rows.stats("flow", flow, "owd", "ms", (t_recv - t_sent)[sent_kept] * 1e3,
                        maximum=True)
+            parts = delay_parts(run, flow, mask)
+            if parts is not None:
+                for stem, values in zip(("sndbuf_wait", "path_owd", "owd_rest"), parts):
+                    rows.stats("flow", flow, stem, "ms", values[sent_kept], maximum=True)
     if run.has("npm"):
         iv = run.series("npm")
         for flow, mask in _groups(iv, "flow").items():

@@ -29,8 +29,7 @@ import numpy as np
 from bufferbloat.core.atomic import write_json_atomic, write_text_atomic
 from bufferbloat.core.series import TRAFFIC_TIME_COLUMNS
 from bufferbloat.core.stats import cov, jain_index, loss_figures
-from bufferbloat.net.qdiscs import ROW_KINDS
-from bufferbloat.results.flowmetrics import aliases_of, study_metrics
+from bufferbloat.results.flowmetrics import NOT_LEAF_KINDS, aliases_of, study_metrics
 from bufferbloat.results.records import (
     METRICS_CSV,
     METRICS_JSON,
@@ -42,9 +41,6 @@ from bufferbloat.results.records import (
 from bufferbloat.results.rows import Rows, counter_delta, counter_window, finite_values
 
 FIELDS = ("scope", "name", "metric", "value", "unit")
-#: qdisc kinds that are never the AQM leaf: the shaper, delay emulation, hooks.
-#: (and the extra rows a qdisc kind adds, e.g. CAKE's tins: bufferbloat.net.qdiscs)
-NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"} | ROW_KINDS
 PERCENTILES = (50, 95, 99)
 COV_BIN_S = 1.0
 #: The version of the code that computes metrics, stored in metrics.json: bump it when a

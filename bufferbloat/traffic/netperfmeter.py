@@ -501,7 +501,8 @@ class NetPerfMeterRun(Timed):
                 t_recv = self._run_time_us(r["abs_time_us"])
                 msgs.append({"flow": names[flow_id], "seq": r["seq"],
                              "t_sent": round(t_recv - r["delay_ms"] / 1e3, 6),
-                             "t_recv": round(t_recv, 6), "size_bytes": r["rel_bytes"]})
+                             "t_recv": round(t_recv, 6), "size_bytes": r["rel_bytes"],
+                             "abs_bytes": r["abs_bytes"]})
         return {"npm": intervals, "npm_msg": msgs}
 
     def raw_outputs(self):

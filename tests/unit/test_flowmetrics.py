@@ -260,3 +260,51 @@ def test_application_rows_of_a_netperfmeter_flow(tmp_path):
     assert got["app_throughput_mbit"]["value"] == pytest.approx(0.8)
     assert got["app_sending_rate_mbit"]["value"] == pytest.approx(1.0)
     assert fm.ALIASES[("flow", "owd_mean_ms")] == "mean_owd_l7"
+
+
+def test_npm_delay_splits_into_send_buffer_path_and_rest(tmp_path):
+    """docs/D_DELAY.md on a made-up flow whose numbers are known: a 10 Mbit/s bottleneck
+    holding 25,000 B (20 ms), a base RTT of 40 ms (20 ms one way), messages of 1448 B
+    stamped when written and first sent 300 ms later (the highest byte sent trails the
+    written stream by 300 ms), each received 15 ms after the path's delay (the rest).
+    The three parts come back: 300 ms, 20 + 20 + 1.16 ms, 15 ms (within the 10 ms
+    sampling's interpolation)."""
+    from bufferbloat.core.series import SERIES_COLUMNS
+    from bufferbloat.results import flowmetrics as fm
+    from bufferbloat.results.records import RunWriter, load_run
+    rate, size, wait_s, rest_s, one_way_s = 10.0, 1448, 0.300, 0.015, 0.020
+    w = RunWriter(str(tmp_path / "r"))
+    w.record.update(params={"bottleneck_mbit": rate}, bottleneck_dev="s0-eth2",
+                    base_rtt_ms=40.0)
+    per_s = rate * 1e6 / 8 * 0.9                    # the application writes at 9 Mbit/s
+    t = np.arange(0, 20, 0.01)
+    # bytes written by t: per_s * t; the highest byte sent: what was written 300 ms ago
+    w.add_rows("tcp", SERIES_COLUMNS["tcp"], [
+        {"t": ti, "flow": "bulk", "host": "h1", "cca": "cubic",
+         "bytes_sent": round(fm.NPM_STREAM_OFFSET + max(0.0, ti - wait_s) * per_s) + 7000,
+         "bytes_retrans": 7000} for ti in t])
+    w.add_rows("qdisc", SERIES_COLUMNS["qdisc"], [
+        {"t": ti, "dev": "s0-eth2", "handle": "10:", "kind": "pie",
+         "backlog_bytes": 25000} for ti in t])
+    msgs = []
+    for k in range(1, 2000):
+        end = k * size
+        t_sent = end / per_s                         # written (stamped) at this time
+        t_path = one_way_s + (25000 + size) * 8 / (rate * 1e6)
+        msgs.append({"flow": "bulk", "seq": k, "t_sent": t_sent, "size_bytes": size,
+                     "abs_bytes": end, "t_recv": t_sent + wait_s + t_path + rest_s})
+    w.add_rows("npm_msg", SERIES_COLUMNS["npm_msg"], msgs)
+    w.close("ok")
+    run = load_run(str(tmp_path / "r"))
+    msg = run.series("npm_msg")
+    keep = (msg["t_sent"] > 1) & (msg["t_sent"] < 15)
+    wait, path, rest = (v[keep] for v in fm.delay_parts(run, "bulk", msg["flow"] == "bulk"))
+    assert np.median(wait) == pytest.approx(300, abs=0.5)
+    assert np.median(path) == pytest.approx(20 + 20 + 1.1584, abs=0.05)
+    assert np.median(rest) == pytest.approx(15, abs=0.5)
+    assert np.all(np.isfinite(wait)) and np.all(np.isfinite(path))
+    rows = fm.app_rows(run, cutoff_s=1.0)
+    names = {r["metric"] for r in rows}
+    assert {"sndbuf_wait_p50_ms", "path_owd_p50_ms", "owd_rest_p50_ms"} <= names
+    # an older run (no abs_bytes): the tool's delay alone, no parts
+    assert fm.delay_parts(run, "nosuchflow", msg["flow"] == "x") is None
