@@ -12,7 +12,8 @@ hashes it without the repetition number (the repetitions of one configuration sh
 What is *not* part of it: how the values were asked for (``--set variant=red`` and the
 same values spelled out are one configuration), the scenario's description, figures and
 sweep lists, and the machine (the kernel tick rate only adds warnings). The key changes
-when the scenario's definition changes a value a run uses.
+when the scenario's definition changes a value a run uses. A topology parameter that is
+unset (None) is left out, so adding an optional parameter keeps every recorded key.
 
 ``result.json`` records ``run_config``, ``run_key`` and ``config_key``
 (:func:`record_fields`); sweeps reuse a recorded point only when its ``run_key`` is the
@@ -27,7 +28,7 @@ from bufferbloat.core.params import DURATION_LIMITS_S, check_range
 from bufferbloat.net.scaling import rate_cap_mbit
 
 #: Bumped when the configuration's content changes meaning (all keys change with it).
-IDENTITY_VERSION = 1
+IDENTITY_VERSION = 2
 #: Characters of the key shown in directory names and tables.
 SHORT = 12
 DEFAULT_SAMPLE_PERIOD_S = 0.01
@@ -52,7 +53,10 @@ def config_of(scn, topo, knobs, traffic, quick, duration, warmup,
         "identity_version": IDENTITY_VERSION,
         "scenario": scn.name,
         "topology": scn.topology,
-        "params": dict(topo.params),
+        # a parameter left at None (its default: "unset") is not written, so that a new
+        # optional parameter does not change the key of every run recorded before it
+        # (version 2; version 1 wrote them all, and adding reverse_qdisc changed every key)
+        "params": {k: v for k, v in topo.params.items() if v is not None},
         "qdisc": {"kind": topo.qdisc.kind, "params": dict(topo.qdisc.params)},
         "knobs": dict(knobs),
         "traffic": list(traffic),

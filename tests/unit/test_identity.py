@@ -117,3 +117,23 @@ def test_setting_of_a_record():
     # an older record: its top-level fields
     assert identity.setting({"profile": "full", "duration_s": 60.0}) == ("full", 60, None)
     assert identity.setting_label(("full", 60, None)) == "full profile, 60 s"
+
+
+def test_a_new_optional_parameter_keeps_every_recorded_key(monkeypatch):
+    """Adding a topology parameter whose default is None (unset) must not change the key
+    of any run recorded before it (identity version 2 leaves unset parameters out;
+    version 1 wrote them, and adding reverse_qdisc re-ran every recorded point)."""
+    from bufferbloat.core.params import Param
+    from bufferbloat.net import topology
+    from bufferbloat.run import identity as ident
+    from bufferbloat.scenarios import catalogue
+    scn = catalogue()["a1_fifo"]
+    before = ident.run_key(ident.run_config(scn, {}, quick=True, max_rate_mbit=None))
+    extra = Param("some_future_knob", float, None, "a parameter added later", lo=0, hi=1)
+    monkeypatch.setattr(topology.DumbbellTopo, "PARAMS",
+                        topology.DumbbellTopo.PARAMS + (extra,))
+    after = ident.run_key(ident.run_config(scn, {}, quick=True, max_rate_mbit=None))
+    assert after == before
+    set_it = ident.run_key(ident.run_config(scn, {"some_future_knob": 0.5}, quick=True,
+                                            max_rate_mbit=None))
+    assert set_it != before
