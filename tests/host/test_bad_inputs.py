@@ -69,6 +69,11 @@ CASES = [
     (R + ["--set", "loss_link=nowhere"], "loss_link"),
     (R + ["--set", "loss_dir=sideways"], "loss_dir"),
     (R + ["--set", "aqm_both_ways=maybe"], "aqm_both_ways"),
+    (R + ["--set", "reverse_qdisc=nosuch"], "reverse_qdisc"),
+    (PIE + ["--set", "reverse_qdisc=fq_codel", "--set", "aqm_both_ways=true"],
+     "reverse_qdisc"),
+    (R + ["--set", "reverse_qdisc=fq_codel", "--set", "loss_pct=1", "--set",
+          "loss_link=bottleneck", "--set", "loss_dir=reverse"], "reverse_qdisc"),
     (R + ["--set", "switch=hub"], "switch"),
     # unknown qdiscs, CCAs, keys; names that could reach a shell
     (R + ["--set", "qdisc=sfq"], "qdisc"),
