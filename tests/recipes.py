@@ -118,3 +118,28 @@ def idle_ping(net, count, interval_s=0.1, src=None, dst=None):
     dst = dst or net.topo.receiver
     probe = PingProbe(net, src, dst, interval_s, count=count).start()
     return probe.wait(timeout_s=count * interval_s + 30)
+
+
+def stop_iperf_clients(monkeypatch, at_s, for_s):
+    """Every iperf3 client started from now on is stopped (SIGSTOP by its PID, as a
+    sender starved of CPU) ``at_s`` after its launch for ``for_s``, then continued;
+    returns the list the stop times are appended to (empty: no client was stopped)."""
+    import os
+    import signal
+    original = Iperf3Flow._start_client
+    stopped = []
+
+    def throttled(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        proc = self.client
+
+        def pause():
+            time.sleep(at_s)
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGSTOP)
+                stopped.append(time.monotonic())
+                time.sleep(for_s)
+                os.kill(proc.pid, signal.SIGCONT)
+        threading.Thread(target=pause, daemon=True).start()
+    monkeypatch.setattr(Iperf3Flow, "_start_client", throttled)
+    return stopped

@@ -381,13 +381,13 @@ def timing_summary(t, length, sojourn_ms, backlogged, rate_mbit):
     if n < 2 or not rate_mbit:
         return None
     length = np.asarray(length, dtype=float)
+    gap, ideal = _backlogged_gaps(t, length, backlogged, rate_mbit)
     bl = np.asarray(backlogged, dtype=float)[1:] > 0
-    gap = np.diff(t)
-    ideal = length[:-1] * 8 / (rate_mbit * 1e6)
-    err_ms = np.abs(gap - ideal)[bl] * 1e3
-    dev = np.abs(gap / ideal - 1)[bl]
+    ideal_all = length[:-1] * 8 / (rate_mbit * 1e6)
+    err_ms = np.abs(gap - ideal) * 1e3
+    dev = np.abs(gap / ideal - 1)
     out = {"departures": int(n), "backlogged_gaps": int(bl.sum()),
-           "ideal_gap_ms_p50": round(float(np.median(ideal)) * 1e3, 4)}
+           "ideal_gap_ms_p50": round(float(np.median(ideal_all)) * 1e3, 4)}
     if bl.any():
         out.update({
             "gap_error_ms_p50": round(percentile(err_ms, 50), 4),
@@ -418,15 +418,21 @@ def timing_summary(t, length, sojourn_ms, backlogged, rate_mbit):
     return out
 
 
+def _backlogged_gaps(t, length, backlogged, rate_mbit):
+    """(gaps, ideal gaps) in s between consecutive departures while the leaf was
+    backlogged; the ideal gap is the previous packet's time at the rate."""
+    bl = np.asarray(backlogged, dtype=float)[1:] > 0
+    ideal = np.asarray(length, dtype=float)[:-1] * 8 / (rate_mbit * 1e6)
+    return np.diff(np.asarray(t, dtype=float))[bl], ideal[bl]
+
+
 def deviation_ccdf(t, length, backlogged, rate_mbit):
     """(sorted deviations, CCDF) of the backlogged gaps (for the figure)."""
     t = np.asarray(t, dtype=float)
     if t.size < 2 or not rate_mbit:
         return np.array([]), np.array([])
-    length = np.asarray(length, dtype=float)
-    bl = np.asarray(backlogged, dtype=float)[1:] > 0
-    ideal = length[:-1] * 8 / (rate_mbit * 1e6)
-    dev = np.sort(np.abs(np.diff(t) / ideal - 1)[bl])
+    gap, ideal = _backlogged_gaps(t, length, backlogged, rate_mbit)
+    dev = np.sort(np.abs(gap / ideal - 1))
     if not dev.size:
         return dev, dev
     return dev, 1.0 - np.arange(dev.size) / dev.size

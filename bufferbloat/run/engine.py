@@ -339,11 +339,8 @@ def measure(ctx):
 def make_sampler(ctx, t0):
     """The sampler of the run: the bottleneck's queue (and the reverse AQM's, in the
     receiver) every sample period, the parts' TCP flows."""
-    net, topo, scn = ctx.net, ctx.topo, ctx.scn
-    devs = [net.bottleneck_dev]
-    if _reverse_leaf(topo):     # the reverse AQM (or the receiver's own queue)
-        bnl = topo.bottleneck
-        devs.append((bnl.b, net.intfs[(bnl.a, bnl.b)][1]))
+    net, scn = ctx.net, ctx.scn
+    devs = [ns_dev for ns_dev, _ in _watched(ctx)]
     tcp_period = (max(ctx.sample_period_s, scn.tcp_sample_ms / 1e3)
                   if scn.tcp_sample_ms else None)
     sampler = Sampler(net, ctx.run_dir, t0, period_s=ctx.sample_period_s, qdisc_devs=devs,
@@ -363,14 +360,15 @@ def _reverse_leaf(topo):
 
 
 def _watched(ctx):
-    """[(device name, rate Mbit/s)] of the leaves the sampler watches (the bottleneck's
-    egress; the reverse AQM's, in the receiver, when the topology has one)."""
+    """[((namespace, device), rate Mbit/s)] of the leaves the sampler and the departure
+    trace watch: the bottleneck's egress; the reverse one, in the receiver, when the
+    topology queues there (:func:`_reverse_leaf`)."""
     topo, net = ctx.topo, ctx.net
-    out = [(net.bottleneck_dev[1], topo.bottleneck.rate_mbit)]
+    out = [(net.bottleneck_dev, topo.bottleneck.rate_mbit)]
     if _reverse_leaf(topo):
         bnl = topo.bottleneck
         rev = topo.params.get("reverse_mbit") or bnl.rate_mbit
-        out.append((net.intfs[(bnl.a, bnl.b)][1], rev))
+        out.append(((bnl.b, net.intfs[(bnl.a, bnl.b)][1]), rev))
     return out
 
 
@@ -385,7 +383,7 @@ def start_departures(ctx, t0):
     if why:
         rec["departures"] = {"traced": False, "why": why}
         return
-    watched = _watched(ctx)
+    watched = [(dev, rate) for (_, dev), rate in _watched(ctx)]
     trace = departures.DepartureTrace(
         ctx.run_dir, [d for d, _ in watched], t0, rates=dict(watched),
         bursts={d: htb_burst_bytes(r) for d, r in watched})

@@ -8,15 +8,10 @@ degraded by ``sender_kept_up`` (limit 5 %, docs/HEALTH.md).
 Measured on this machine kind (2026-11-25): 0.0 % idle unthrottled; throttled 22.8 %
 of an 11.8 s window (the 3 s stop less the 0.3 s the socket's buffer took to drain;
 asserted between 10 % and the stop's 3 s over the window)."""
-import os
-import signal
-import threading
-import time
-
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.scenarios import catalogue
-from bufferbloat.traffic import iperf
+from tests.recipes import stop_iperf_clients
 
 DURATION_S = 14    # warm-up 5/60 of it (1.2 s): judged from 1.2 s to 13 s after the start
 STOP_AT_S, STOP_FOR_S = 6.0, 3.0
@@ -39,22 +34,7 @@ def test_a_greedy_sender_keeps_its_socket_full(tmp_path, net_guard):
 
 
 def test_a_stopped_sender_is_marked_degraded(tmp_path, net_guard, monkeypatch):
-    original = iperf.Iperf3Flow._start_client
-    stopped = []
-
-    def throttled(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        proc = self.client
-
-        def pause():
-            time.sleep(STOP_AT_S)
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGSTOP)
-                stopped.append(time.monotonic())
-                time.sleep(STOP_FOR_S)
-                os.kill(proc.pid, signal.SIGCONT)
-        threading.Thread(target=pause, daemon=True).start()
-    monkeypatch.setattr(iperf.Iperf3Flow, "_start_client", throttled)
+    stopped = stop_iperf_clients(monkeypatch, STOP_AT_S, STOP_FOR_S)
     run = _run(tmp_path / "stopped")
     assert stopped, "the client was not stopped"
     h = run.record["health"]

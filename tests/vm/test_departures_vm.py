@@ -12,15 +12,12 @@ check on real study points.
   the point's own 1.5 Mbit/s a 4 s stop never emptied it, measured).
 """
 import os
-import signal
-import threading
-import time
 
 from bufferbloat import summary
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.scenarios import catalogue
-from bufferbloat.traffic import iperf
+from tests.recipes import stop_iperf_clients
 from tests.retries import run_until_healthy_counted
 
 
@@ -48,22 +45,8 @@ def test_a2_pie_quick_records_its_departures(tmp_path, net_guard):
 
 
 def test_a_stopped_sender_is_degraded_in_the_vm(tmp_path, net_guard, monkeypatch):
-    original = iperf.Iperf3Flow._start_client
-    stopped = []
-
-    def throttled(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        proc = self.client
-
-        def pause():
-            time.sleep(6.0)          # the quick a1 point: 20 s, judged from 1.7 s to 19 s
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGSTOP)
-                stopped.append(time.monotonic())
-                time.sleep(8.0)
-                os.kill(proc.pid, signal.SIGCONT)
-        threading.Thread(target=pause, daemon=True).start()
-    monkeypatch.setattr(iperf.Iperf3Flow, "_start_client", throttled)
+    # the quick a1 point: 20 s, judged from 1.7 s to 19 s
+    stopped = stop_iperf_clients(monkeypatch, 6.0, 8.0)
     scn = catalogue()["a1_fifo"]
     run = load_run(run_point(scn, {"bottleneck_mbit": 10}, quick=True, out_root=str(tmp_path),
                              log=lambda *_: None))
