@@ -146,11 +146,18 @@ class Sampler:
     def start(self, ready_timeout_s=READY_TIMEOUT_S):
         """Start the sampler process; return once it has opened its sockets and written
         the CSV headers (or raise saying why not: its exit status and output, or the
-        wait that ran out).
+        wait that ran out). :meth:`launch` then :meth:`wait_ready`.
 
         The compiled queue sampler is made ready first (:func:`prepare_qdisc_helper`:
         built here when missing, e.g. on a fresh checkout in the project VM, ~10 s
         under TCG), before the process starts and outside its start-up timeout."""
+        self.launch()
+        return self.wait_ready(ready_timeout_s)
+
+    def launch(self):
+        """Start the sampler process and return at once: its start-up (the
+        interpreter, its sockets, the compiled helper: ~2.2 s under TCG) goes on while
+        the caller does other work; :meth:`wait_ready` waits for it."""
         if self.spec["qdisc_devs"] and "qdisc_helper" not in self.spec:
             self.spec["qdisc_helper"] = prepare_qdisc_helper()
         os.makedirs(self.series_dir, exist_ok=True)
@@ -168,7 +175,14 @@ class Sampler:
         self.proc = self.net.popen(None, [sys.executable, "-m", "bufferbloat.measure.sampler",
                                           spec_path], stdout=self._log, stderr=self._log,
                                    env=env)
-        deadline = time.monotonic() + ready_timeout_s
+        self._launched = time.monotonic()
+        return self
+
+    def wait_ready(self, ready_timeout_s=READY_TIMEOUT_S):
+        """Return once the launched process has opened its sockets and written the CSV
+        headers (``ready_timeout_s`` from its launch), or stop it and raise saying why
+        not: its exit status and output, or the wait that ran out."""
+        deadline = self._launched + ready_timeout_s
         ready = os.path.join(self.series_dir, "tcp.csv")
         while not os.path.exists(ready):
             rc = self.proc.poll()

@@ -213,6 +213,9 @@ class TrafficPart:
     #: origin (offset 0 of every part) waits for the latest one given. A part that
     #: connects its flows ahead in :meth:`prepare` (NetPerfMeter) sets it there
     origin_at = None
+    #: the flows the sampler follows are known (labelled) only once :meth:`prepare` has
+    #: run (NetPerfMeter's pre-connected sockets): the engine starts the sampler after it
+    flows_known_after_prepare = False
 
     def __init__(self, spec, ctx):
         self.spec, self.ctx = spec, ctx

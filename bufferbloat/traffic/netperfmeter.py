@@ -628,6 +628,8 @@ class NetPerfMeterPart(TrafficPart):
     ``cca``, ``sndbuf_bytes``/``rcvbuf_bytes`` per socket (0: autotuning)."""
 
     needs = ("netperfmeter", "sctp")
+    #: the sampler labels each flow's rows from the sockets :meth:`prepare` connects
+    flows_known_after_prepare = True
     params = (
         Param("src", str, None, "the active side (near host)"),
         Param("dst", str, None, "the passive side (far host)"),

@@ -340,6 +340,25 @@ def test_the_fast_csv_path_reads_what_the_general_reader_does(monkeypatch, tmp_p
                 np.testing.assert_array_equal(fast[col], general[col], err_msg=path)
             else:
                 assert fast[col].tolist() == general[col].tolist(), (path, col)
-    assert taken >= 1
-    for text in ("t,a\n1,\n2,3\n", 't,flow\n1,"a,b"\n', "t,a\n1,2\n3"):
-        assert records._read_plain_csv(text, ()) is None
+    # every complete fixture series (empty cells, text columns) takes the fast path
+    assert taken == len(files)
+    # empty cells (NaN, or "" in a text column) and text columns found from the first
+    # row read as the general reader reads them
+    for text in ("t,a\n1,\n2,3\n", "t,a,b\n,x,\n2,,5\n", "a,b,c,d\n,,,\n1,,,2\n",
+                 "t,flow,x\n1,f1,\n2,f2,7\n"):
+        path = tmp_path / "cells.csv"
+        path.write_text(text)
+        fast = records._read_plain_csv(text, ())
+        assert fast is not None, text
+        with monkeypatch.context() as m:
+            m.setattr(records, "_read_plain_csv", lambda text, sc: None)
+            general = records.read_series_csv(str(path))
+        assert list(fast) == list(general), text
+        for k, col in general.items():
+            assert fast[k].dtype.kind == col.dtype.kind, (text, k)
+            assert np.array_equal(fast[k], col, equal_nan=col.dtype.kind == "f"), (text, k)
+    # quoted, cut short, or a column whose type changes after the first row: the
+    # general reader's
+    for text in ('t,flow\n1,"a,b"\n', "t,a\n1,2\n3", "t,a\n1,2\n2,abc\n",
+                 "t,dev\n1,\n2,s0\n"):
+        assert records._read_plain_csv(text, ()) is None, text

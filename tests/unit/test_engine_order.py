@@ -1,0 +1,125 @@
+"""The engine's start-up order (issue 27): the sampler's start-up runs beside the idle
+RTT probe, except when a part labels its flows only once prepared (NetPerfMeter), and
+the traffic's origin always follows a sampler that is ready and prepared parts."""
+import types
+
+import pytest
+
+from bufferbloat.run import engine
+
+
+class _Part:
+    origin_at = None
+    probes_rtt = False
+
+    def __init__(self, calls, after_prepare):
+        self.calls, self.flows_known_after_prepare = calls, after_prepare
+        self.name = "p"
+
+    def endpoints(self):
+        return ("h1", "h2")
+
+    def prepare(self):
+        self.calls.append("prepare")
+
+    def start(self, origin):
+        self.calls.append("start")
+
+    def wait(self, timeout):
+        pass
+
+    def stop(self):
+        pass
+
+    def problem(self):
+        return None
+
+    def reported_error(self):
+        return None
+
+
+class _Sampler:
+    def __init__(self, calls):
+        self.calls = calls
+
+    def launch(self):
+        self.calls.append("sampler_launch")
+        return self
+
+    def wait_ready(self):
+        self.calls.append("sampler_ready")
+        return self
+
+    def alive(self):
+        return True
+
+    def stop(self):
+        self.calls.append("sampler_stop")
+
+
+def _ctx(calls, after_prepare, monkeypatch):
+    parts = [_Part(calls, after_prepare)]
+    monkeypatch.setattr(engine, "build_parts", lambda *a, **k: parts)
+    monkeypatch.setattr(engine, "idle_rtt",
+                        lambda *a: calls.append("idle_rtt") or {"samples": 0})
+    monkeypatch.setattr(engine, "make_sampler", lambda ctx, t0: _Sampler(calls))
+    monkeypatch.setattr(engine, "start_departures",
+                        lambda ctx, t0: calls.append("departures_start"))
+    monkeypatch.setattr(engine, "stop_departures", lambda ctx: None)
+    monkeypatch.setattr(engine, "health_problem", lambda *a: None)
+    writer = types.SimpleNamespace(start_clock=lambda: 0.0, dir="/nonexistent")
+    net = types.SimpleNamespace(readback=lambda: {})
+    ctx = types.SimpleNamespace(
+        net=net, writer=writer, record={"realtime_minus_monotonic": 0.0, "network": {}},
+        traffic=[], duration_s=0.01, run_dir="/nonexistent", topo=None, parts=[],
+        sampler=None, departures=None, measured=False, phases={})
+    ctx.phase = lambda name: _Phase(ctx, name)
+    return ctx
+
+
+class _Phase:
+    def __init__(self, ctx, name):
+        self.ctx, self.name = ctx, name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.ctx.phases[self.name] = self.ctx.phases.get(self.name, 0.0)
+        return False
+
+
+@pytest.mark.parametrize("after_prepare,order", [
+    (False, ["sampler_launch", "idle_rtt", "departures_start", "sampler_ready",
+             "prepare", "start"]),
+    (True, ["idle_rtt", "prepare", "sampler_launch", "departures_start",
+            "sampler_ready", "start"]),
+])
+def test_the_sampler_starts_beside_the_idle_probe_unless_flows_need_prepare(
+        after_prepare, order, monkeypatch):
+    calls = []
+    ctx = _ctx(calls, after_prepare, monkeypatch)
+    engine.measure(ctx)
+    assert calls[:len(order)] == order
+    assert ctx.measured and "traffic_start_s" in ctx.record
+    # one sampler_start phase however many steps it took
+    assert {"sampler_start", "idle_rtt", "prepare", "departures_start"} <= set(ctx.phases)
+
+
+def test_netperfmeter_parts_label_their_flows_once_prepared():
+    from bufferbloat.traffic.base import TrafficPart
+    from bufferbloat.traffic.netperfmeter import NetPerfMeterPart
+    assert NetPerfMeterPart.flows_known_after_prepare is True
+    assert TrafficPart.flows_known_after_prepare is False
+
+
+def test_tool_versions_are_asked_once_per_process_and_returned_as_copies(monkeypatch):
+    from bufferbloat.core import machine
+    asked = []
+    monkeypatch.setattr(machine, "_TOOL_VERSIONS", None)
+    monkeypatch.setattr(machine, "_ask_tool_versions",
+                        lambda: asked.append(1) or {"iperf3": "iperf 3.12"})
+    first = machine.tool_versions()
+    first["iperf3"] = "changed by a caller"
+    assert machine.tool_versions() == {"iperf3": "iperf 3.12"}
+    assert len(asked) == 1
