@@ -54,7 +54,8 @@ def run_points(scenarios, out):
 
 
 def table(run_dirs):
-    """Print the phases of every run and the totals."""
+    """Print the phases of every run and the totals; return the overhead ratio (point
+    wall / traffic over every run), or None without runs."""
     rows = []
     for d in run_dirs:
         with open(os.path.join(d, "result.json")) as f:
@@ -91,6 +92,7 @@ def table(run_dirs):
                 f"reader CPU {dep.get('reader_cpu_s')} s, conversion {dep.get('convert_s')} s"
                 if dep.get("traced") else f"trace: off ({dep.get('why')})")
         print(f"{rec['scenario']['name']:<16}" + "; ".join(parts + [cost]))
+    return total_wall / total_traffic if rows and total_traffic else None
 
 
 def main():
@@ -135,8 +137,11 @@ def main():
                   f"command wall {rec.get('wall_s')} s for {len(dirs)} point(s)")
     else:
         dirs = run_points(scenarios, out)
-    table(dirs)
     print(f"runs kept in {out}")
+    ratio = table(dirs)
+    if ratio is not None:
+        print(f"overhead ratio {ratio:.2f} (point wall / traffic) over the quick "
+              f"catalogue's families {','.join(wanted)}")
     return 0
 
 
