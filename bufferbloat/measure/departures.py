@@ -104,6 +104,34 @@ def tracefs_root(mounts="/proc/mounts"):
     return None
 
 
+#: where systemd mounts tracefs (sys-kernel-tracing.mount)
+TRACEFS_MOUNTPOINT = "/sys/kernel/tracing"
+
+
+def mount_tracefs(mountpoint=TRACEFS_MOUNTPOINT):
+    """Mount tracefs at ``mountpoint`` as systemd does at boot, when nothing has (a
+    machine or container started without systemd): (mount point, None) once mounted
+    or when it already was, else (None, why not). Needs root and a kernel with tracefs
+    (``mountpoint`` exists); changes nothing else."""
+    root = tracefs_root()
+    if root is not None:
+        return root, None
+    if os.geteuid() != 0:
+        return None, "tracefs is not mounted and mounting it needs root"
+    if not os.path.isdir(mountpoint):
+        return None, f"{mountpoint} does not exist (a kernel without tracefs)"
+    try:
+        res = subprocess.run(["mount", "-t", "tracefs", "nodev", mountpoint],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"mount -t tracefs nodev {mountpoint} failed: {exc}"
+    root = tracefs_root()   # another run may have mounted it at the same moment
+    if root is not None:
+        return root, None
+    return None, (f"mount -t tracefs nodev {mountpoint} failed (exit {res.returncode}): "
+                  f"{(res.stderr or res.stdout).strip()[-200:]}")
+
+
 def missing(root=None):
     """Why departures cannot be traced on this kernel (a sentence naming the missing
     piece and the way out), or None."""

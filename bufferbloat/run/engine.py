@@ -392,6 +392,11 @@ def start_departures(ctx, t0):
     if not departures.wanted():
         rec["departures"] = {"traced": False, "why": f"{departures.ENV}=off"}
         return
+    mounted = None
+    if departures.tracefs_root() is None:   # e.g. a machine booted without systemd
+        mounted, _ = departures.mount_tracefs()
+        if mounted:
+            ctx.log(f"  mounted tracefs at {mounted} (for the departure trace)")
     why = departures.missing()
     if why:
         rec["departures"] = {"traced": False, "why": why}
@@ -403,6 +408,8 @@ def start_departures(ctx, t0):
     trace.info["machine"] = os.environ.get("BUFFERBLOAT_GUEST_ACCEL") or "host"
     # tracefs is the kernel's, not the namespace's: names may repeat across namespaces
     trace.info["shared_kernel"] = not in_initial_netns()
+    if mounted:
+        trace.info["mounted_tracefs"] = mounted
     trace.start()
     ctx.departures = trace
 

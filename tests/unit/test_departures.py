@@ -123,6 +123,32 @@ def test_tracefs_is_found_in_the_mount_table(tmp_path):
     assert dp.tracefs_root(str(m)) is None
 
 
+def test_tracefs_is_mounted_where_systemd_would_when_nothing_has(tmp_path, monkeypatch):
+    mounts = []
+    table = {"root": None}
+    monkeypatch.setattr(dp, "tracefs_root", lambda: table["root"])
+    monkeypatch.setattr(dp.os, "geteuid", lambda: 0)
+
+    def fake_run(argv, **kw):
+        mounts.append(argv)
+        table["root"] = argv[-1]
+        return type("R", (), {"returncode": 0, "stderr": "", "stdout": ""})()
+    monkeypatch.setattr(dp.subprocess, "run", fake_run)
+    point = tmp_path / "tracing"
+    point.mkdir()
+    assert dp.mount_tracefs(str(point)) == (str(point), None)
+    assert mounts == [["mount", "-t", "tracefs", "nodev", str(point)]]
+    # mounted already: nothing is run
+    assert dp.mount_tracefs(str(point)) == (str(point), None) and len(mounts) == 1
+    # no mount point (a kernel without tracefs), or not root: refused with the reason
+    table["root"] = None
+    got, why = dp.mount_tracefs(str(tmp_path / "absent"))
+    assert got is None and "does not exist" in why and len(mounts) == 1
+    monkeypatch.setattr(dp.os, "geteuid", lambda: 1000)
+    got, why = dp.mount_tracefs(str(point))
+    assert got is None and "needs root" in why and len(mounts) == 1
+
+
 def test_stale_instances_are_those_of_dead_processes(tmp_path):
     inst = tmp_path / "instances"
     for name in ("bufferbloat-100-1", "bufferbloat-200-3", "other-100", "bufferbloat-x"):

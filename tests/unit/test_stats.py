@@ -67,3 +67,15 @@ def test_nearest_rank_percentile():
     for q in (1, 50, 99):
         assert percentile(vals, q, "nearest") == \
             float(np.percentile(vals, q, method="inverted_cdf"))
+
+
+def test_a_numpy_array_gives_the_pure_paths_percentiles_and_stays_unsorted():
+    rng = np.random.default_rng(7)
+    for arr in (rng.exponential(3.0, 5001), rng.integers(-50, 50, 999),
+                np.array([np.nan, 2.0, np.nan, -1.0, 0.5]), np.array([np.nan]),
+                np.array([], dtype=float)):
+        before = arr.copy()
+        qs = (0, 1, 25, 50, 90, 99, 99.9, 100)
+        for method in ("linear", "nearest"):
+            assert percentiles(arr, qs, method) == percentiles(arr.tolist(), qs, method)
+        np.testing.assert_array_equal(arr, before)
