@@ -34,6 +34,15 @@ if [ "$phase" != vm ]; then
 fi
 if [ "$phase" != host ]; then
   echo "=== full-kernel tests in the project VM (and the fault-injection tests again, with OVS) ==="
-  vm/run -- python3 -m pytest -p no:cacheprovider tests/vm tests/host/test_faults.py "$@" || rc=1
+  vm/run -- python3 -m pytest -p no:cacheprovider tests/vm tests/host/test_faults.py "$@"
+  vmrc=$?
+  if [ $vmrc -eq 6 ]; then
+    # exit 6: the guest kernel locked up (bufferbloat/vm/boot.py: guest_lockup), an
+    # emulator fault seen once under TCG, not a test's: the phase once more, in a fresh VM
+    echo "=== the project VM's kernel locked up (exit 6): the VM phase again, in a fresh VM (once) ==="
+    vm/run -- python3 -m pytest -p no:cacheprovider tests/vm tests/host/test_faults.py "$@"
+    vmrc=$?
+  fi
+  [ $vmrc -eq 0 ] || rc=1
 fi
 exit $rc

@@ -16,6 +16,9 @@ EXIT_DEGRADED = 5
 EXIT_NO_RESULT = 3
 #: the project VM did not boot (every boot attempt hung)
 EXIT_BOOT_FAILED = 4
+#: the project VM's kernel locked up while the command ran (a soft lockup the guest
+#: reported for longer than bufferbloat.vm.boot.LOCKUP_S): the VM was stopped
+EXIT_LOCKUP = 6
 #: a run in the project VM outlived its time limit (as timeout(1))
 EXIT_TIMEOUT = 124
 #: a command ended by SIGINT (Ctrl-C) and by SIGTERM: 128 + the signal

@@ -47,6 +47,36 @@ def _qemu_opt(value: str | Path) -> str:
     return str(value).replace(",", ",,")
 
 
+#: The guest kernel's soft-lockup report (kernel/watchdog.c), printed from ~22 s stuck
+#: and every ~28 s after. Once seen under TCG (2026-11-26, CI's VM phase): CPU#0 stuck
+#: in the test's python3 from the command's first minute, CPU#1 silent (RCU stalls),
+#: for 15 minutes until stopped from outside; the same tests passed in the next boot.
+SOFT_LOCKUP = re.compile(r"watchdog: BUG: soft lockup - CPU#(\d+) stuck for (\d+)s! "
+                         r"\[([^\]]*)\]")
+#: a CPU reported stuck this long is a locked-up guest: the VM is stopped (exit 6)
+LOCKUP_S = 120.0
+LOCKUP_ENV = "BUFFERBLOAT_VM_LOCKUP_S"
+
+
+def lockup_bound() -> float:
+    """Seconds a guest CPU may be reported stuck before the VM is stopped (env)."""
+    return env_number(LOCKUP_ENV, LOCKUP_S, 30, 86400, "seconds, 30 to 86400",
+                      error=VMError)
+
+
+def guest_lockup(console: str, bound_s: float) -> str | None:
+    """Why the guest is locked up (its longest soft lockup, if ``bound_s`` or more), or
+    None."""
+    worst = None
+    for m in SOFT_LOCKUP.finditer(console):
+        if int(m[2]) >= bound_s and (worst is None or int(m[2]) > int(worst[2])):
+            worst = m
+    if worst is None:
+        return None
+    return (f"the guest kernel locked up: CPU#{worst[1]} stuck for {worst[2]}s in "
+            f"{worst[3]} (soft lockup, bound {bound_s:.0f}s)")
+
+
 _APPEND_WORD = re.compile(r"^[A-Za-z0-9_.,:=/+-]+$")
 
 

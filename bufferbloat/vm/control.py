@@ -144,6 +144,8 @@ END_STATUS = {
     "timeout": ("interrupted", "the project VM was stopped at its timeout"),
     "crash": ("failed", "the project VM died (guest crash) while this run was running"),
     "exit": ("failed", "the VM command exited while this run was still running"),
+    "lockup": ("failed", "the project VM's kernel locked up (soft lockup) while this run "
+                         "was running; the VM was stopped"),
 }
 
 

@@ -36,6 +36,7 @@ from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.errors import (
     EXIT_BOOT_FAILED,
     EXIT_INTERRUPTED,
+    EXIT_LOCKUP,
     EXIT_NO_RESULT,
     EXIT_TIMEOUT,
 )
@@ -44,6 +45,8 @@ from bufferbloat.vm.boot import (
     APPEND_ENV,
     BootWatch,
     boot_bounds,
+    guest_lockup,
+    lockup_bound,
     parse_append,
     print_tails,
     qemu_args,
@@ -220,6 +223,7 @@ def run(command: Sequence[str] | str, share: Path | str | None = None,
     if accel is None:
         accel = choose_accel(progress)
     bound_s, first_s, attempts = boot_bounds(accel)
+    lockup_s = lockup_bound()
     if _probe:
         attempts = 1
     run_id = new_run_id()
@@ -277,7 +281,7 @@ def run(command: Sequence[str] | str, share: Path | str | None = None,
             watch = BootWatch(bound_s, first_s)
             outcome, end = _watch_boot(proc, watch, t_boot, ctl, console_log, out_log,
                                        qemu_log, output, accel, deadline, sig, grace_s,
-                                       progress)
+                                       progress, lockup_s)
             sig.armed = False
             stop_process(proc)
             boot = {"attempt": attempt, "outcome": outcome, "stage": watch.stage,
@@ -480,7 +484,8 @@ def _boot_files(ctl: Path, tmp: Path, attempt: int, command: Sequence[str] | str
 def _guest_rc(ctl: Path, end: str | None, proc, wall: float, console_log: Path,
               qemu_log: Path, progress: Progress) -> tuple[int, str | None]:
     """(exit code, how the run ended): the guest command's, from its ``rc`` file; else
-    EXIT_TIMEOUT or EXIT_NO_RESULT, with the end of the console log shown."""
+    EXIT_LOCKUP, EXIT_TIMEOUT or EXIT_NO_RESULT, with the end of the console log
+    shown."""
     rc_file = ctl / "rc"
     rc_text = rc_file.read_text().strip() if rc_file.is_file() else ""
     if rc_text.isdigit():
@@ -489,6 +494,10 @@ def _guest_rc(ctl: Path, end: str | None, proc, wall: float, console_log: Path,
     progress(f"vm: the guest gave no exit status ({end}, qemu exit {proc.returncode}, "
              f"{wall:.1f}s); last console lines:")
     print_tails(progress, console_log, qemu_log, 40, 10)
+    if end == "lockup":
+        progress(f"vm: error: the guest kernel locked up (an emulator fault, not the "
+                 f"command's); exit code {EXIT_LOCKUP}")
+        return EXIT_LOCKUP, end
     return (EXIT_TIMEOUT if end == "timeout" else EXIT_NO_RESULT), end
 
 
@@ -504,13 +513,16 @@ def _append_boot_log(record: dict) -> None:
 
 def _watch_boot(proc, watch: BootWatch, t_boot: float, ctl: Path, console_log: Path,
                 out_log: Path, qemu_log: Path, output, accel: str, deadline: float | None,
-                sig: _Signals, grace_s: float, progress: Progress) -> tuple[str, str | None]:
+                sig: _Signals, grace_s: float, progress: Progress,
+                lockup_s: float = 120.0) -> tuple[str, str | None]:
     """Stream the guest's output while qemu runs; returns (outcome, end): outcome
     "started" (the command started), "hung" or "qemu-exit" (before it started);
-    end: None, or why the VM is to be stopped (timeout, interrupt, crash...)."""
+    end: None, or why the VM is to be stopped (timeout, interrupt, crash, lockup: the
+    guest kernel reported a CPU stuck for ``lockup_s`` or more)."""
     out_f = None
     stop_at = None
     end = None
+    next_lockup_check = 0.0
 
     def pump() -> None:
         nonlocal out_f
@@ -539,6 +551,12 @@ def _watch_boot(proc, watch: BootWatch, t_boot: float, ctl: Path, console_log: P
                              f"({watch.summary()})")
                 elif hung and not sig.got:
                     return "hung", hung
+            if watch.started and now >= next_lockup_check and stop_at is None:
+                next_lockup_check = now + 5.0
+                locked_up = guest_lockup(read_text(console_log), lockup_s)
+                if locked_up:
+                    progress(f"vm: {locked_up}: stopping qemu (pid {proc.pid})")
+                    return "started", "lockup"
             if accel == "kvm" and b"KVM internal error" in qemu_log.read_bytes()[-65536:]:
                 progress("vm: KVM internal error: this KVM cannot run the guest")
                 return ("started" if watch.started else "qemu-exit"), "crash"

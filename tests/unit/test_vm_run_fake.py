@@ -5,10 +5,12 @@ The fake ``qemu-system-x86_64`` (first on PATH) reads the run id, the share and 
 serial files from its arguments like qemu would, prints console lines like the project
 VM does, and then plays the guest's bb-run: ``started``, the command in its own process
 group, SIGINT to it when ``stop`` appears, ``rc``. FAKE_QEMU_MODE: ok, hang (stops after
-systemd), silent (no console byte), die (exits while the command runs)."""
+systemd), silent (no console byte), die (exits while the command runs), lockup (its
+kernel reports a soft lockup, longer each time, and the command never ends)."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -52,6 +54,12 @@ import ctypes
 p = subprocess.Popen(["bash", str(ctl / "cmd")], cwd=share, stdout=open(out, "ab"),
                      stderr=subprocess.STDOUT, start_new_session=True,
                      preexec_fn=lambda: ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0))
+if mode == "lockup":      # the kernel reports its CPU stuck, longer each time
+    for stuck in (22, 45, 71, 105, 131, 164):
+        time.sleep(0.5)
+        con.write(f"[  {stuck + 60}.73] watchdog: BUG: soft lockup - CPU#0 stuck for "
+                  f"{stuck}s! [python3:449]\n")
+    time.sleep(3600)
 stopped = False
 while p.poll() is None:
     if mode == "die" and (Path(share) / "results").exists():
@@ -109,7 +117,8 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setenv(common.CACHE_ENV, str(cache))
     monkeypatch.setenv(session.BOOT_LOG_ENV, str(tmp_path / "boots.jsonl"))
     monkeypatch.setenv("FAKE_QEMU_PIDS", str(tmp_path / "pids"))
-    for name in (boot.BOOT_TIMEOUT_ENV, boot.BOOT_ATTEMPTS_ENV, boot.APPEND_ENV, session.STOP_GRACE_ENV):
+    for name in (boot.BOOT_TIMEOUT_ENV, boot.BOOT_ATTEMPTS_ENV, boot.APPEND_ENV,
+                 session.STOP_GRACE_ENV, boot.LOCKUP_ENV):
         monkeypatch.delenv(name, raising=False)
 
     class Fake:
@@ -351,3 +360,38 @@ def test_the_parents_death_stops_the_vm_as_sighup(fake):
     assert fake.status()["status"] == "interrupted"
     assert fake.boots()["end"] == "hangup"
     assert not list((fake.tmp / "cache" / "live").glob("*.json"))
+
+
+def test_a_guest_kernel_that_locks_up_is_stopped_with_exit_6(fake, monkeypatch):
+    """A soft lockup reported for LOCKUP_ENV seconds or more stops the VM (by PID) with
+    EXIT_LOCKUP, names the stuck CPU and task, and closes the run it left running as
+    failed; a shorter one (the kernel's first reports) does not."""
+    monkeypatch.setenv("FAKE_QEMU_MODE", "lockup")
+    monkeypatch.setenv(boot.LOCKUP_ENV, "100")
+    t0 = time.monotonic()
+    assert fake.run() == errors.EXIT_LOCKUP
+    assert time.monotonic() - t0 < 30
+    text = fake.text()
+    # checked every 5 s: the report names a stuck time at the bound or beyond it
+    stuck = re.search(r"locked up: CPU#0 stuck for (\d+)s in python3:449", text)
+    assert stuck and int(stuck[1]) >= 100, text
+    assert "exit code 6" in text
+    rec = fake.boots()
+    assert rec["rc"] == errors.EXIT_LOCKUP and rec["end"] == "lockup"
+    status = fake.status()
+    assert status["status"] == "failed" and "locked up" in status["error"]
+
+
+def test_the_lockup_bound_reads_the_kernels_report():
+    console = (REPO / "tests/fixtures/vm/console-soft-lockup.txt").read_text()
+    assert boot.guest_lockup(console, 120) == (
+        "the guest kernel locked up: CPU#0 stuck for 131s in python3:449 (soft lockup, "
+        "bound 120s)")
+    assert boot.guest_lockup(console, 132) is None          # its longest: 131 s
+    assert boot.guest_lockup("bb-run: stage command\n", 30) is None
+    with pytest.raises(common.VMError):
+        os.environ[boot.LOCKUP_ENV] = "5"
+        try:
+            boot.lockup_bound()
+        finally:
+            del os.environ[boot.LOCKUP_ENV]
