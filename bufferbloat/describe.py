@@ -198,6 +198,7 @@ def describe(scn):
             files = (study_path(scn.name, item["plot"]) if item.get("plot")
                      else item["files"])
             out.append(f"      {item['command']}  ->  {files}")
+    out += _scaling_text(scn)
     if scn.expect:
         out.append("expected result:")
         out += _wrap(scn.expect, "  ")
@@ -216,6 +217,21 @@ def describe(scn):
         out.append(text)
         out += _wrap(f"expected: {entry['expect']}", "      ")
     return out
+
+
+def _scaling_text(scn):
+    """How the TCG VM runs ``scn`` when its bottleneck is faster than the VM sustains
+    (bufferbloat.net.scaling), and which of such a run's numbers hold at the study's
+    rate (the evidence's path); [] when the VM runs it at the study's rate."""
+    from bufferbloat.net import scaling  # noqa: PLC0415 - only for this section
+    cap = scaling.TCG_MAX_MBIT / 2 if scaling.loaded_both_ways(scn) else scaling.TCG_MAX_MBIT
+    topo = scn.build(max_rate_mbit=cap)[0]
+    if not topo.scaling:
+        return []
+    return (["in the TCG VM (rates above what it sustains are scaled; BUFFERBLOAT_MAX_MBIT "
+             "sets the cap, 0 turns it off):"]
+            + [line for text in scaling.evidence_lines(topo.scaling, scn.family)
+               for line in _wrap(text.strip(), "    ", first="  ")])
 
 
 def _module_doc(scn):

@@ -10,6 +10,7 @@ report, and the command that prints the full metrics table (``bufferbloat show``
 
 import os
 
+from bufferbloat.net import scaling
 from bufferbloat.results import headline
 from bufferbloat.results.health import headline as health_line
 from bufferbloat.results.metrics import run_rows
@@ -32,6 +33,12 @@ def render(run_dir, fmt="png", report=True):
     return paths, page
 
 
+def _family(rec):
+    """The study family of a run record ('A'..'E'), or None."""
+    scn = rec.get("scenario")
+    return scn.get("family") if isinstance(scn, dict) else None
+
+
 def lines(run, rows=None, figures=(), report=None):
     """The summary of ``run`` (a Run) as terminal lines (see the module doc)."""
     from bufferbloat.plots.common import run_label
@@ -43,6 +50,7 @@ def lines(run, rows=None, figures=(), report=None):
            f"{rec.get('duration_s', '?')} s" + (f" ({rec['error']})" if rec.get("error")
                                                  else "")]
     out.append(health_line(rec.get("health")))
+    out += scaling.evidence_lines(rec.get("scaling"), _family(rec))
     items = headline.values(run, rows, catalogue=catalogue())
     if items:
         out.append("headline (value, theory for this setting, the study's expected shape):")

@@ -33,6 +33,7 @@ import urllib.parse
 
 from bufferbloat.core.atomic import write_text_atomic
 from bufferbloat.core.errors import WARNINGS, UsageError, warnings_since
+from bufferbloat.net import scaling
 from bufferbloat.plots import (
     DEFAULT_RUN_FIGURES,
     FIGURES,
@@ -173,6 +174,9 @@ def config_pairs(run):
              ("bottleneck device", rec.get("bottleneck_dev")),
              ("tools", "; ".join(f"{k}: {v}" for k, v in (rec.get("tools") or {}).items())),
              ]
+    scaled = scaling.evidence_lines(rec.get("scaling"), scn.get("family"))
+    if scaled:
+        pairs.append(("rate scaling", " ".join(line.strip() for line in scaled)))
     for warning in qdisc.get("warnings") or []:
         pairs.append(("qdisc warning", warning))
     return [(k, "" if v is None else v) for k, v in pairs]

@@ -122,3 +122,55 @@ def scale_traffic_rates(spec, factor, names=None):
                     f"any rate, {floor:g} {unit})")
             spec[key] = value * factor
     return spec
+
+
+# ----------------------------------------------------------------------------- evidence
+#: Where the evidence is that a scaled run is the study's run (issue 28):
+#: bench/bench_scaling.py ran each scaled scenario's quick points at three caps in the
+#: TCG VM, and this file holds its tables.
+EVIDENCE = "docs/SCALING.md"
+#: What a rate scaling keeps, per family, as measured there (three caps, healthy runs):
+#: these of a scaled run's numbers hold at the study's rate.
+HOLDS = {
+    "E": ("utilization and goodput as a share of the link (within 0.04 at 10-20 Mbit/s; "
+          "FIFO lost 0.13 at 5)", "queueing delay in ms under FIFO, RED, PIE and CAKE "
+          "(within 3.5 ms)", "Jain's index (within 0.05)"),
+    "B": ("utilization and goodput as a share of the link (within 0.03 at 5-10 Mbit/s "
+          "each way)", "Jain's index (within 0.01)", "latency's order by PIE's target "
+          "(it rises with the target at every cap)"),
+}
+#: What it does not keep, per family, and why (physics; the measured spread in EVIDENCE).
+DOES_NOT_HOLD = {
+    "E": (("drop %", "falls as the rate rises, FIFO 11.8/6.2/2.6 % at 5/10/20 Mbit/s: a "
+                     "flow's window in packets grows with the rate and TCP's loss rate "
+                     "falls as its window grows; at 80 Mbit/s it is lower still"),
+          ("CoDel's and FQ-CoDel's queueing delay", "rises as the rate falls (FQ-CoDel "
+                                                    "11.8/16.9/23.3 ms at 20/10/5): one "
+                                                    "packet lasts longer against their "
+                                                    "5 ms target")),
+    "B": (("PIE's delay and the latency under load", "above the target by more the lower "
+           "the rate (target 5 ms: 31/16/11 ms at 2.5/5/10 Mbit/s each way): a few "
+           "packets per flow at these rates; at the study's 100 Mbit/s expect it nearer "
+           "the target"),
+          ("drop %", "falls as the rate rises (target 10 ms: 5.3/2.6/0.5 %)")),
+}
+#: what no rate scaling keeps, for every family
+NEVER_HOLDS = (("packets in the queue", "a delay held fixed is rate x delay"),)
+
+
+def evidence_lines(scaling, family=None):
+    """What a run's ``scaling`` record (None: not scaled) of a study ``family`` means for
+    its numbers: which hold at the study's rate and which do not, with the evidence's
+    path; [] when the run was not scaled."""
+    if not scaling or not scaling.get("changed"):
+        return []
+    rate = scaling["changed"].get("bottleneck_mbit")
+    what = (f"{rate[0]:g} -> {rate[1]:g} Mbit/s" if rate else
+            f"to {scaling.get('max_rate_mbit')} Mbit/s")
+    holds = HOLDS.get(family)
+    not_held = DOES_NOT_HOLD.get(family, ()) + NEVER_HOLDS
+    return [f"rate-scaled x{scaling.get('factor', 0):.3g} ({what}; every delay kept): "
+            + (f"these hold at the study's rate: {'; '.join(holds)}" if holds else
+               "not measured for this family at several rates"),
+            "  these do not: " + "; ".join(f"{w} ({why})" for w, why in not_held),
+            f"  measured at three rates: {EVIDENCE} (bench/bench_scaling.py)"]

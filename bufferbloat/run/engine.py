@@ -282,10 +282,12 @@ def measure(ctx):
                                 rec["realtime_minus_monotonic"],
                                 raw_dir=os.path.join(ctx.run_dir, "raw"))
     # the sampler's start-up (~2.2 s under TCG: its interpreter, sockets, compiled
-    # helper) runs beside other work: the idle RTT probe and the departure trace's
-    # start, or, when a part labels its flows only once prepared (NetPerfMeter's
-    # pre-connected sockets), the wait until its flows' start (origin_at). It samples
-    # from before the traffic; metrics start at the traffic's start plus the warm-up.
+    # helper) runs beside the idle RTT probe, or, when a part labels its flows only once
+    # prepared (NetPerfMeter's pre-connected sockets), inside the wait until its flows'
+    # start (origin_at). It samples from before the traffic; metrics start at the
+    # traffic's start plus the warm-up. The departure trace starts once the sampler is
+    # ready, never beside its start-up: the two guest kernel lockups seen under TCG
+    # (docs/HEALTH.md) both came when the trace's start ran beside it.
     early = not any(part.flows_known_after_prepare for part in ctx.parts)
     if early:
         with ctx.phase("sampler_start"):
@@ -299,10 +301,10 @@ def measure(ctx):
             prepare_parts(ctx.parts)
         with ctx.phase("sampler_start"):
             ctx.sampler = make_sampler(ctx, t0).launch()
-    with ctx.phase("departures_start"):
-        start_departures(ctx, t0)
     with ctx.phase("sampler_start"):
         ctx.sampler.wait_ready()
+    with ctx.phase("departures_start"):
+        start_departures(ctx, t0)
     if early:
         with ctx.phase("prepare"):
             prepare_parts(ctx.parts)

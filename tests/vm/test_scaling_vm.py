@@ -1,0 +1,73 @@
+"""Scaled runs are the study's runs for what physics keeps (issue 28, part 3): study E
+(80 Mbit/s, 5 NewReno flows, 15 ms RTT) under CAKE, quick profile, run at two caps in
+the project VM (BUFFERBLOAT_MAX_MBIT 10 and 20: x0.125 and x0.25 of the study's rate,
+buffers scaled alike, every delay kept).
+
+Invariant (a delay held fixed, a share of a link): utilization within 0.05, the mean
+queueing delay and CAKE's own delay within 4 ms, Jain's index within 0.05. Measured by
+bench/bench_scaling.py (docs/SCALING.md, 2026-11-26) at 5/10/20 Mbit/s: utilization
+0.986/0.987/0.979, queueing delay 8.51/7.44/7.37 ms, CAKE's delay 6.98/6.95/7.33 ms,
+Jain 0.999/0.997/0.999; this test's first run at 10/20: utilization 0.981/0.982,
+queueing delay 9.96/8.13 ms, CAKE's delay 10.7/8.5 ms (the widest gap seen, 2.2 ms),
+Jain 0.996/1.000.
+
+Not invariant, and asserted so (a test that would pass for a scaling that changed
+nothing would prove nothing): the queue holds twice the packets per ms of delay at twice
+the rate (Little: packets = rate x delay; first run 0.83 -> 1.65 packets per ms, x2.0;
+asserted x1.6 to x2.5), and the drop % falls as
+the rate rises (a flow's window in packets grows with the rate, and TCP's loss rate
+falls as its window grows, Mathis: p ~ 1/W^2, x4 for x2; measured 5.31 -> 1.60 %,
+x3.3; asserted at least x1.5).
+"""
+import json
+import os
+
+import pytest
+from retries import run_until_healthy_counted
+
+from bufferbloat.results.headline import select
+from bufferbloat.results.health import headline
+from bufferbloat.results.records import load_run
+from bufferbloat.run.engine import run_point
+from bufferbloat.run.sweep import RETRY_DEGRADED
+from bufferbloat.scenarios import catalogue
+
+CAT = catalogue()
+
+
+def _run_at(out, cap, monkeypatch):
+    monkeypatch.setenv("BUFFERBLOAT_MAX_MBIT", str(cap))
+    scn = CAT["e1_aqm_kflows"]
+    run_dir, _ = run_until_healthy_counted(
+        lambda: run_point(scn, {"variant": "cake"}, out_root=out, quick=True, log=print),
+        RETRY_DEGRADED, log=lambda line: print(f"cake at {cap}: {line}"))
+    run = load_run(run_dir)
+    assert run.record["status"] == "ok"
+    assert run.record["health"]["verdict"] == "healthy", run.record["health"]["problems"]
+    assert run.record["scaling"]["max_rate_mbit"] == cap
+    with open(os.path.join(run_dir, "metrics.json")) as f:
+        rows = json.load(f)["metrics"]
+    print(f"cake at {cap} Mbit/s: {headline(run.record['health'])}")
+    return {k: select(rows, sel) for k, sel in (
+        ("util", "link:utilization"), ("qdelay", "link:qdelay_mean_ms"),
+        ("aqm", "link:aqm_delay_mean_ms"), ("jain", "network:all:jain_fairness"),
+        ("drop", "link:drop_pct"), ("qlen", "link:qlen_mean_pkts"))}
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("scaling"))
+
+
+def test_a_scaled_run_keeps_utilization_delay_and_fairness_not_packets(out, monkeypatch,
+                                                                       net_guard):
+    low, high = _run_at(out, 10, monkeypatch), _run_at(out, 20, monkeypatch)
+    print(f"10 Mbit/s: {low}\n20 Mbit/s: {high}")
+    assert abs(low["util"] - high["util"]) <= 0.05
+    assert abs(low["qdelay"] - high["qdelay"]) <= 4.0
+    assert abs(low["aqm"] - high["aqm"]) <= 4.0
+    assert abs(low["jain"] - high["jain"]) <= 0.05
+    # what a rate scaling does not keep
+    per_ms = [r["qlen"] / r["qdelay"] for r in (low, high)]
+    assert 1.6 <= per_ms[1] / per_ms[0] <= 2.5, per_ms
+    assert low["drop"] >= 1.5 * high["drop"] > 0
