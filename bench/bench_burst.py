@@ -16,16 +16,14 @@ Asserts nothing; the runs are kept under .scratch/.
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_overhead import FAMILIES, run_points  # noqa: E402
+from bench_overhead import FAMILIES, run_points, vm_bench_runs  # noqa: E402
 
 HTB_BURST_ENV = "BUFFERBLOAT_HTB_BURST_MS"
 
@@ -100,19 +98,9 @@ def main():
     if args.inside:
         inside(args.inside, bursts, families, args.reps)
         return 0
-    (ROOT / ".scratch").mkdir(exist_ok=True)
-    out = tempfile.mkdtemp(prefix="bench-burst-", dir=str(ROOT / ".scratch"))
-    rel = os.path.relpath(out, ROOT)
-    proc = subprocess.run([str(ROOT / "vm" / "run"), "--", "python3", "bench/bench_burst.py",
-                           "--bursts", args.bursts, "--families", ",".join(families),
-                           "--reps", str(args.reps), "--inside", rel],
-                          capture_output=True, text=True)
-    sys.stderr.write(proc.stderr[-3000:])
-    runs = []
-    for line in proc.stdout.splitlines():
-        if line.startswith("RUN "):
-            _, burst, d = line.split(" ", 2)
-            runs.append((float(burst), os.path.join(str(ROOT), d.removeprefix("/bb/"))))
+    out, runs = vm_bench_runs("bench_burst.py", [
+        "--bursts", args.bursts, "--families", ",".join(families),
+        "--reps", str(args.reps)], "bench-burst-")
     table = summarize(runs)
     for (burst, scn), entry in sorted(table.items()):
         print(f"burst {burst:g} ms  {scn}: verdicts {entry['verdicts']}")

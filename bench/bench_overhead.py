@@ -53,6 +53,24 @@ def run_points(scenarios, out):
     return dirs
 
 
+def vm_bench_runs(script, args, prefix):
+    """Run ``bench/SCRIPT ARGS --inside OUT`` in one project VM, OUT a fresh folder of
+    .scratch/ named ``PREFIX*`` (inside the checkout: the VM shares it); returns (OUT,
+    [(value, run dir on this machine)]) from the guest's ``RUN VALUE DIR`` lines."""
+    (ROOT / ".scratch").mkdir(exist_ok=True)
+    out = tempfile.mkdtemp(prefix=prefix, dir=str(ROOT / ".scratch"))
+    proc = subprocess.run([str(ROOT / "vm" / "run"), "--", "python3", f"bench/{script}",
+                           *args, "--inside", os.path.relpath(out, ROOT)],
+                          capture_output=True, text=True)
+    sys.stderr.write(proc.stderr[-3000:])
+    runs = []
+    for line in proc.stdout.splitlines():
+        if line.startswith("RUN "):
+            _, value, d = line.split(" ", 2)
+            runs.append((float(value), os.path.join(str(ROOT), d.removeprefix("/bb/"))))
+    return out, runs
+
+
 def table(run_dirs):
     """Print the phases of every run and the totals; return the overhead ratio (point
     wall / traffic over every run), or None without runs."""

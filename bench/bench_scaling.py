@@ -23,13 +23,14 @@ Asserts nothing; the runs are kept under .scratch/.
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_overhead import vm_bench_runs  # noqa: E402
 
 MAX_MBIT_ENV = "BUFFERBLOAT_MAX_MBIT"
 #: the scenarios the VM scales, and the caps to run them at (Mbit/s per direction: B's
@@ -183,20 +184,9 @@ def main():
                 for p in sorted(Path(args.summarize).glob("cap-*/*/*/result.json"))]
         out = args.summarize
     else:
-        (ROOT / ".scratch").mkdir(exist_ok=True)
-        out = tempfile.mkdtemp(prefix="bench-scaling-", dir=str(ROOT / ".scratch"))
-        rel = os.path.relpath(out, ROOT)
         spec = ";".join(f"{k}={','.join(f'{c:g}' for c in v)}" for k, v in caps.items())
-        proc = subprocess.run([str(ROOT / "vm" / "run"), "--", "python3",
-                               "bench/bench_scaling.py", "--scenarios", ",".join(caps),
-                               "--caps", spec, "--inside", rel],
-                              capture_output=True, text=True)
-        sys.stderr.write(proc.stderr[-3000:])
-        runs = []
-        for line in proc.stdout.splitlines():
-            if line.startswith("RUN "):
-                _, cap, d = line.split(" ", 2)
-                runs.append((float(cap), os.path.join(str(ROOT), d.removeprefix("/bb/"))))
+        out, runs = vm_bench_runs("bench_scaling.py", [
+            "--scenarios", ",".join(caps), "--caps", spec], "bench-scaling-")
     print_tables(summarize(runs))
     print(f"runs kept in {out}")
     print(json.dumps({"runs": len(runs)}))

@@ -224,8 +224,7 @@ def _scaling_text(scn):
     (bufferbloat.net.scaling), and which of such a run's numbers hold at the study's
     rate (the evidence's path); [] when the VM runs it at the study's rate."""
     from bufferbloat.net import scaling  # noqa: PLC0415 - only for this section
-    cap = scaling.TCG_MAX_MBIT / 2 if scaling.loaded_both_ways(scn) else scaling.TCG_MAX_MBIT
-    topo = scn.build(max_rate_mbit=cap)[0]
+    topo = scn.build(max_rate_mbit=scaling.per_direction_cap(scn))[0]
     if not topo.scaling:
         return []
     return (["in the TCG VM (rates above what it sustains are scaled; BUFFERBLOAT_MAX_MBIT "

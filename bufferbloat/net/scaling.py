@@ -31,10 +31,15 @@ def rate_cap_mbit(scn=None):
     gets half the cap per direction: 20 Mbit/s each way measured work conservation
     0.86 and 11 % sampler misses, 10 Mbit/s each way 0.998 (docs/HEALTH.md)."""
     cap = _machine_cap_mbit()
-    if cap and scn is not None and loaded_both_ways(scn) \
-            and os.environ.get(MAX_MBIT_ENV) is None:
-        return cap / 2
+    if cap and scn is not None and os.environ.get(MAX_MBIT_ENV) is None:
+        return per_direction_cap(scn, cap)
     return cap
+
+
+def per_direction_cap(scn, cap=TCG_MAX_MBIT):
+    """The bottleneck cap of ``scn`` from a machine's ``cap`` (default the TCG VM's):
+    half of it for a bottleneck loaded both ways (:func:`loaded_both_ways`)."""
+    return cap / 2 if loaded_both_ways(scn) else cap
 
 
 def loaded_both_ways(scn):

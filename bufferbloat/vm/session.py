@@ -43,6 +43,7 @@ from bufferbloat.core.errors import (
 from bufferbloat.core.params import env_number
 from bufferbloat.vm.boot import (
     APPEND_ENV,
+    LOCKUP_S,
     BootWatch,
     boot_bounds,
     guest_lockup,
@@ -514,7 +515,7 @@ def _append_boot_log(record: dict) -> None:
 def _watch_boot(proc, watch: BootWatch, t_boot: float, ctl: Path, console_log: Path,
                 out_log: Path, qemu_log: Path, output, accel: str, deadline: float | None,
                 sig: _Signals, grace_s: float, progress: Progress,
-                lockup_s: float = 120.0) -> tuple[str, str | None]:
+                lockup_s: float = LOCKUP_S) -> tuple[str, str | None]:
     """Stream the guest's output while qemu runs; returns (outcome, end): outcome
     "started" (the command started), "hung" or "qemu-exit" (before it started);
     end: None, or why the VM is to be stopped (timeout, interrupt, crash, lockup: the

@@ -22,8 +22,7 @@ def test_the_evidence_file_exists_and_names_every_scaled_scenario():
 
 
 def _vm_scaling(scn):
-    cap = scaling.TCG_MAX_MBIT / 2 if scaling.loaded_both_ways(scn) else scaling.TCG_MAX_MBIT
-    return scn.build(max_rate_mbit=cap)[0].scaling
+    return scn.build(max_rate_mbit=scaling.per_direction_cap(scn))[0].scaling
 
 
 def test_describe_names_what_holds_for_scaled_scenarios_only():
