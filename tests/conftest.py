@@ -51,6 +51,29 @@ def net_guard():
 BOOTS_A_VM = ("test_vm_lifecycle.py", "test_run_through_vm.py", "test_cluster_vm_worker.py")
 
 
+#: env: a file to which every test appends "passed|failed NODEID" as it ends (flushed and
+#: synced: it survives a guest that dies next). run_tests.sh gives it to the VM phase,
+#: so that a phase stopped by a guest kernel's lockup runs again only the tests that had
+#: not ended; one that had failed stays failed.
+LEDGER_ENV = "BUFFERBLOAT_TEST_LEDGER"
+_FAILED = set()
+
+
+def pytest_runtest_logreport(report):
+    path = os.environ.get(LEDGER_ENV)
+    if not path:
+        return
+    if report.failed:
+        _FAILED.add(report.nodeid)
+    if report.when != "teardown":
+        return
+    outcome = "failed" if report.nodeid in _FAILED else "passed"
+    with open(path, "a") as f:
+        f.write(f"{outcome} {report.nodeid}\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def pytest_collection_modifyitems(config, items):
     from bufferbloat.run.where import in_project_vm
     if not in_project_vm():

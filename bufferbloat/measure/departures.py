@@ -65,6 +65,10 @@ from bufferbloat.measure.sampler import compiled_helper
 ENV = "BUFFERBLOAT_DEPARTURES"
 EVENTS = ("net/net_dev_queue", "net/net_dev_xmit")
 INSTANCE_PREFIX = "bufferbloat-"
+#: the project VM's guest holds EVENTS' probes for its whole boot in idle instances of
+#: this name (vm/guest/bb-run), so that a run's enable/disable patches no kernel code
+#: (under TCG that patching locked the guest up: docs/HEALTH.md)
+HOLD_PREFIX = "bb-hold-"
 #: per-CPU ring buffer of the instance: 100 Mbit/s of 1500-byte packets is ~8,300
 #: departures/s, two events each of ~64 bytes: ~1 MB/s, read every READ_PAUSE_S
 BUFFER_KB = 4096
@@ -202,6 +206,9 @@ class DepartureTrace:
         # what a killed run of ours left (its buffers hold memory until removed)
         self.info["removed_stale"] = [os.path.basename(p) for p in stale_instances(self.root)
                                       if remove_instance(p)]
+        self.info["probes_held"] = sorted(
+            n for n in os.listdir(os.path.join(self.root, "instances"))
+            if n.startswith(HOLD_PREFIX))
         os.mkdir(self.instance)
         try:
             _write(os.path.join(self.instance, "trace_clock"), "mono")

@@ -263,3 +263,18 @@ def test_the_compiled_reader_writes_what_the_python_conversion_does(tmp_path):
     st = json.loads(stats.read_text())
     assert st["events"] == 600 and st["departures"] == 283 and st["skipped_lines"] == 0
     assert st["unpaired"] == sum(1 for w in want if w[3] is None)
+
+
+def test_the_guest_holds_every_traced_event_and_no_run_takes_its_holders():
+    """The project VM's guest holds the trace's events in idle instances for its whole
+    boot (vm/guest/bb-run), so that a run's enable/disable patches no kernel text (the
+    TCG lockups, docs/HEALTH.md): it must hold exactly the events a run enables, in
+    instances that no run's clean-up takes for its own stale ones."""
+    from tests.conftest import ROOT
+    with open(os.path.join(ROOT, "vm", "guest", "bb-run")) as f:
+        text = f.read()
+    line = next(ln for ln in text.splitlines() if "for ev in net/" in ln)
+    assert sorted(line.split(" in ", 1)[1].rstrip("; do").split()) == sorted(dp.EVENTS)
+    assert f"instances/{dp.HOLD_PREFIX}$i" in text
+    assert not dp.HOLD_PREFIX.startswith(dp.INSTANCE_PREFIX)
+
