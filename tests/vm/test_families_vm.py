@@ -7,6 +7,7 @@ opposite outcome fails. Every run must first prove that the emulator kept up (it
 verdict, docs/HEALTH.md): an outcome measured on a degraded run is the emulator's.
 """
 import json
+import math
 import os
 
 import numpy as np
@@ -60,6 +61,15 @@ def metric(rows, scope, name_part, metric_name):
 
 
 def test_a_fifo100_rtt_far_above_fifo20_and_pie_holds_its_target(out):
+    """A at 1.5 Mbit/s, base RTT 20 ms (5 ms a link). Theory: a full FIFO of N packets
+    of 1514 B adds N x 8.07 ms, 161 ms for 20 and 807 ms for 100; Cubic's saw-tooth
+    keeps it 60-100 % full (measured RTT p50 115 and 543 ms, FIFO-100's queueing delay
+    p50 512-681 ms over five runs, docs/HEALTH.md and the CI logs). Asserted: each RTT
+    above the base plus 30 % (FIFO-20) or 40 % (FIFO-100) of its full queue and below
+    the base plus a full queue plus one packet; FIFO-100's queueing delay between half a
+    full queue and a full one. PIE's median delay within 30 % of its 20 ms target
+    (measured 18.2-19.5 ms in six runs). A FIFO limit off by 10x, or a PIE target read
+    in the wrong unit, falls outside."""
     _, f20 = run(out, "a1_fifo", 15, buffer_pkts=20)
     _, f100 = run(out, "a1_fifo", 15, buffer_pkts=100)
     _, pie = run(out, "a2_pie", 15)
@@ -67,11 +77,14 @@ def test_a_fifo100_rtt_far_above_fifo20_and_pie_holds_its_target(out):
     rtt100 = metric(f100, "ping", "ping", "rtt_p50_ms")
     print(f"FIFO-20 RTT p50 {rtt20:.0f} ms, FIFO-100 {rtt100:.0f} ms (theory: full queues "
           f"add 161 and 807 ms)")
-    assert rtt100 > 2.5 * rtt20
+    full20, full100, base, pkt = 20 * 8.075, 100 * 8.075, 20.0, 8.075
+    assert base + 0.3 * full20 <= rtt20 <= base + full20 + pkt, rtt20
+    assert base + 0.4 * full100 <= rtt100 <= base + full100 + pkt, rtt100
     pie_delay = metric(pie, "link", "pie", "aqm_delay_p50_ms")
     fifo_delay = metric(f100, "link", "fifo", "qdelay_p50_ms")
     print(f"PIE delay p50 {pie_delay:.1f} ms (target 20), FIFO-100 {fifo_delay:.0f} ms")
-    assert 10 <= pie_delay <= 40 and fifo_delay > 300
+    assert 14 <= pie_delay <= 26
+    assert 0.5 * full100 <= fifo_delay <= full100 + pkt
 
 
 def test_a_ten_flows_raise_the_fetch_time(out):
@@ -120,13 +133,20 @@ def _fetch_times(r):
 
 
 def test_a_more_loss_lowers_the_throughput(out):
-    # at 10 Mbit/s and 20 ms the Mathis bound at 4 % loss (~3.5 Mbit/s) is below the link
+    """At 10 Mbit/s and 20 ms, 0.5 % loss leaves the link the limit (Mathis et al.'s
+    MSS/RTT x sqrt(3/2)/sqrt(p) is 10.0 Mbit/s there); at 4 % the model gives 1448 x 8 /
+    0.020 x 1.22 / 0.2 = 3.55 Mbit/s. Measured 9.44 and 3.47 Mbit/s. Asserted: at 0.5 %
+    above 80 % of the link, at 4 % within 0.6-1.5x the model (the model's constant
+    depends on the loss pattern and delayed ACKs; a loss applied twice, or not at all,
+    falls outside)."""
     _, low = run(out, "a4_wifi_loss", 15, variant="fifo", loss_pct=0.5, bottleneck_mbit=10)
     _, high = run(out, "a4_wifi_loss", 15, variant="fifo", loss_pct=4, bottleneck_mbit=10)
     g_low = metric(low, "flow", "long", "throughput_mbit")
     g_high = metric(high, "flow", "long", "throughput_mbit")
     print(f"throughput at 0.5 % loss {g_low:.2f} Mbit/s, at 4 % {g_high:.2f} Mbit/s")
-    assert g_high < 0.7 * g_low
+    mathis = 1448 * 8 / 0.020 * math.sqrt(1.5) / math.sqrt(0.04) / 1e6
+    assert g_low >= 0.8 * 10
+    assert 0.6 * mathis <= g_high <= 1.5 * mathis, (g_high, mathis)
 
 
 def test_a_udp_video_takes_throughput_from_tcp_while_it_runs(out):
@@ -141,7 +161,14 @@ def test_a_udp_video_takes_throughput_from_tcp_while_it_runs(out):
           f"{metric(rows, 'udp', 'video', 'jitter_ms'):.1f} ms, one-way p50 "
           f"{metric(rows, 'udp', 'video', 'owd_p50_ms'):.0f} ms")
     assert during < 0.85 * before
-    assert metric(rows, "udp", "video", "throughput_mbit") > 0.2   # the 0.5 Mbit/s stream
+    # the 0.5 Mbit/s stream (10 s), through a FIFO that TCP keeps full: what it loses
+    # there (measured 1.7 %) is all it misses. Its throughput is bytes over the span of
+    # its arrivals, which the FIFO's changing delay (up to 807 ms) may stretch or shrink
+    # by 8 %; a stream sent at the wrong rate, or losing most of its packets, falls out
+    loss = metric(rows, "udp", "video", "loss_pct")
+    thr = metric(rows, "udp", "video", "throughput_mbit")
+    assert loss < 10
+    assert 0.5 * (1 - loss / 100) * 0.88 <= thr <= 0.5 * 1.1, (thr, loss)
 
 
 def check_b_scaled_to_the_vms_cap(rec):
@@ -170,13 +197,21 @@ def check_b_scaled_to_the_vms_cap(rec):
 
 
 def test_b_average_latency_grows_with_the_pie_target(out):
+    """RRUL's ping crosses two PIE queues (the dumbbell has PIE both ways), each holding
+    about its target: raising the target from 5 to 20 ms adds ~2 x 15 = 30 ms. Measured
+    at 10 Mbit/s a direction (x0.1): 44.2 and 67.4 ms over an idle ~20 ms, i.e. ~12 and
+    ~24 ms a queue (PIE overshoots a 5 ms target at this rate: docs/SCALING.md). Asserted:
+    the mean's rise within 12-45 ms, and target 20's queueing part (mean minus the idle
+    RTT) within 0.75-1.6x the two targets' 40 ms."""
     r5, low = run(out, "b2_pie_target", 15, **{"qdisc.target_ms": 5})
-    _, high = run(out, "b2_pie_target", 15, **{"qdisc.target_ms": 20})
+    r20, high = run(out, "b2_pie_target", 15, **{"qdisc.target_ms": 20})
     check_b_scaled_to_the_vms_cap(r5.record)
     m5 = metric(low, "ping", "rrul-ping", "rtt_mean_ms")
     m20 = metric(high, "ping", "rrul-ping", "rtt_mean_ms")
     print(f"RRUL ping mean: target 5 ms -> {m5:.1f} ms, target 20 ms -> {m20:.1f} ms")
-    assert m20 > m5 + 5
+    idle20 = r20.record["idle_rtt"]["p50_ms"]
+    assert 12 <= m20 - m5 <= 45
+    assert 0.75 * 40 <= m20 - idle20 <= 1.6 * 40, (m20, idle20)
 
 
 # C's flows come from one NetPerfMeter process (the scenario's default tool), connected
@@ -233,8 +268,10 @@ def test_c_pi_holds_its_reference_and_raises_p_with_load_while_red_queue_grows(o
     print(f"PI: q_ref {qref} pkts, mean queue at 20 flows {qlen:.1f} pkts; mean p "
           f"{p10:.4f} (10 flows) -> {p20:.4f} (20 flows); {rate:.1f} updates/s. "
           f"RED mean backlog {red} bytes (thresholds 4000-12000)")
-    # the integral term drives the mean queue to q_ref: within 50 % over 15 s of a run
-    assert 0.5 * qref <= qlen <= 1.5 * qref
+    # the integral term drives the mean queue to q_ref; the sampled mean sits a little
+    # below it (measured 0.81 and 0.73 of q_ref at 20 and 40 flows: the queue's
+    # distribution is skewed by its empty intervals)
+    assert 0.6 * qref <= qlen <= 1.25 * qref
     # more flows need a higher mark probability for the same queue (p ~ N^2 in the
     # fluid model): strictly higher
     assert p20 > p10
@@ -257,7 +294,7 @@ def test_c_quick_points_at_40_flows_are_healthy_and_follow_the_load(out):
           f"flows) -> {p40:.4f}; RED mean backlog {red} bytes; {len(flows)} RED flows "
           "that moved data")
     assert len(flows) == 40        # every flow moved data (one process, pre-connected)
-    assert 0.5 * qref <= qlen <= 1.5 * qref
+    assert 0.6 * qref <= qlen <= 1.25 * qref
     assert p40 > p20
     assert red[40] > red[20]
 
@@ -266,7 +303,7 @@ def test_e_fq_codel_shares_equally(out):
     _, rows = run(out, "e1_aqm_kflows", 10, variant="fq_codel")
     jain = metric(rows, "network", "all", "jain_fairness")
     print(f"FQ-CoDel, 5 equal flows: Jain's index {jain:.3f}")
-    assert jain >= 0.9
+    assert jain >= 0.98      # measured 1.000 and 0.9998 (test_netperfmeter_vm's own)
 
 
 def test_d_vegas_keeps_the_queue_that_cubic_fills(out):
@@ -277,3 +314,39 @@ def test_d_vegas_keeps_the_queue_that_cubic_fills(out):
     print(f"mean backlog: cubic {qc:.0f} B, vegas {qv:.0f} B")
     assert qv < 0.5 * qc
     assert metric(vegas, "link", "", "utilization") > 0.8   # while still using the link
+
+
+def test_d_under_load_the_tools_delay_splits_as_theory_says(out):
+    """Study D's one-way delay under a bulk Cubic flow filling the lan path's FIFO (10
+    Mbit/s, 2.5 ms a link: base RTT 10 ms, one way d0 = 5 ms; 100 packets: a full queue
+    drains in 100 x 1514 x 8 / 10e6 = 121 ms), split in three (docs/D_DELAY.md,
+    flowmetrics.delay_parts): the send-buffer wait W, the path's one-way delay P = d0 +
+    Q/C + L/C from the sampled backlog, the rest R = D - W - P. Against theory and an
+    independent probe (docs/D_DELAY.md, "Still to do ... under load"):
+    * P's queueing part agrees with ICMP's: the path's median minus d0 within 10 ms (or
+      15 %) of ping's median excess RTT over its idle RTT (ping crosses the same queue
+      one way; the return path holds only ACKs);
+    * P is physical: at most d0 + a full FIFO's 121 ms + one frame's 1.2 ms;
+    * the parts add up: R's median within 10 ms of 0 (head-of-line blocking and the
+      tool's loop are in R; measured -0.8 to 0.1 ms on the full profile's runs);
+    * the tool's delay is never below the path's (medians), and what it sees beyond the
+      path is mostly W (half of it, within 2 ms; measured 443 of 544 ms on fiber with
+      the kernel's autotuned send buffer)."""
+    r, rows = run(out, "d1_cca_paths", 15, variant="lan", cca="cubic")
+    d0 = 5.0
+    tool = metric(rows, "flow", "bulk", "owd_p50_ms")
+    wait = metric(rows, "flow", "bulk", "sndbuf_wait_p50_ms")
+    path = metric(rows, "flow", "bulk", "path_owd_p50_ms")
+    path_max = metric(rows, "flow", "bulk", "path_owd_max_ms")
+    rest = metric(rows, "flow", "bulk", "owd_rest_p50_ms")
+    ping = metric(rows, "ping", "ping", "rtt_p50_ms")
+    idle = r.record["idle_rtt"]["p50_ms"]
+    print(f"D lan cubic: tool's one-way p50 {tool:.1f} ms = send-buffer wait {wait:.1f} + "
+          f"path {path:.1f} (max {path_max:.1f}) + rest {rest:.1f}; ping p50 {ping:.1f} ms "
+          f"over an idle {idle:.1f} ms")
+    excess = ping - idle
+    assert abs((path - d0) - excess) <= max(10.0, 0.15 * excess), (path, excess)
+    assert path_max <= d0 + 121.2 + 1.3     # a FIFO limit off by 10x fails here
+    assert abs(rest) <= 10.0
+    assert tool >= path
+    assert wait >= 0.5 * (tool - path) - 2.0

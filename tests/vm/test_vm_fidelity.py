@@ -11,12 +11,15 @@ Tolerances, from the issue and docs/PLATFORM.md:
   failed CI once, at 3.1 %), and a loss that is off (0 %), given as a fraction
   (0.02 %) or doubled (both directions, ~4 %) falls outside it;
 * PIE target 20 ms at 1.5 Mbit/s, one cubic flow: median queueing delay reported by PIE
-  in 10-40 ms; FIFO-100 on the same network: median queueing delay (backlog / rate) > 500
-  ms (theory for a full queue: 807 ms);
+  within 30 % of the target, 14-26 ms (measured 18.2-19.5 ms in six runs); FIFO-100 on
+  the same network: median queueing delay (backlog / rate) from 500 ms to a full queue's
+  807 ms plus one packet (measured 540-681 ms);
 * the backlog sits in the AQM leaf: the netem delay line (before it, 10 ms at the
   sender's 1.5 Mbit/s ACK clock: ~1.2 packets) holds at most a few packets.
 """
 import math
+import os
+import re
 import statistics
 
 import pytest
@@ -111,8 +114,8 @@ def test_pie_holds_its_target_where_fifo_bloats(net_guard):
           f"FIFO-100 median queueing delay {fifo_delay:.0f} ms, max RTT "
           f"{fifo.max_rtt_ms():.0f} ms, goodput {fifo.goodput_mbit:.3f}; "
           f"the delay stage held at most {wire_max} packets")
-    assert 10 <= pie_delay <= 40
-    assert fifo_delay > 500
+    assert 14 <= pie_delay <= 26
+    assert 500 <= fifo_delay <= 807 + 8.1
     assert max(q["qlen"] for q in fifo_leaf) >= 90
     assert wire_max <= 10
 
@@ -125,3 +128,22 @@ def test_every_qdisc_installs_and_reads_back(kind, net_guard):
         assert leaf["kind"] == topo.qdisc.tc_kind and leaf["parent"] == "1:1"
         out = net.run("h1", ["ping", "-c", "3", "-i", "0.2", net.ip("h2")])
         assert " 0% packet loss" in out
+        burst = _htb_burst_read_back(net)
+    # the shaper's burst, as the kernel holds it: under TCG 20 ms of the 5 Mbit/s rate
+    # (bottleneck.HTB_BURST_MS, docs/HEALTH.md), 12,500 B; HTB keeps it as a time in
+    # ticks, so tc's conversion back may round by a few bytes. A KVM guest's timers are
+    # on time: tc's default of about one MTU.
+    if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg":
+        assert burst == pytest.approx(5e6 / 8 * 0.020, rel=0.01), burst
+    else:
+        assert burst <= 2000, burst
+
+
+def _htb_burst_read_back(net):
+    """The bottleneck's HTB class burst in bytes, from the kernel (``tc -d class show``,
+    the record's readback: iproute2 6.1 has no JSON for HTB classes)."""
+    ns, dev = net.bottleneck_dev
+    text = next(v["classes"] for k, v in net.readback().items() if k.endswith("/" + dev))
+    m = re.search(r" burst (\d+(?:\.\d+)?)(b|Kb|Mb)\b", text)
+    assert m, text
+    return float(m.group(1)) * {"b": 1, "Kb": 1024, "Mb": 1024 * 1024}[m.group(2)]
