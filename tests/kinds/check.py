@@ -38,13 +38,14 @@ def run_and_check(out_root, rate_mbit, **params):
     assert [r["flow"] for r in rows] == ["py"]
     sent, received = int(rows[0]["bytes_sent"]), int(rows[0]["bytes_received"])
     assert sent == received > 0
-    # the transfer crossed the bottleneck at its rate: it sends for 0.9 of the run, and
-    # no more can arrive than the link carries then plus the FIFO's 100 packets drained
-    # after (121 ms at 10 Mbit/s: +1.7 %) and a 20 ms HTB burst (+0.3 %); slow start
-    # and the first RTTs cost a few %. Measured 0.998 of the rate on the host kernel
+    # the transfer crossed the bottleneck at its rate: its client writes for 0.9 of the
+    # run, but what its socket buffer holds then still drains until the server stops
+    # reading at the run's end (up to ~1.4 s more of link time: x1.2); slow start and
+    # the first RTTs cost a few %. Measured 0.998 of the rate on the host kernel, 1.056
+    # in the VM (CI, 2026-11-26)
     mbit = received * 8 / 1e6 / (0.9 * DURATION_S)
     print(f"pyflow: {mbit:.3f} Mbit/s over 0.9 of the run at {rate_mbit} Mbit/s")
-    assert 0.85 * rate_mbit <= mbit <= 1.03 * rate_mbit, mbit
+    assert 0.85 * rate_mbit <= mbit <= 1.2 * rate_mbit, mbit
     # its outputs, its summary (scheduled at the part's start), its health check
     assert "RECEIVED" in run.raw("py.server.txt") and "SENT" in run.raw("py.client.txt")
     entry = next(e for e in rec["traffic_results"] if e.get("flow") == "py")

