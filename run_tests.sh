@@ -34,13 +34,16 @@ if [ "$phase" != vm ]; then
 fi
 if [ "$phase" != host ]; then
   echo "=== full-kernel tests in the project VM (and the fault-injection tests again, with OVS) ==="
-  # every test that ends passed or skipped is written to a ledger as it ends
-  # (tests/conftest.py): a phase stopped by a guest lockup runs again only the others
+  # every test's outcome is written to a ledger as it ends (tests/conftest.py): a phase
+  # stopped by a guest lockup runs again only the tests that had not ended
   mkdir -p .scratch
   ledger=.scratch/vm-phase-ledger.txt
   rm -f "$ledger"
-  vm/run --env BUFFERBLOAT_TEST_LEDGER="/bb/$ledger" -- \
-    python3 -m pytest -p no:cacheprovider tests/vm tests/host/test_faults.py "$@"
+  vm_phase() {
+    vm/run --env BUFFERBLOAT_TEST_LEDGER="/bb/$ledger" -- \
+      python3 -m pytest -p no:cacheprovider tests/vm tests/host/test_faults.py "$@"
+  }
+  vm_phase "$@"
   vmrc=$?
   if [ $vmrc -eq 6 ]; then
     # exit 6: the guest kernel locked up (bufferbloat/vm/boot.py: guest_lockup), an
@@ -56,9 +59,7 @@ if [ "$phase" != host ]; then
     done
     echo "=== the project VM's kernel locked up (exit 6): ${#ended[@]} tests had ended" \
          "($failed failed) and are kept; the others again, in a fresh VM (once) ==="
-    vm/run --env BUFFERBLOAT_TEST_LEDGER="/bb/$ledger" -- \
-      python3 -m pytest -p no:cacheprovider tests/vm tests/host/test_faults.py \
-      "${deselect[@]}" "$@"
+    vm_phase "${deselect[@]}" "$@"
     vmrc=$?
     [ $vmrc -eq 5 ] && vmrc=0     # pytest's "no tests ran": every test had ended
     [ $failed -eq 0 ] || vmrc=1

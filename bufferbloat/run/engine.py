@@ -286,8 +286,8 @@ def measure(ctx):
     # prepared (NetPerfMeter's pre-connected sockets), inside the wait until its flows'
     # start (origin_at). It samples from before the traffic; metrics start at the
     # traffic's start plus the warm-up. The departure trace starts once the sampler is
-    # ready, never beside its start-up: the two guest kernel lockups seen under TCG
-    # (docs/HEALTH.md) both came when the trace's start ran beside it.
+    # ready (the order every bench in docs/COST.md measured; the guest lockups once
+    # blamed on the two side by side came from kernel code patching, docs/HEALTH.md).
     early = not any(part.flows_known_after_prepare for part in ctx.parts)
     if early:
         with ctx.phase("sampler_start"):

@@ -48,9 +48,9 @@ def _qemu_opt(value: str | Path) -> str:
 
 
 #: The guest kernel's soft-lockup report (kernel/watchdog.c), printed from ~22 s stuck
-#: and every ~28 s after. Once seen under TCG (2026-11-26, CI's VM phase): CPU#0 stuck
-#: in the test's python3 from the command's first minute, CPU#1 silent (RCU stalls),
-#: for 15 minutes until stopped from outside; the same tests passed in the next boot.
+#: and every ~28 s after. Seen under TCG when kernel code was patched during a run
+#: (docs/HEALTH.md; the guest now holds those patch points, vm/guest/bb-run): a CPU
+#: stuck for good, until stopped from outside; the same tests passed in the next boot.
 SOFT_LOCKUP = re.compile(r"watchdog: BUG: soft lockup - CPU#(\d+) stuck for (\d+)s! "
                          r"\[([^\]]*)\]")
 #: a CPU reported stuck this long is a locked-up guest: the VM is stopped (exit 6)

@@ -1,7 +1,7 @@
 """The engine's start-up order (issue 27): the sampler's start-up runs beside the idle
 RTT probe, except when a part labels its flows only once prepared (NetPerfMeter); the
-departure trace starts only once the sampler is ready (never beside its start-up: the
-guest kernel lockups, docs/HEALTH.md), and the traffic's origin always follows a sampler
+departure trace starts only once the sampler is ready (the order docs/COST.md
+measured), and the traffic's origin always follows a sampler
 that is ready and prepared parts."""
 import types
 
