@@ -214,6 +214,14 @@ def test_b_average_latency_grows_with_the_pie_target(out):
     idle20 = r20.record["idle_rtt"]["p50_ms"]
     assert 8 <= m20 - m5 <= 45
     assert 0.75 * 40 <= m20 - idle20 <= 1.6 * 40, (m20, idle20)
+    # each direction's own PIE (the uploads' at s0, the downloads' at the receiver's
+    # egress: aqm_both_ways) holds about its 20 ms target: its own delay estimate's
+    # median within 0.5-2x (measured in 5-20 s b2 runs: uploads 10.2-17.9 ms,
+    # downloads 18.5-31.5 ms)
+    fwd = metric(high, "link", "s0-", "aqm_delay_p50_ms")
+    rev = metric(high, "link", "h2-", "aqm_delay_p50_ms")
+    print(f"target 20 ms: PIE's delay p50, uploads' queue {fwd:.1f} ms, downloads' {rev:.1f}")
+    assert 10 <= fwd <= 40 and 10 <= rev <= 40, (fwd, rev)
 
 
 # C's flows come from one NetPerfMeter process (the scenario's default tool), connected
@@ -310,6 +318,29 @@ def test_e_fq_codel_shares_equally(out):
     # connected flows hold 0.98 in test_netperfmeter_vm. Of 5 flows, one that gets
     # nothing scores 0.8 (one at half its share 0.95): 0.9 fails a flow left out
     assert jain >= 0.9
+
+
+def test_e_ten_flows_keep_the_link_busy_and_the_fifo_near_full(out):
+    """E with k = 10 NewReno flows under FIFO (the quick profile has 5): they keep the
+    link busy (utilization >= 0.9) and the 100-packet FIFO (15.1 ms at 80 Mbit/s, scaled
+    with the rate in the VM so the delay stays) near full: its median queueing delay
+    within 0.5x-1x of a full queue plus a packet. Measured: 0.988 and 10.3 ms (0.68).
+    (CoDel at the same point held 23.6 ms, not 5, in one run. Ten Reno flows grow by a
+    packet per ~20 ms RTT each, ~500 packets/s in all; at x0.25 each holds ~3 packets,
+    so a drop takes back ~1.6 and CoDel must drop ~300/s, against ~75/s at the study's
+    80 Mbit/s (~13 packets a flow): 4x the rate, and CoDel's count, which sets its rate
+    as sqrt(count) per 100 ms, 16x. Probably a result that does not scale (issue 28
+    part 3), not yet shown. k = 20 with iperf3 was degraded twice in the TCG VM: its
+    senders had nothing to send 6-17 % of the time, starved of CPU.)"""
+    full_ms = 100 * 1514 * 8 / 80e3
+    r, rows = run(out, "e1_aqm_kflows", 10, variant="fifo", k=10)
+    bn = r.record["params"]["bottleneck_mbit"]
+    fifo = metric(rows, "link", "s0-", "qdelay_p50_ms")
+    util = metric(rows, "link", "s0-", "utilization")
+    print(f"E, 10 flows: FIFO queueing delay p50 {fifo:.2f} ms (a full FIFO {full_ms:.1f}"
+          f" ms), utilization {util:.3f} (at {bn:g} Mbit/s)")
+    assert util >= 0.9
+    assert 0.5 * full_ms <= fifo <= full_ms + 1514 * 8 / (bn * 1e3)
 
 
 def test_d_vegas_keeps_the_queue_that_cubic_fills(out):
