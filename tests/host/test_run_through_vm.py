@@ -107,3 +107,36 @@ def test_a_guest_that_must_build_the_sampler_does_so_before_starting_it(tmp_path
     assert "sampler did not start" not in proc.stdout
     assert proc.stdout.count("building the compiled queue sampler") == 1
     assert all(r["qdisc_sampler"] == "c" for r in _sampler_records(clone))
+
+
+def test_a_sweep_started_here_runs_its_points_in_one_vm_and_reports_here(out):
+    """``bufferbloat sweep a1_fifo --quick --time 5`` typed on this host moves into the
+    project VM as a whole (its two quick points, FIFO 20 and 100, in one boot), and the
+    sweep's index, figures and report are made here, with host paths."""
+    a1 = catalogue()["a1_fifo"]
+    moves = bool(where.missing_kernel_pieces([a1.build()[0]]))
+    proc = subprocess.run([sys.executable, "-m", "bufferbloat", "sweep", "a1_fifo", "--quick",
+                           "--time", "5", "--out", os.path.relpath(out, ROOT)]
+                          + ([] if moves else ["--vm"]),
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                          capture_output=True, text=True, timeout=3600)
+    print(proc.stdout[-4000:], proc.stderr[-3000:])
+    assert not moves or "running inside the project VM" in proc.stderr
+    assert proc.returncode == 0, proc.returncode
+    assert proc.stderr.count("vm: booting the project VM") == 1     # one boot, two points
+    with open(os.path.join(out, "a1_fifo", "sweep", "index.json")) as f:
+        index = json.load(f)
+    done = index["done"]
+    assert sorted(int(e["varied"]["buffer_pkts"]) for e in done) == [20, 100], done
+    for e in done:
+        assert e["status"] == "ok" and e["health"] == "healthy", e
+        # recorded where the guest wrote it (/bb/...): the host's tree, as where.host_path
+        # maps it (readers resolve an index's runs below the index anyway: trees move)
+        assert where.host_path(e["run_dir"]).startswith(out + "/"), e
+        with open(os.path.join(where.host_path(e["run_dir"]), "result.json")) as f:
+            rec = json.load(f)
+        assert rec["machine"]["in_project_vm"] is True
+        assert rec["health"]["verdict"] == "healthy", rec["health"]["problems"]
+    report = next(line.split(": ", 1)[1] for line in proc.stdout.splitlines()
+                  if line.startswith("report: "))
+    assert report.startswith(out) and os.path.isfile(report)

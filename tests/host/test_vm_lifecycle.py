@@ -133,6 +133,34 @@ def test_hung_boot_is_ended_retried_and_fails_clearly(tmp_path):
     assert not (Path(ROOT) / control.CONTROL_DIR / rec["run_id"]).exists()
 
 
+def test_timeout_stops_a_running_command_with_exit_124(tmp_path):
+    """``vm/run --timeout S``: a command still running S seconds after vm/run got the
+    VM (boot included) is stopped with its VM; exit 124 (as timeout(1)), in bounded
+    time, recorded as such, no qemu left."""
+    _need_vm()
+    timeout_s = 45                      # a TCG boot starts the command after ~20 s
+    env = dict(os.environ, **{session.BOOT_LOG_ENV: str(tmp_path / "boots.jsonl")})
+    run = _VMRun(["--timeout", str(timeout_s), "--", "sh", "-c",
+                  "echo the command ran; sleep 600; echo it was not stopped"], env,
+                 stdout=subprocess.PIPE)
+    rc = run.wait(3600)                 # includes waiting for another VM to end
+    out = run.proc.stdout.read()
+    text = run.text()
+    print(text)
+    assert rc == session.EXIT_TIMEOUT == 124, text
+    assert "the command ran" in out and "it was not stopped" not in out
+    t_boot = run.first("boot 1/")
+    assert t_boot is not None, text
+    # the deadline, then stopping qemu (<= 10 s): not the command's 600 s
+    assert timeout_s - 5 <= run.lines[-1][0] - t_boot <= timeout_s + 20, text
+    assert "timeout: stopping qemu" in text
+    rec = _boots(tmp_path / "boots.jsonl")
+    assert rec["rc"] == 124 and rec["end"] == "timeout", rec
+    assert [b["outcome"] for b in rec["boots"]] == ["started"]
+    assert _qemu_alive(rec["run_id"]) == []
+    assert not (Path(ROOT) / control.CONTROL_DIR / rec["run_id"]).exists()
+
+
 def test_ctrl_c_interrupts_a_vm_run_and_its_record_says_so(tmp_path):
     _need_vm()
     out_rel = f".scratch/test-vm-interrupt-{os.getpid()}"
