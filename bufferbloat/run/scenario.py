@@ -181,12 +181,13 @@ class Scenario:
         ``topo.scaling``."""
         params, qparams, knobs = self.split(overrides, quick)
         scaling = None
-        if max_rate_mbit and float(params.get("bottleneck_mbit", 10.0)) > max_rate_mbit:
-            # validate the study's own values first, so errors name what the user gave
-            make_topo(self.topology, qdisc_params=qparams, hz=hz, **params)
+        # the study's own values validated first (a bad one is named as the user gave
+        # it, before any scaling reads it), then scaled to the cap when above it
+        topo = make_topo(self.topology, qdisc_params=qparams, hz=hz, **params)
+        if max_rate_mbit and topo.params["bottleneck_mbit"] > max_rate_mbit:
             params, qparams, knobs, scaling = scale_to_rate(params, qparams, knobs,
                                                             max_rate_mbit)
-        topo = make_topo(self.topology, qdisc_params=qparams, hz=hz, **params)
+            topo = make_topo(self.topology, qdisc_params=qparams, hz=hz, **params)
         topo.scaling = scaling
         traffic = self.resolve_traffic(knobs, topo,
                                        rate_factor=scaling["factor"] if scaling else 1.0)
