@@ -67,7 +67,13 @@ class Network:
         self.topo = topo
         self.caps = caps or probe()
         kind = switch or topo.params.get("switch", "auto")
-        self.switch_kind = auto_switch(self.caps) if kind == "auto" else kind
+        if kind == "auto":
+            # Open vSwitch's bridges and datapath are the initial namespace's (its daemon
+            # lives there): a network in a namespace of its own takes a Linux bridge, or
+            # two such networks would share one "s0" and a killed one's would outlive
+            # its namespace
+            kind = auto_switch(self.caps) if isolation.in_initial_netns() else "bridge"
+        self.switch_kind = kind
         self.features = sorted(set(bn.features_for(topo))
                                | set(needed_for_switch(self.switch_kind)))
         self.net = None
@@ -89,6 +95,10 @@ class Network:
         if os.geteuid() != 0:
             raise UsageError("building a network needs root: run with sudo")
         self.caps.require(self.features)
+        if self.switch_kind == "ovs" and not isolation.in_initial_netns():
+            raise UsageError("switch=ovs: Open vSwitch's bridges belong to the initial "
+                             "network namespace, and this run is in a namespace of its "
+                             "own: use switch=bridge (or auto) here")
         # outside the initial namespace: are its CCAs allowed? (nothing can change it)
         isolation.check_ccas(self.topo.ccas.values())
 

@@ -198,7 +198,12 @@ def test_a_killed_run_is_recovered_by_the_next_in_its_namespace(tmp_path, net_gu
         recovered = recs[0]["recovered"]
         assert recovered["owner"] == first.pid
         assert "s0" in recovered["links"], recovered
-        assert set(left) <= set(recovered["processes"]), (left, recovered)
+        # the recovery ended recorded processes only, and some (iperf3 outlives its
+        # killed parent); others left alive at the kill may end by themselves before the
+        # recovery runs (the sampler dies with its parent: slower under TCG, where three
+        # did so first), and none survives it
+        assert recovered["processes"], recovered
+        assert set(recovered["processes"]) <= set(left), (left, recovered)
         for p in left:
             assert not same_process(p, state["procs"][str(p)]["start"]), \
                 f"pid {p} survived recovery"
