@@ -21,10 +21,10 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "run_tests.sh: needs root (network namespaces, qdiscs, the VM): run it with sudo" >&2
   exit 2
 fi
-if [ -e /etc/bufferbloat-vm ]; then
+if [ -e /etc/bufferbloat-vm ]; then   # the image's marker (bufferbloat.run.where.VM_MARKER)
   # inside the project VM (sudo ./run_tests.sh --host there): its image holds its own
   # packages (vm/packages.txt) and has no network to install more; the tests that boot
-  # the VM or need the host's tools are skipped there, by name (tests/conftest.py)
+  # the VM are skipped there, by name (tests/conftest.py: BOOTS_A_VM)
   echo "run_tests.sh: inside the project VM: nothing to install (vm/packages.txt)"
 else
   ./scripts/install-deps.sh || exit 2

@@ -4,12 +4,15 @@ They are what the fidelity tests and the benchmark share: one long TCP flow with
 probes and the bottleneck's qdisc statistics, and idle pings.
 """
 
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
 
 from bufferbloat.core.stats import percentile
 from bufferbloat.net.bottleneck import CLASS
+from bufferbloat.net.network import Network
+from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.iperf import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe
 
@@ -118,6 +121,19 @@ def idle_ping(net, count, interval_s=0.1, src=None, dst=None):
     dst = dst or net.topo.receiver
     probe = PingProbe(net, src, dst, interval_s, count=count).start()
     return probe.wait(timeout_s=count * interval_s + 30)
+
+
+def idle_rtt(count=50, interval_s=0.1, **params):
+    """``count`` pings over an idle dumbbell of its own (``params``; 10 Mbit/s unless
+    given), after 5 that warm ARP and caches: (median RTT in ms, the PingResult, the
+    switch kind it was built with). None may be lost."""
+    params.setdefault("bottleneck_mbit", 10)
+    with Network(DumbbellTopo(**params)) as net:
+        idle_ping(net, 5, 0.2)
+        res = idle_ping(net, count, interval_s)
+        switch = net.switch_kind
+    assert res.loss_pct == 0, res.loss_pct
+    return statistics.median(res.rtts), res, switch
 
 
 def stop_iperf_clients(monkeypatch, at_s, for_s):

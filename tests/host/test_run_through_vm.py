@@ -132,8 +132,9 @@ def test_a_sweep_started_here_runs_its_points_in_one_vm_and_reports_here(out):
         assert e["status"] == "ok" and e["health"] == "healthy", e
         # recorded where the guest wrote it (/bb/...): the host's tree, as where.host_path
         # maps it (readers resolve an index's runs below the index anyway: trees move)
-        assert where.host_path(e["run_dir"]).startswith(out + "/"), e
-        with open(os.path.join(where.host_path(e["run_dir"]), "result.json")) as f:
+        run_dir = where.host_path(e["run_dir"])
+        assert run_dir.startswith(out + "/"), e
+        with open(os.path.join(run_dir, "result.json")) as f:
             rec = json.load(f)
         assert rec["machine"]["in_project_vm"] is True
         assert rec["health"]["verdict"] == "healthy", rec["health"]["problems"]

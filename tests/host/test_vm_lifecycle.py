@@ -67,6 +67,15 @@ class _VMRun:
             time.sleep(0.2)
         return self.first(needle) is not None
 
+    def finish(self, timeout_s=3600):
+        """wait(), then (exit code, the command's stdout, vm/run's stderr lines), printed;
+        the default bound includes waiting for another VM to end."""
+        rc = self.wait(timeout_s)
+        out = self.proc.stdout.read()
+        text = self.text()
+        print(text)
+        return rc, out, text
+
     def wait(self, timeout_s):
         try:
             rc = self.proc.wait(timeout_s)
@@ -109,10 +118,7 @@ def test_hung_boot_is_ended_retried_and_fails_clearly(tmp_path):
                               session.BOOT_LOG_ENV: str(tmp_path / "boots.jsonl")})
     run = _VMRun(["--", "echo", "the command must never start"], env,
                  stdout=subprocess.PIPE)
-    rc = run.wait(3600)                 # includes waiting for another VM to end
-    out = run.proc.stdout.read()
-    text = run.text()
-    print(text)
+    rc, out, text = run.finish()
     assert rc == errors.EXIT_BOOT_FAILED == 4, text
     assert "the command must never start" not in out
     t_boot = run.first("boot 1/2")
@@ -143,10 +149,7 @@ def test_timeout_stops_a_running_command_with_exit_124(tmp_path):
     run = _VMRun(["--timeout", str(timeout_s), "--", "sh", "-c",
                   "echo the command ran; sleep 600; echo it was not stopped"], env,
                  stdout=subprocess.PIPE)
-    rc = run.wait(3600)                 # includes waiting for another VM to end
-    out = run.proc.stdout.read()
-    text = run.text()
-    print(text)
+    rc, out, text = run.finish()
     assert rc == session.EXIT_TIMEOUT == 124, text
     assert "the command ran" in out and "it was not stopped" not in out
     t_boot = run.first("boot 1/")

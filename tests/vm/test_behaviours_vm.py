@@ -23,7 +23,7 @@ import statistics
 from bufferbloat.core.stats import percentile
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
-from tests.recipes import idle_ping, long_flow
+from tests.recipes import idle_ping, idle_rtt, long_flow
 
 JITTER_PROBES = 300
 LOSS_PROBES = 2500
@@ -33,21 +33,11 @@ RATE_MBIT = 10.0
 PKT_MS = 1514 * 8 / (RATE_MBIT * 1e3)   # one full packet at the bottleneck, ms
 
 
-def _own_rtt_ms():
-    """The emulator's own RTT (the same dumbbell without delay), ms."""
-    with Network(DumbbellTopo(bottleneck_mbit=RATE_MBIT)) as net:
-        idle_ping(net, 5, 0.2)
-        res = idle_ping(net, 50, 0.05)
-    return statistics.median(res.rtts)
-
-
 def test_netem_jitter_spreads_the_rtt_as_two_uniform_stages(net_guard):
     d, j = 10.0, 5.0
-    own = _own_rtt_ms()
-    with Network(DumbbellTopo(bottleneck_mbit=RATE_MBIT, delay_ms=5, jitter_ms=j)) as net:
-        idle_ping(net, 5, 0.2)
-        res = idle_ping(net, JITTER_PROBES, 0.05)
-    assert res.loss_pct == 0
+    own = idle_rtt(50, 0.05, bottleneck_mbit=RATE_MBIT)[0]     # the emulator's own RTT
+    _, res, _ = idle_rtt(JITTER_PROBES, 0.05, bottleneck_mbit=RATE_MBIT, delay_ms=5,
+                         jitter_ms=j)
     # netem never sends early; each stage's timer wakes up ~0.3-0.5 ms late under TCG
     # (the fixed-delay test's band): the mean sits 0.6-1.0 ms above 2d, measured. A probe
     # beyond the support's top (2d + 2J + the emulator's own RTT + 2 ms) is not netem's:

@@ -27,7 +27,7 @@ import pytest
 from bufferbloat.net.network import Network
 from bufferbloat.net.qdiscs import KINDS
 from bufferbloat.net.topology import DumbbellTopo
-from tests.recipes import idle_ping, long_flow
+from tests.recipes import idle_ping, idle_rtt, long_flow
 
 FLOW_S = 25
 LOSS_PROBES = 2500
@@ -42,12 +42,9 @@ def test_guest_has_every_feature():
 
 
 def _idle_rtt_ms(**params):
-    with Network(DumbbellTopo(bottleneck_mbit=10, **params)) as net:
-        assert net.switch_kind == "ovs"
-        idle_ping(net, 5, 0.2)  # ARP and caches warm
-        res = idle_ping(net, 50, 0.1)
-    assert res.loss_pct == 0
-    return statistics.median(res.rtts), res
+    med, res, switch = idle_rtt(**params)
+    assert switch == "ovs"
+    return med, res
 
 
 def test_netem_delay_gives_the_base_rtt(net_guard):
