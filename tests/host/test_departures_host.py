@@ -18,6 +18,7 @@ from bufferbloat.measure import departures as dp
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.scenarios import catalogue
+from tests.timing import realtime_only
 
 RATE = 10
 
@@ -30,6 +31,7 @@ def _dead_pid():
     return pid
 
 
+@realtime_only("tests/vm/test_departures_vm.py (the trace against TCG's calibration)")
 def test_departures_on_the_host_match_an_ideal_link(tmp_path, net_guard):
     # a machine started without systemd has tracefs unmounted: the engine mounts it
     # where systemd would (departures.mount_tracefs), as here

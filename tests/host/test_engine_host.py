@@ -17,6 +17,7 @@ from bufferbloat.results.records import SCHEMA_VERSION, load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
 from bufferbloat.scenarios import catalogue
+from tests.timing import sampler_timing_misses
 
 DURATION_S = 15
 
@@ -61,7 +62,7 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
     q = run.series("qdisc")
     leaf = q["kind"] == "pfifo"
     assert np.nanmax(q["qlen_pkts"][leaf]) >= 90
-    assert rec["sampler"]["period_p99_ms"] <= 12.0
+    assert not sampler_timing_misses(rec["sampler"], p99_ms=12.0), rec["sampler"]
     assert leaf.sum() >= 0.9 * DURATION_S / 0.01
 
     # the flow's srtt and the ping RTT see the same queue
@@ -157,14 +158,24 @@ def test_iperf_on_off_bursts_paced_stream_and_sender_buffer(tmp_path, net_guard)
 
 
 def test_the_page_served_by_the_sender_waits_in_the_bloated_queue(tmp_path, net_guard):
-    """FIFO-100 at 1.5 Mbit/s behind one cubic flow. With web_server=h1 (the CS244
-    direction) the 100 kB page goes h1 -> h2 through the standing queue: its SYN-ACK and
-    each of its >= 3 slow-start rounds (IW10: 10 + 20 + 40 packets) cross it, so a fetch
-    takes at least 4 x the mean queueing delay. The other way round (EXPERIMENTS.md's
-    direction, the default) only its handshake, request and ACKs cross it, and a fetch
-    takes less than half as long. Measured: 6.7 s against 1.4 s (queue mean 385 ms)."""
+    """FIFO-100 at 1.5 Mbit/s behind one cubic flow h1 -> h2 (mean queueing delay q).
+
+    With web_server=h2 (EXPERIMENTS.md's direction, the default) the page comes back on
+    the unloaded direction: only its handshake, request and the ACKs of its slow-start
+    rounds cross the queue, at least 3 x q and no page byte (bound: 3-8 q). With
+    web_server=h1 (the CS244 direction) the SYN-ACK and each of its >= 3 slow-start
+    rounds (IW10: 10 + 20 + 40 packets) cross the queue (>= 4 q), and the page's own
+    100 kB cross the 1.5 Mbit/s link behind the cubic flow's packets, which the other
+    direction never makes them do: a fetch takes at least its serialisation,
+    100 kB x 8 / 1.5 Mbit/s = 0.53 s, longer than the default's.
+
+    Measured on this host (4 pairs, 2026-11-27): default 1.47-1.97 s = 5.4-5.6 q (q 270-356
+    ms); CS244 direction 4.17-9.15 s = 11.9-21.4 q, 2.2-7.6 s more than the default; one
+    CI pair 3.45 s against 1.86 s (1.6 s more). An earlier bound, "at least twice the
+    default", failed in that CI pair (x1.85): the rounds crossing the queue are about as
+    many both ways, so the ratio has no floor of 2 in theory, only the page's bytes do."""
     scn = catalogue()["a1_fifo"]
-    means = {}
+    means, qdelay_s = {}, {}
     for server in ("h2", "h1"):
         run_dir = run_point(scn, {"delay_ms": 0, "web_server": server}, duration_s=20,
                             out_root=str(tmp_path / server), log=lambda *_: None)
@@ -173,10 +184,12 @@ def test_the_page_served_by_the_sender_waits_in_the_bloated_queue(tmp_path, net_
         assert set(web["fetch"]) == {"web"}
         rows = compute_metrics(run, warmup_s=run.record["warmup_s"])
         means[server] = _metric(rows, "web", "total_mean_s")
-        qdelay_s = _metric(rows, "link", "qdelay_mean_ms") / 1000
-        if server == "h1":
-            assert means["h1"] >= 4 * qdelay_s, (means, qdelay_s)
-    assert means["h1"] >= 2 * means["h2"], means
+        qdelay_s[server] = _metric(rows, "link", "qdelay_mean_ms") / 1000
+    print("fetch mean s:", means, "queueing delay s:", qdelay_s)
+    assert 3 * qdelay_s["h2"] <= means["h2"] <= 8 * qdelay_s["h2"], (means, qdelay_s)
+    assert means["h1"] >= 4 * qdelay_s["h1"], (means, qdelay_s)
+    page_s = 100_000 * 8 / 1.5e6
+    assert means["h1"] >= means["h2"] + page_s, (means, page_s)
 
 
 def test_advmss_sets_every_tcp_flows_segment_size(tmp_path, net_guard):

@@ -26,8 +26,11 @@ from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.results.theory import full_queue_rtt_ms
 from tests.recipes import long_flow
+from tests.timing import realtime_only
 
 
+@realtime_only("tests/vm/test_families_vm.py::test_a_fifo100_rtt_far_above_fifo20_and_pie_holds_its_target "
+               "and tests/vm/test_vm_fidelity.py::test_pie_holds_its_target_where_fifo_bloats")
 @pytest.mark.parametrize("rate_mbit,ping_s,duration_s", [(1.5, 0.1, 120), (10, 0.05, 30)])
 def test_full_fifo_rtt_and_goodput(rate_mbit, ping_s, duration_s, net_guard):
     """Goodput varies from run to run on this host: at 1.5 Mbit/s, 60 s runs measured

@@ -25,6 +25,7 @@ from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.iperf import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe
+from tests.timing import sampler_timing_misses
 
 FLOW_S = 25
 
@@ -96,7 +97,7 @@ def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
     assert stats["control_sockets_ignored"] == 2  # one per iperf3 run
 
     # the sampler's timing
-    assert stats["period_p99_ms"] <= 11.0, stats
+    assert not sampler_timing_misses(stats, p99_ms=11.0), stats
     ts = [float(r["t"]) for r in root]
     assert all(b > a for a, b in zip(ts, ts[1:]))
     assert os.path.getsize(series / "sampler.json") > 0

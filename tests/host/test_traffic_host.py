@@ -15,6 +15,7 @@ from bufferbloat.traffic.ping import PingProbe
 from bufferbloat.traffic.rrul import Rrul
 from bufferbloat.traffic.udpstream import UdpStream
 from bufferbloat.traffic.web import WebFetcher, WebServer
+from tests.timing import EMULATED_CPU, START_SLACK_S
 
 
 def dumbbell(**kw):
@@ -76,9 +77,12 @@ def test_udp_streams_under_and_over_the_bottleneck(net_guard):
     rows = ok.rows()
     assert len(rows) == 312 and list(rows[0]) == ["stream", "seq", "t_sent", "t_recv",
                                                   "size_bytes"]
-    # the sender starts at t0 + start_s (its own clock, 20 ms of slack)
-    assert rows[0]["t_sent"] == pytest.approx(0.2, abs=0.02)
-    assert rows[-1]["t_sent"] == pytest.approx(0.2 + 311 * 0.0096, abs=0.02)  # no drift
+    # the sender starts at t0 + start_s (its own clock; tests/timing.py: the slack is 20 ms
+    # on a real-time host, seconds under TCG, where two Python processes start first), and
+    # its packets keep their 9.6 ms spacing from its first (no drift, 20 ms)
+    first = rows[0]["t_sent"]
+    assert 0.2 <= first <= 0.2 + START_SLACK_S["udp"], first
+    assert rows[-1]["t_sent"] - first == pytest.approx(311 * 0.0096, abs=0.02)
     assert all(r["t_recv"] >= r["t_sent"] for r in rows)
 
     with dumbbell(bottleneck_mbit=5) as net:
@@ -119,8 +123,8 @@ def test_iperf3_flows_rows_streams_directions_ccas(net_guard):
         assert set(f.raw_outputs()) == {f"{f.name}.client.json", f"{f.name}.server.json"}
         json.loads(f.raw_outputs()[f"{f.name}.client.json"])
     # the delayed flow starts ~1 s after t0 (thread + server start: < 0.5 s late)
-    assert 1.0 <= down.rows()[0]["t_start"] < 1.5
-    assert up.rows()[0]["t_start"] < 0.5
+    assert 1.0 <= down.rows()[0]["t_start"] < 1.0 + START_SLACK_S["iperf3"]
+    assert up.rows()[0]["t_start"] < START_SLACK_S["iperf3"]
     # -P 3: three labelled streams, the source ports known
     labels = par.flow_labels()
     assert sorted(labels.values()) == ["par-1", "par-2", "par-3"]
@@ -143,8 +147,13 @@ def test_iperf3_flows_rows_streams_directions_ccas(net_guard):
     assert par.summary()["sender_cca"] == "cubic"
     assert down.summary()["sender_cca"] == "reno"      # -C reaches the sending server
     assert down.server_result["end"]["sender_tcp_congestion"] == "reno"
-    # the 10 Mbit/s bottleneck is shared by up and par for ~2 s: goodputs below it
-    assert up.goodput_mbit + par.goodput_mbit < 10.5
+    # the 10 Mbit/s bottleneck carries up and par: what their receivers got, over the
+    # span from the first one's start to the last one's end (the same 3 s on a host; under
+    # TCG their processes start apart, tests/timing.py), stays below it (+5 %)
+    rows = up.rows() + [r for r in par.rows() if r["flow"] == "par"]
+    span = max(r["t_end"] for r in rows) - min(r["t_start"] for r in rows)
+    got = sum(f.result["end"]["sum_received"]["bytes"] for f in (up, par))
+    assert got * 8 / span / 1e6 < 10.5, (got, span)
 
 
 def test_rrul_and_schedule(net_guard):
@@ -174,18 +183,22 @@ def test_rrul_and_schedule(net_guard):
     assert summ["up_mbit"] == pytest.approx(9.5, abs=1.0)
     assert len(rows["ping"]) >= 25 and all(r["probe"] == "rrul-ping" for r in rows["ping"])
     assert rrul.ping.summary()["received"] >= 25
-    # the scheduled ping ran from t = 1 s to 2 s
+    # the scheduled ping ran from t = 1 s (its first probe within the start slack,
+    # tests/timing.py) to 2 s: one probe every 0.1 s until the stop, +-2
     lrows = late_ping.rows()
-    assert 8 <= len(lrows) <= 12
-    assert lrows[0]["t"] == pytest.approx(1.0, abs=0.2)
+    first = lrows[0]["t"]
+    assert 1.0 <= first < min(2.0, 1.0 + START_SLACK_S["ping"]), first
+    assert abs(len(lrows) - (2.0 - first) / 0.1) <= 2, (first, len(lrows))
+    assert lrows[-1]["t"] <= 2.1
     assert set(rrul.raw_outputs()) >= {"rrul-up-1.client.json", "rrul-ping.txt"}
     # the stopped flow keeps the intervals it completed, from ~0.5 s to ~2 s
     assert sched.errors == []
     crows = cut.rows()
     assert 1 <= len(crows) <= 2
     # started at 0.5 s; iperf3's setup exchanges cross the downloads' full queue
-    # (~0.1 s per round trip here), so its clock starts up to ~0.6 s later
-    assert 0.5 <= crows[0]["t_start"] < 1.2
+    # (~0.1 s per round trip here), so its clock starts up to ~0.6 s later (under TCG,
+    # tests/timing.py, its process starts late too: before the stop at 2 s)
+    assert 0.5 <= crows[0]["t_start"] < (2.0 if EMULATED_CPU else 1.2)
     # its last interval closes when the stop signal arrives
     assert crows[-1]["t_end"] == pytest.approx(2.0, abs=0.1)
     cs = cut.summary()
