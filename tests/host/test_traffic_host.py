@@ -137,10 +137,11 @@ def test_iperf3_flows_rows_streams_directions_ccas(net_guard):
     assert list(up.flow_labels().values()) == ["up"]
     # -R: the client (h2) received, the server (h1) sent
     assert down.result["start"]["test_start"]["reverse"] == 1
-    assert down.server_result["end"]["sum_sent"]["bytes"] > 1_000_000
-    assert down.server_result["end"]["sum_received"]["bytes"] == 0
     # at least its fair share of the link with the 4 others (up, par's 3) over its 3 s,
-    # 3 s x 10 / 5 Mbit/s = 750 kB: it also has the link alone after they end
+    # 3 s x 10 / 5 Mbit/s = 750 kB: it also has the link alone after they end (measured
+    # in the TCG VM: 866 kB sent, 956 kB received in two runs; > 1 MB on this host)
+    assert down.server_result["end"]["sum_sent"]["bytes"] > 750_000
+    assert down.server_result["end"]["sum_received"]["bytes"] == 0
     assert down.result["end"]["sum_received"]["bytes"] > 750_000
     assert all(r["rtt_us"] != "" for r in down.rows())   # sender-side rows (h1's socket)
     assert down.summary()["sender"] == "h1"
