@@ -528,10 +528,12 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         if entry["status"] == "ok":   # a failed point's time says little of the next
             overheads.append(max(0.0, entry["wall_s"] - job.duration_s))
         entries[job.pos] = entry
-        if where:
-            log(f"  [{len(entries)}/{n} done, {executor.busy()} in flight] {job.label}: "
-                f"{entry['status']}{where}, {entry['wall_s']:.0f} s (elapsed "
-                f"{time.monotonic() - t0:.0f} s)")
+        # every point's outcome, as it ends: its health and what it cost beyond its traffic
+        outcome = entry["status"] + (f", {entry['health']}" if entry.get("health") else "")
+        log(f"  [{len(entries)}/{n} done, {executor.busy()} in flight] {job.label}: "
+            f"{outcome}{where}, {entry['wall_s']:.0f} s ({entry['wall_s'] - job.duration_s:.0f}"
+            f" s beyond its {job.duration_s:g} s of traffic; elapsed "
+            f"{time.monotonic() - t0:.0f} s)")
         save()
 
     def provider_recorded(pos):

@@ -5,6 +5,7 @@ identity the engine records (bufferbloat.run.identity), so reuse is decided as f
 import dataclasses
 import json
 import os
+import re
 import time
 
 import pytest
@@ -456,3 +457,19 @@ def test_run_all_plans_every_point_of_the_catalogue_before_it_runs(quick):
     assert len(topos) == len(distinct) > 0
     waiting = [(s, o) for s, o, _, _ in todo if derive.needs(s, o)]
     assert bool(waiting) == (not quick)     # the full profile has D's stream points
+
+
+def test_every_point_says_how_it_ended_its_health_and_its_cost(tmp_path):
+    """A serial sweep prints, as each point ends, its status, its health verdict and its
+    wall time beyond its traffic (a long run's progress: which point, how it went)."""
+    lines = []
+    sweep.run_sweep(SCN, {"loss_pct": ["0", "1"]}, 1, str(tmp_path),
+                    fake_runner([], sleep_s=lambda o: 0.3,
+                                degraded=lambda o, n: o.get("loss_pct") == "1"),
+                    quick=True, duration_s=7, log=lines.append)
+    done = [line for line in lines if " done, " in line]
+    assert len(done) == 2, lines
+    m = re.search(r"\[1/2 done, 0 in flight\] .*: ok, healthy, (\d+) s \((-?\d+) s beyond "
+                  r"its 7 s of traffic", done[0])
+    assert m and int(m.group(1)) - int(m.group(2)) in (6, 7, 8), done[0]   # rounding
+    assert "loss_pct=1" in done[1] and ": ok, degraded, " in done[1], done[1]
