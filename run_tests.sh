@@ -37,7 +37,8 @@ PY=/usr/bin/python3  # Debian's python: mininet, numpy, matplotlib are its packa
 rc=0
 if [ "$phase" != vm ]; then
   echo "=== unit and host-kernel tests (host: $(uname -r)) ==="
-  $PY -m pytest -p no:cacheprovider tests/unit tests/host "$@" || rc=1
+  # --durations: where the suite's time goes (issue 27: CI's cost), printed at the end
+  $PY -m pytest -p no:cacheprovider --durations=15 tests/unit tests/host "$@" || rc=1
 fi
 if [ "$phase" != host ]; then
   echo "=== full-kernel tests in the project VM (and the fault-injection tests again, with OVS) ==="
@@ -48,7 +49,7 @@ if [ "$phase" != host ]; then
   rm -f "$ledger"
   vm_phase() {
     vm/run --env BUFFERBLOAT_TEST_LEDGER="/bb/$ledger" -- \
-      python3 -m pytest -p no:cacheprovider tests/vm tests/host/test_faults.py "$@"
+      python3 -m pytest -p no:cacheprovider --durations=15 tests/vm tests/host/test_faults.py "$@"
   }
   vm_phase "$@"
   vmrc=$?
