@@ -2,9 +2,10 @@
 directory holds everything, and the metrics recomputed from it equal the stored ones.
 
 Tolerances: the FIFO limit is 100 packets and one cubic flow fills it (sampled backlog
->= 90 packets on a host; >= 80 under TCG, whose 10 ms samples once peaked at 89); the flow's sampled srtt and the pings cross the same queue, so their
-medians agree within 25 % (srtt is smoothed over 8 RTTs, pings are instantaneous); every
-web fetch is recorded: one per period started before the end, none dropped.
+>= 90 packets on a host; >= 80 under TCG, whose 10 ms samples once peaked at 89); the
+flow's sampled srtt and the pings cross the same queue, so their medians agree within
+25 % (srtt is smoothed over 8 RTTs, pings are instantaneous); every web fetch is
+recorded: one per period started before the end, none dropped.
 """
 import json
 import math
