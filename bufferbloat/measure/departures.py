@@ -449,6 +449,7 @@ def timing_summary(t, length, sojourn_ms, backlogged, rate_mbit):
         excess = (soj - ideal_soj)[have]
         out.update({"sojourn_excess_ms_p1": round(percentile(excess, 1), 4),
                     "sojourn_excess_ms_p50": round(percentile(excess, 50), 4),
+                    "sojourn_excess_ms_p95": round(percentile(excess, 95), 4),
                     "sojourn_excess_ms_p99": round(percentile(excess, 99), 4)})
     return out
 
