@@ -228,13 +228,16 @@ class _Export:
                     "tcp_rtt_var": ("rttvar_us", 1e-3),
                     "tcp_delivery_rate": ("delivery_rate_bps", 1e-6),
                     "tcp_pacing_rate": ("pacing_rate_bps", 1e-6)}
+            # each column masked once (indexing it per sample was quadratic: minutes
+            # for a report of the full profile)
+            have = {key: (tcp[col][mask], scale) for key, (col, scale) in cols.items()
+                    if col in tcp}
             for k in np.argsort(t, kind="stable"):
                 entry = {"t": self.wall(float(t[k]))}
-                for key, (col, scale) in cols.items():
-                    if col in tcp:
-                        v = _num(tcp[col][mask][k])
-                        if v is not None:
-                            entry[key] = v * scale
+                for key, (vals, scale) in have.items():
+                    v = _num(vals[k])
+                    if v is not None:
+                        entry[key] = v * scale
                 if len(entry) > 1:
                     raw.append(entry)
         else:
@@ -298,7 +301,13 @@ class _Export:
         mask = (q["dev"] == dev) & ~np.isin(kinds, list(NOT_LEAF_KINDS))
         t = q["t"][mask]
         order = np.argsort(t, kind="stable")
-        col = lambda c: q[c][mask][order] if c in q else np.full(mask.sum(), np.nan)  # noqa: E731
+        cache = {}
+
+        def col(c):
+            """Column ``c`` of this leaf in time order (NaN when absent), made once."""
+            if c not in cache:
+                cache[c] = q[c][mask][order] if c in q else np.full(mask.sum(), np.nan)
+            return cache[c]
         t = t[order]
         raw, last = [], {}
         keys = {"backlog_bytes": "backlog_bytes", "backlog_pkts": "qlen_pkts",
