@@ -11,7 +11,7 @@ fetch              web fetch time, mean ± std per sweep point (A)
 udp-effect         the TCP flow's throughput and RTT and the stream's one-way delay over
                    time, the stream's on period shaded, one line per point (A.5)
 latency            latency under load and the AQM's delay against the swept parameter,
-                   with target + base RTT and the target (B)
+                   with the targets crossed + base RTT and the target (B)
 queue-vs-load      mean queue (bytes) and queueing delay against the flows, one line per
                    variant, the PI reference (C)
 cca                goodput and srtt per congestion control, one line per path (D)
@@ -241,17 +241,14 @@ def metrics_vs(points, param, panels, title):
     return fig if drawn else None
 
 
-def _target_plus_base(run):
-    t, b = theory.target_ms(run), theory.base_rtt_ms(run)
-    return None if t is None or b is None else t + b
 
 
 def latency(points):
     """B: latency under load and the AQM's delay against the swept AQM parameter."""
     param = next((p for p in _sweep.swept_params(points) if p.startswith("qdisc.")), None)
     return metrics_vs(points, _swept(points, param), [
-        ("ping:rtt_mean_ms", "latency under load, mean (ms)", _target_plus_base,
-         "target + base RTT"),
+        ("ping:rtt_mean_ms", "latency under load, mean (ms)", theory.targets_plus_base_ms,
+         "the targets crossed + base RTT"),
         ("link:aqm_delay_mean_ms", "PIE's delay, mean (ms)", theory.target_ms, "target")],
         "Latency against the AQM's parameter")
 

@@ -121,7 +121,8 @@ def b_study(name, param):
                "hold the target.",
         headline=B_HEADLINE,
         reproduce=(
-            {"figure": f"latency (and PIE's delay) against {what}, with target + base RTT",
+            {"figure": f"latency (and PIE's delay) against {what}, with the targets crossed + "
+                       "base RTT",
              "command": f"bufferbloat sweep {name}",
              "plot": "latency"},
             {"figure": "per run: download/upload/latency totals, the latency-throughput "

@@ -42,8 +42,7 @@ def _rate(run):
 
 
 def _target_plus_base(run, _rows):
-    target, base = theory.target_ms(run), theory.base_rtt_ms(run)
-    return None if target is None or base is None else target + base
+    return theory.targets_plus_base_ms(run)
 
 
 def _ceiling(run, _rows):
@@ -99,7 +98,8 @@ THEORIES = {
                     "propagation RTT of the path (no queue)"),
     "target_ms": (lambda run, _rows: theory.target_ms(run), "ms",
                   "the AQM's queueing-delay target"),
-    "target_plus_base_ms": (_target_plus_base, "ms", "the AQM's target + the base RTT"),
+    "target_plus_base_ms": (_target_plus_base, "ms", "the targets of the AQM queues a round "
+                            "trip crosses (both ways under a two-way load) + the base RTT"),
     "goodput_ceiling_mbit": (_ceiling, "Mbit/s",
                              "best TCP goodput through the link (1448 of every 1514 bytes)"),
     "fair_share_mbit": (_fair_share, "Mbit/s", "the goodput ceiling / the number of flows"),
@@ -109,7 +109,8 @@ THEORIES = {
     "udp_rate_mbit": (_udp_rate, "Mbit/s", "the UDP streams' configured rate"),
     "rtt_ms": (lambda run, rows: theory.run_full_queue_rtt_ms(run)
                if theory.fifo_buffer(run) else _target_plus_base(run, rows), "ms",
-               "behind a FIFO the full-queue RTT, behind an AQM the target + the base RTT"),
+               "behind a FIFO the full-queue RTT, behind an AQM the targets it crosses + the "
+               "base RTT"),
     "queue_delay_ms": (lambda run, _rows: theory.fifo_drain_ms(run)
                        if theory.fifo_buffer(run) else theory.target_ms(run), "ms",
                        "a FIFO's full-buffer drain time, or the AQM's target"),

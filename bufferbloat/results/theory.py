@@ -63,6 +63,38 @@ def base_rtt_ms(run):
     return run.base_rtt_ms
 
 
+def reverse_target_ms(run):
+    """The target, ms, of the queue a round trip crosses on the bottleneck's way back:
+    the same AQM's with ``aqm_both_ways``, the default of the receiver's own kind with
+    ``reverse_qdisc`` (study B's server NIC: fq_codel, 5 ms); 0.0 when the way back
+    holds no AQM; None when that kind has no target."""
+    params = run.params
+    if params.get("aqm_both_ways"):
+        return target_ms(run)
+    kind = params.get("reverse_qdisc")
+    if not kind:
+        return 0.0
+    info = kind_of(kind)
+    if info is None:
+        return None
+    try:
+        value = info.target_ms({p.name: p.default for p in info.params})
+    except (TypeError, KeyError):
+        return None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def targets_plus_base_ms(run):
+    """Latency under load as an AQM sees it: the base RTT plus the target of every AQM
+    queue the round trip crosses (the bottleneck's, and the way back's with a load in
+    both directions: study B's dumbbell 2 x 20 + 20 = 60 ms; its testbed PIE 20 +
+    fq_codel 5 + 1 = 26 ms), else None."""
+    target, back, base = target_ms(run), reverse_target_ms(run), base_rtt_ms(run)
+    if target is None or back is None or base is None:
+        return None
+    return target + back + base
+
+
 def ping_interval_s(run):
     """The ping period of the run's (first) ping traffic, s, or None
     (``Run.ping_interval_s``)."""
