@@ -1,4 +1,5 @@
-"""Ping RTT vs time, with the theory: base RTT, FIFO full-queue RTT, base RTT + target."""
+"""Ping RTT vs time, with the theory: base RTT, FIFO full-queue RTT, base RTT + the AQM
+targets the round trip crosses."""
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from bufferbloat.plots.common import (
 )
 from bufferbloat.plots.palette import LINK_COLOR, TARGET_COLOR, THEORY_COLOR, flow_color
 from bufferbloat.results.records import label_groups
+from bufferbloat.results.theory import targets_plus_base_ms
 
 
 @takes_run
@@ -44,9 +46,9 @@ def draw(run):
     full = full_queue_rtt_ms(run)
     if full is not None:
         hline(ax, full, f"full-queue RTT {full:.0f} ms (theory)", THEORY_GID, THEORY_COLOR)
-    target = run.aqm_target_ms
-    if target is not None:
-        hline(ax, (base or 0) + target, f"base RTT + target ({(base or 0) + target:g} ms)",
+    crossed = targets_plus_base_ms(run)     # every AQM queue the round trip crosses
+    if crossed is not None:
+        hline(ax, crossed, f"base RTT + the targets crossed ({crossed:g} ms)",
               TARGET_GID, TARGET_COLOR)
     finish_axes(ax, "time (s)", "RTT (ms)", "upper left")
     include_in_ylim(ax, full)

@@ -241,8 +241,6 @@ def metrics_vs(points, param, panels, title):
     return fig if drawn else None
 
 
-
-
 def latency(points):
     """B: latency under load and the AQM's delay against the swept AQM parameter."""
     param = next((p for p in _sweep.swept_params(points) if p.startswith("qdisc.")), None)

@@ -30,6 +30,7 @@ from bufferbloat.plots.throughput import (
     spill_back,
 )
 from bufferbloat.results.records import label_groups
+from bufferbloat.results.theory import targets_plus_base_ms
 
 UP = re.compile(r"-up-\d+$")
 DOWN = re.compile(r"-down-\d+$")
@@ -117,9 +118,9 @@ def draw(run):
     base = run.base_rtt_ms
     if base:
         hline(ax_l, base, f"base RTT {base:g} ms", LINK_GID, LINK_COLOR, ":")
-    target = run.aqm_target_ms
-    if target is not None:
-        hline(ax_l, (base or 0) + target, f"base RTT + target ({(base or 0) + target:g} ms)",
+    crossed = targets_plus_base_ms(run)     # every AQM queue the round trip crosses
+    if crossed is not None:
+        hline(ax_l, crossed, f"base RTT + the targets crossed ({crossed:g} ms)",
               TARGET_GID, TARGET_COLOR)
     ax_l.set_ylabel("latency (ms)")
     ax_l.set_xlabel("time (s)")

@@ -41,7 +41,7 @@ B_NET = dict(bottleneck_mbit=100, delay_ms=5, qdisc="pie", buffer_pkts=1000, cca
 #: standing queue, three of four uploads at 4 packets in flight) in 4 of 12 quick runs
 #: in the TCG VM (3 of 7 with its dequeue-rate estimator); with 0.25 ms it held its
 #: target in 16 of 16 (docs/TESTBED_B.md). Not yet the default: B's VM tests and the
-#: full profile's 44 B runs hold the dumbbell.
+#: full profile's 24 B runs hold the dumbbell.
 B_VARIANTS = {"dumbbell": {},
               "testbed": {"delay_ms": 0.25, "host_mbit": 1000, "aqm_both_ways": False,
                           "reverse_qdisc": "fq_codel"}}
@@ -97,7 +97,8 @@ A_VARIANT_QDELAY = "FIFO: most of the buffer's 807 ms; PIE: around its 20 ms tar
 B_HEADLINE = (
     {"metric": "ping:rtt_mean_ms", "label": "latency under load, mean",
      "theory": "target_plus_base_ms",
-     "expect": "grows with the target, roughly target + base RTT; tupdate barely matters"},
+     "expect": "grows with the target, roughly the targets crossed + base RTT (the study: "
+               "target + base, PIE one way); tupdate barely matters"},
     {"metric": "link:aqm_delay_mean_ms", "label": "PIE's queueing delay, mean",
      "theory": "target_ms", "expect": "near the target"},
     {"metric": "network:all:goodput_up_mbit", "label": "upload goodput",
@@ -115,7 +116,8 @@ def b_study(name, param):
     ``param`` (a qdisc key)."""
     what = param.split(".")[-1].removesuffix("_ms")
     return dict(
-        expect="Average latency grows with the target (roughly target + base RTT); "
+        expect="Average latency grows with the target (roughly the targets the ping "
+               "crosses + base RTT: 2 x target on the dumbbell); "
                "tupdate barely matters; aggregate throughput stays near ~91 % of the link "
                "each way; a UDP flood at the link rate takes the link and PIE drops to "
                "hold the target.",

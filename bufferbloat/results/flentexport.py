@@ -276,14 +276,14 @@ class _Export:
         t_recv = t + rtt / 1e3
         values = _interp_at(self.x_run, t_recv, rtt, 3 * interval_s)
         raw = []
+        seq, up, down = s["seq"][mask], s["owd_up_ms"][mask], s["owd_down_ms"][mask]
         for k in range(t.size):
             if lost[k] in ("", "nan"):
                 raw.append({"t": self.wall(float(t_recv[k])), "val": float(rtt[k]),
-                            "seq": int(s["seq"][mask][k]),
-                            "owd_up": _num(s["owd_up_ms"][mask][k]),
-                            "owd_down": _num(s["owd_down_ms"][mask][k])})
+                            "seq": int(seq[k]), "owd_up": _num(up[k]),
+                            "owd_down": _num(down[k])})
             else:
-                raw.append({"t": self.wall(float(t[k])), "seq": int(s["seq"][mask][k]),
+                raw.append({"t": self.wall(float(t[k])), "seq": int(seq[k]),
                             "lost": True, "lost_dir": "true" if lost[k] == "unknown"
                             else lost[k]})
         raw.sort(key=lambda e: e["t"])

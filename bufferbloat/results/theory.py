@@ -63,18 +63,26 @@ def base_rtt_ms(run):
     return run.base_rtt_ms
 
 
+def loaded_both_ways(run):
+    """Whether the run's load crosses the bottleneck in both directions (an RRUL load:
+    study B), so that the way back holds a queue of its own."""
+    return any(isinstance(t, dict) and t.get("kind") == "rrul"
+               for t in run.record.get("traffic") or [])
+
+
 def reverse_target_ms(run):
-    """The target, ms, of the queue a round trip crosses on the bottleneck's way back:
-    the same AQM's with ``aqm_both_ways``, the default of the receiver's own kind with
-    ``reverse_qdisc`` (study B's server NIC: fq_codel, 5 ms); 0.0 when the way back
-    holds no AQM; None when that kind has no target."""
+    """The target, ms, of the queue a round trip waits in on the bottleneck's way back:
+    0.0 when the load runs one way (the way back carries ACKs: no standing queue);
+    under a load both ways the same AQM's with ``aqm_both_ways``, the default of the
+    receiver's own kind with ``reverse_qdisc`` (study B's server NIC: fq_codel, 5 ms);
+    None when the way back's queue has no target (a FIFO, the default leaf)."""
+    if not loaded_both_ways(run):
+        return 0.0
     params = run.params
     if params.get("aqm_both_ways"):
         return target_ms(run)
     kind = params.get("reverse_qdisc")
-    if not kind:
-        return 0.0
-    info = kind_of(kind)
+    info = kind_of(kind) if kind else None
     if info is None:
         return None
     try:

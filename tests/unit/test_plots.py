@@ -247,10 +247,16 @@ def test_rrul_totals_sum_directions_with_target_and_link_rate():
     assert "sender" in gid_line(ax_d, "sent:total:download").get_label()
     assert "4 flows" in gid_line(ax_u, "total:upload").get_label()
     assert gid_line(ax_d, "link-rate").get_ydata()[0] == 10
-    assert gid_line(ax_l, "target").get_ydata()[0] == pytest.approx(20 + 20)
     ping = r.series("ping")
     assert len(gid_line(ax_l, "probe:rrul-ping").get_xdata()) == int(
         np.isfinite(ping["rtt_ms"]).sum())
+    # this older B record's way back is the default FIFO, which RRUL's downloads fill:
+    # no target line rather than a wrong one; with PIE both ways (B's dumbbell now) the
+    # ping crosses two 20 ms targets plus the 20 ms base RTT
+    assert not lines(ax_l, "target")
+    r.record["params"] = dict(r.record["params"], aqm_both_ways=True)
+    ax_l = plots.FIGURES["totals"](r).axes[2]
+    assert gid_line(ax_l, "target").get_ydata()[0] == pytest.approx(20 + 20 + 20)
 
 
 def test_ellipsis_mean_and_covariance():

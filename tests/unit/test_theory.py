@@ -28,9 +28,10 @@ def test_goodput_ceiling_is_mss_over_frame():
     assert tcp_goodput_ceiling(10) == pytest.approx(10 * 1448 / 1514)
 
 
-def _aqm_run(qdisc_params, **params):
+def _aqm_run(qdisc_params, rrul=False, **params):
     from bufferbloat.results.records import Run
-    return Run("/nonexistent", {"params": params,
+    traffic = [{"kind": "rrul", "name": "rrul"}] if rrul else [{"kind": "iperf"}]
+    return Run("/nonexistent", {"params": params, "traffic": traffic,
                                 "qdisc": {"kind": "pie", "params": qdisc_params}})
 
 
@@ -41,13 +42,19 @@ def test_latency_under_load_counts_every_aqm_queue_the_round_trip_crosses():
     assert reverse_target_ms(one_way) == 0.0
     assert targets_plus_base_ms(one_way) == pytest.approx(40.0)
     # B's dumbbell: PIE both ways under RRUL: 2 x 20 + 20 = 60 ms
-    both = _aqm_run({"target_ms": 20}, delay_ms=5, aqm_both_ways=True)
+    both = _aqm_run({"target_ms": 20}, rrul=True, delay_ms=5, aqm_both_ways=True)
     assert targets_plus_base_ms(both) == pytest.approx(60.0)
+    # the same AQM both ways under a one-way load: the way back holds ACKs only
+    acks = _aqm_run({"target_ms": 20}, delay_ms=5, aqm_both_ways=True)
+    assert targets_plus_base_ms(acks) == pytest.approx(40.0)
     # B's testbed: PIE 20 on the uploads, the server NIC's fq_codel (5 ms) on the
     # downloads, 0.25 ms a link: 20 + 5 + 1 = 26 ms
-    testbed = _aqm_run({"target_ms": 20}, delay_ms=0.25, reverse_qdisc="fq_codel")
+    testbed = _aqm_run({"target_ms": 20}, rrul=True, delay_ms=0.25,
+                       reverse_qdisc="fq_codel")
     assert reverse_target_ms(testbed) == pytest.approx(5.0)
     assert targets_plus_base_ms(testbed) == pytest.approx(26.0)
-    # a way back whose kind has no target: no theory rather than a wrong one
-    assert targets_plus_base_ms(_aqm_run({"target_ms": 20}, delay_ms=5,
-                                         reverse_qdisc="pfifo")) is None
+    # a two-way load whose way back is a FIFO (named, or the default leaf): no theory
+    # rather than a wrong one
+    for way_back in ({"reverse_qdisc": "fifo"}, {}):
+        assert targets_plus_base_ms(_aqm_run({"target_ms": 20}, rrul=True, delay_ms=5,
+                                             **way_back)) is None
