@@ -19,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from bufferbloat.core.atomic import write_text_atomic  # noqa: E402
+from bufferbloat.plots.palette import TARGET_COLOR  # noqa: E402
 from bufferbloat.results import metrics as _metrics  # noqa: E402
 from bufferbloat.results import theory  # noqa: E402
 from bufferbloat.results.records import Run, load_run  # noqa: E402
@@ -178,6 +179,16 @@ def hline(ax, y, label, gid, color, style="--"):
     line = ax.axhline(y, color=color, linestyle=style, linewidth=1.2, label=label)
     line.set_gid(gid)
     return line
+
+
+def targets_crossed_line(ax, run):
+    """The latency theory of an AQM run: the base RTT plus the target of every AQM queue
+    the round trip crosses (:func:`bufferbloat.results.theory.targets_plus_base_ms`);
+    nothing where there is none."""
+    crossed = theory.targets_plus_base_ms(run)
+    if crossed is not None:
+        hline(ax, crossed, f"base RTT + the targets crossed ({crossed:g} ms)", TARGET_GID,
+              TARGET_COLOR)
 
 
 def legend(ax, **kw):

@@ -5,7 +5,6 @@ import numpy as np
 
 from bufferbloat.plots.common import (
     LINK_GID,
-    TARGET_GID,
     THEORY_GID,
     caption,
     finish_axes,
@@ -15,10 +14,10 @@ from bufferbloat.plots.common import (
     new_figure,
     series,
     takes_run,
+    targets_crossed_line,
 )
-from bufferbloat.plots.palette import LINK_COLOR, TARGET_COLOR, THEORY_COLOR, flow_color
+from bufferbloat.plots.palette import LINK_COLOR, THEORY_COLOR, flow_color
 from bufferbloat.results.records import label_groups
-from bufferbloat.results.theory import targets_plus_base_ms
 
 
 @takes_run
@@ -46,10 +45,7 @@ def draw(run):
     full = full_queue_rtt_ms(run)
     if full is not None:
         hline(ax, full, f"full-queue RTT {full:.0f} ms (theory)", THEORY_GID, THEORY_COLOR)
-    crossed = targets_plus_base_ms(run)     # every AQM queue the round trip crosses
-    if crossed is not None:
-        hline(ax, crossed, f"base RTT + the targets crossed ({crossed:g} ms)",
-              TARGET_GID, TARGET_COLOR)
+    targets_crossed_line(ax, run)
     finish_axes(ax, "time (s)", "RTT (ms)", "upper left")
     include_in_ylim(ax, full)
     return fig

@@ -12,15 +12,15 @@ import numpy as np
 
 from bufferbloat.plots.common import (
     LINK_GID,
-    TARGET_GID,
     caption,
     hline,
     legend,
     new_figure,
     series,
     takes_run,
+    targets_crossed_line,
 )
-from bufferbloat.plots.palette import LINK_COLOR, TARGET_COLOR, flow_color
+from bufferbloat.plots.palette import LINK_COLOR, flow_color
 from bufferbloat.plots.throughput import (
     acked_rates,
     link_lines,
@@ -30,7 +30,6 @@ from bufferbloat.plots.throughput import (
     spill_back,
 )
 from bufferbloat.results.records import label_groups
-from bufferbloat.results.theory import targets_plus_base_ms
 
 UP = re.compile(r"-up-\d+$")
 DOWN = re.compile(r"-down-\d+$")
@@ -118,10 +117,7 @@ def draw(run):
     base = run.base_rtt_ms
     if base:
         hline(ax_l, base, f"base RTT {base:g} ms", LINK_GID, LINK_COLOR, ":")
-    crossed = targets_plus_base_ms(run)     # every AQM queue the round trip crosses
-    if crossed is not None:
-        hline(ax_l, crossed, f"base RTT + the targets crossed ({crossed:g} ms)",
-              TARGET_GID, TARGET_COLOR)
+    targets_crossed_line(ax_l, run)
     ax_l.set_ylabel("latency (ms)")
     ax_l.set_xlabel("time (s)")
     ax_l.set_ylim(bottom=0)

@@ -17,6 +17,7 @@ import os
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.params import MIN_RATE_MBIT, env_number
 from bufferbloat.net.qdiscs import DEFAULT_KIND, KINDS
+from bufferbloat.net.qdiscs import defaults as param_defaults
 
 #: Under TCG the project VM forwards ~57 Mbit/s at most with nothing else running
 #: (docs/PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
@@ -47,8 +48,12 @@ def loaded_both_ways(scn):
     queue of the receiver's own (``reverse_qdisc``), or an RRUL load."""
     p = scn.params
     return bool(p.get("aqm_both_ways") or p.get("reverse_qdisc")
-                or any(isinstance(t, dict) and t.get("kind") == "rrul"
-                       for t in scn.traffic or ()))
+                or two_way_traffic(scn.traffic))
+
+
+def two_way_traffic(traffic):
+    """Whether traffic specs load the bottleneck in both directions (an RRUL load)."""
+    return any(isinstance(t, dict) and t.get("kind") == "rrul" for t in traffic or ())
 
 
 def _machine_cap_mbit():
@@ -85,7 +90,7 @@ def scale_to_rate(params, qparams, knobs, max_rate_mbit):
         changed["buffer_bytes"] = (params["buffer_bytes"], new)
         params["buffer_bytes"] = new
     if info.scaled_bytes:
-        defaults = {p.name: p.default for p in info.params}
+        defaults = param_defaults(info)
         for key in info.scaled_bytes:
             if key == "limit_bytes" and params.get("buffer_bytes") is not None:
                 continue

@@ -1,6 +1,7 @@
 """Closed-form expectations the measurements are checked against."""
 
-from bufferbloat.net.qdiscs import MTU_FRAME_BYTES, kind_of
+from bufferbloat.net.qdiscs import MTU_FRAME_BYTES, defaults, kind_of
+from bufferbloat.net.scaling import two_way_traffic
 
 TCP_PAYLOAD_BYTES = 1448  # MSS with timestamps on a 1500-byte MTU
 
@@ -63,20 +64,13 @@ def base_rtt_ms(run):
     return run.base_rtt_ms
 
 
-def loaded_both_ways(run):
-    """Whether the run's load crosses the bottleneck in both directions (an RRUL load:
-    study B), so that the way back holds a queue of its own."""
-    return any(isinstance(t, dict) and t.get("kind") == "rrul"
-               for t in run.record.get("traffic") or [])
-
-
 def reverse_target_ms(run):
     """The target, ms, of the queue a round trip waits in on the bottleneck's way back:
     0.0 when the load runs one way (the way back carries ACKs: no standing queue);
     under a load both ways the same AQM's with ``aqm_both_ways``, the default of the
     receiver's own kind with ``reverse_qdisc`` (study B's server NIC: fq_codel, 5 ms);
     None when the way back's queue has no target (a FIFO, the default leaf)."""
-    if not loaded_both_ways(run):
+    if not two_way_traffic(run.record.get("traffic")):
         return 0.0
     params = run.params
     if params.get("aqm_both_ways"):
@@ -86,7 +80,7 @@ def reverse_target_ms(run):
     if info is None:
         return None
     try:
-        value = info.target_ms({p.name: p.default for p in info.params})
+        value = info.target_ms(defaults(info))
     except (TypeError, KeyError):
         return None
     return float(value) if isinstance(value, (int, float)) else None

@@ -54,9 +54,15 @@ register(cake.KIND)
 DEFAULT_KIND = fifo.KIND.name
 #: kinds the kernel knows but tc cannot parse: installed by bufferbloat.net.nlqdisc
 NETLINK_KINDS = frozenset(k.name for k in KINDS.values() if k.netlink_options)
+
+
+def defaults(kind):
+    """A kind's parameters' defaults, {name: default}."""
+    return {p.name: p.default for p in kind.params}
+
+
 #: kinds whose parameters include a queueing-delay target
-TARGET_KINDS = tuple(k.name for k in KINDS.values() if k.target_ms(
-    {p.name: p.default for p in k.params}) is not None)
+TARGET_KINDS = tuple(k.name for k in KINDS.values() if k.target_ms(defaults(k)) is not None)
 #: kinds of the extra rows kinds add to qdisc.csv (not qdiscs: no leaf of their own)
 ROW_KINDS = frozenset(r for k in KINDS.values() for r in k.row_kinds)
 
