@@ -39,7 +39,7 @@ B_NET = dict(bottleneck_mbit=100, delay_ms=5, qdisc="pie", buffer_pkts=1000, cca
 #: default qdisc (Debian's systemd: fq_codel) the downloads' bottleneck. Not 0 ms: with
 #: no delay stage on the senders' egress, PIE stayed undropping (p ~ 0, a 50-100 ms
 #: standing queue, three of four uploads at 4 packets in flight) in 4 of 12 quick runs
-#: in the TCG VM (3 of 7 with its dequeue-rate estimator); with 0.25 ms it held its
+#: in the TCG VM (4 of 8 with its dequeue-rate estimator); with 0.25 ms it held its
 #: target in 16 of 16 (docs/TESTBED_B.md). Not yet the default: B's VM tests and the
 #: full profile's 24 B runs hold the dumbbell.
 B_VARIANTS = {"dumbbell": {},
