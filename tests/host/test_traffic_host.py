@@ -15,6 +15,7 @@ from bufferbloat.traffic.ping import PingProbe
 from bufferbloat.traffic.rrul import Rrul
 from bufferbloat.traffic.udpstream import UdpStream
 from bufferbloat.traffic.web import WebFetcher, WebServer
+from tests.retries import measure_until_met
 from tests.timing import EMULATED_CPU, START_SLACK_S
 
 
@@ -168,18 +169,33 @@ def test_rrul_and_schedule(net_guard):
     # 2 s, RRUL 3 s); under TCG its process may start up to START_SLACK_S["ping"] late (a
     # stop at 2 s once came before its first probe), so there it stops 1 s after that
     late_stop = 1.0 + START_SLACK_S["ping"] + 1.0 if EMULATED_CPU else 2.0
-    with dumbbell() as net:
-        t0 = time.monotonic()
-        rrul = Rrul(net, "h1", "h2", late_stop + 1.0, t0=t0, cca="cubic").start()
-        sched = Schedule(t0)
-        late_ping = sched.add(PingProbe(net, "h2", "h1", 0.1, name="late", t0=t0),
-                              at_s=1.0, stop_at_s=late_stop)
-        # a flow h2 -> h1 (against the downloads) started at 0.5 s and stopped at 2 s
-        cut = sched.add(Iperf3Flow(net, "h2", "h1", 10, port=5401, name="cut", t0=t0),
-                        at_s=0.5, stop_at_s=2.0)
-        sched.start()
-        summ = rrul.wait()
-        sched.stop()
+
+    def measure():
+        with dumbbell() as net:
+            t0 = time.monotonic()
+            rrul = Rrul(net, "h1", "h2", late_stop + 1.0, t0=t0, cca="cubic").start()
+            sched = Schedule(t0)
+            late_ping = sched.add(PingProbe(net, "h2", "h1", 0.1, name="late", t0=t0),
+                                  at_s=1.0, stop_at_s=late_stop)
+            # a flow h2 -> h1 (against the downloads) started at 0.5 s and stopped at 2 s
+            cut = sched.add(Iperf3Flow(net, "h2", "h1", 10, port=5401, name="cut", t0=t0),
+                            at_s=0.5, stop_at_s=2.0)
+            sched.start()
+            summ = rrul.wait()
+            sched.stop()
+        return summ, rrul, sched, late_ping, cut
+
+    def misses(attempt):
+        # the scheduled ping's start: its process starts while RRUL's eight iperf3s do,
+        # and a host stall may delay it past the slack (CI, 2026-11-27: 1.25 s against
+        # 1.2); that attempt is printed and run again, a second miss fails the test
+        lrows = attempt[3].rows()
+        if lrows and not 1.0 <= lrows[0]["t"] < min(late_stop, 1.0 + START_SLACK_S["ping"]):
+            return [f"the scheduled ping's first probe at {lrows[0]['t']} s"]
+        return []
+
+    (summ, rrul, sched, late_ping, cut), _ = measure_until_met(
+        measure, misses, "RRUL with a schedule")
     assert summ["errors"] == []
     assert len(rrul.flows) == 8
     labels = rrul.flow_labels()

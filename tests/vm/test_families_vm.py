@@ -374,11 +374,24 @@ def test_e_fq_codel_shares_equally(out):
     assert jain >= 0.9
 
 
+#: E at k = 10 runs for the full profile's 15 s, not the quick 10 s, its senders with
+#: ns-3's 128 KiB initial send buffer (scenarios/e1_aqm_kflows.py). With the kernel's
+#: 16 KiB, ten iperf3 processes under TCG left a flow with nothing to send 5-16 % of the
+#: time (degraded) in 5 of 16 attempts at 10 and 15 s (CI and here, 2026-11-27), and
+#: PIE's median was 46 ms in one healthy 10 s run; with 128 KiB, 10 of 10 attempts
+#: (FQ-CoDel at k = 5 and the four below, twice) were healthy, senders idle <= 1.6 %
+E_TEN_S = 15
+
+
 def test_e_ten_flows_keep_the_link_busy_and_the_fifo_near_full(out):
     """E with k = 10 NewReno flows under FIFO (the quick profile has 5): they keep the
     link busy (utilization >= 0.9) and the 100-packet FIFO (15.1 ms at 80 Mbit/s, scaled
-    with the rate in the VM so the delay stays) near full: its median queueing delay
-    within 0.5x-1x of a full queue plus a packet. Measured: 0.988 and 10.3 ms (0.68).
+    with the rate in the VM so the delay stays) well filled: a buffer of one BDP (25
+    packets at 20 Mbit/s and 15 ms), and flows that all halve at once, drain it empty and
+    refill it linearly, a median of half of it; flows that halve apart keep it fuller.
+    Asserted: the median within 0.4x (half, less 20 % for the 10 ms sampling and
+    sawteeth) to 1x of a full queue plus a packet. Measured (15 s, healthy): 9.73, 7.87,
+    9.12 and 9.12 ms (0.52-0.64), utilization 0.978-0.988; earlier at 10 s 10.3 ms.
     (CoDel at the same point held 23.6 ms, not 5, in one run. Ten Reno flows grow by a
     packet per ~20 ms RTT each, ~500 packets/s in all; at x0.25 each holds ~3 packets,
     so a drop takes back ~1.6 and CoDel must drop ~300/s, against ~75/s at the study's
@@ -387,23 +400,25 @@ def test_e_ten_flows_keep_the_link_busy_and_the_fifo_near_full(out):
     part 3), not yet shown. k = 20 with iperf3 was degraded twice in the TCG VM: its
     senders had nothing to send 6-17 % of the time, starved of CPU.)"""
     full_ms = 100 * 1514 * 8 / 80e3
-    r, rows = run(out, "e1_aqm_kflows", 10, variant="fifo", k=10)
+    r, rows = run(out, "e1_aqm_kflows", E_TEN_S, variant="fifo", k=10)
     bn = r.record["params"]["bottleneck_mbit"]
     fifo = metric(rows, "link", "s0-", "qdelay_p50_ms")
     util = metric(rows, "link", "s0-", "utilization")
     print(f"E, 10 flows: FIFO queueing delay p50 {fifo:.2f} ms (a full FIFO {full_ms:.1f}"
           f" ms), utilization {util:.3f} (at {bn:g} Mbit/s)")
     assert util >= 0.9
-    assert 0.5 * full_ms <= fifo <= full_ms + 1514 * 8 / (bn * 1e3)
+    assert 0.4 * full_ms <= fifo <= full_ms + 1514 * 8 / (bn * 1e3)
 
 
 #: E's AQMs at k = 10 (the quick profile has 5): (variant, the median queueing delay's
 #: band in ms at the VM's rate, why). Measured, quick points (10 s, x0.25, 3 runs,
 #: healthy, 2026-11-27): RED 0.09, 0.61, 0.00 ms; PIE 18.8, 15.5, 17.6; CoDel 21.2, 18.2,
 #: 20.6; utilization 0.959-0.986; drops 440-1856. The full profile's 15 s points: RED
-#: 0.61, PIE 16.4, CoDel 21.2 ms. RED runs last: its first attempt was degraded in 2 of
-#: 3 runs as the session's first ten-flow point (flows late on cold caches), and was
-#: healthy when run again.
+#: 0.61, PIE 16.4, CoDel 21.2 ms. At 15 s (E_TEN_S), healthy: RED 0.00 x4; PIE 18.2,
+#: 16.4, 17.0, 15.8; CoDel 25.4, 21.8, 24.8, 23.6; utilization 0.932-0.992; drops
+#: 494-2515. RED runs last: its first attempt was degraded in 2 of 3 runs as the
+#: session's first ten-flow point (flows late on cold caches), and was healthy when run
+#: again.
 E_AQMS_AT_TEN = (
     # PIE's default target 15 ms: the median within 0.5-1.5x
     ("pie", (7.5, 22.5), "within 0.5-1.5x PIE's 15 ms target"),
@@ -424,7 +439,7 @@ def test_e_aqms_at_ten_flows_keep_the_link_busy_and_act(out, variant, band, why)
     """E's expected shape at k = 10 for RED, PIE and CoDel: the link ~95 % used
     (utilization >= 0.9), the AQM dropping (drops > 0) and its queueing delay in its own
     band (:data:`E_AQMS_AT_TEN`)."""
-    r, rows = run(out, "e1_aqm_kflows", 10, variant=variant, k=10)
+    r, rows = run(out, "e1_aqm_kflows", E_TEN_S, variant=variant, k=10)
     util = metric(rows, "link", "s0-", "utilization")
     qd = metric(rows, "link", "s0-", "qdelay_p50_ms")
     drops = metric(rows, "link", "s0-", "drops")
