@@ -28,23 +28,24 @@ A_VARIANTS = {
     "cake": {"qdisc": "cake", "buffer_pkts": None, "flows": 1},
 }
 
-#: Family B: client -- router -- server, 100 Mbit/s bottleneck, RRUL-like load, a 20 ms
-#: base RTT, uploads and downloads both crossing the router's PIE (aqm_both_ways).
-B_NET = dict(bottleneck_mbit=100, delay_ms=5, qdisc="pie", buffer_pkts=1000, cca="cubic",
-             aqm_both_ways=True)
-#: ``--set variant=testbed``: the study's testbed (/work/shared/EXPERIMENTS.md): one LAN
-#: (0.25 ms a link one way: a 1 ms base RTT, ~2 ms measured under TCG), client side
-#: 1 Gbit/s, the router's port towards the server shaped to its line rate with PIE its
-#: only AQM (the uploads' bottleneck), the server's own NIC with its distribution's
-#: default qdisc (Debian's systemd: fq_codel) the downloads' bottleneck. Not 0 ms: with
-#: no delay stage on the senders' egress, PIE stayed undropping (p ~ 0, a 50-100 ms
-#: standing queue, three of four uploads at 4 packets in flight) in 4 of 12 quick runs
-#: in the TCG VM (4 of 8 with its dequeue-rate estimator); with 0.25 ms it held its
-#: target in 16 of 16 (docs/TESTBED_B.md). Not yet the default: B's VM tests and the
-#: full profile's 24 B runs hold the dumbbell.
-B_VARIANTS = {"dumbbell": {},
-              "testbed": {"delay_ms": 0.25, "host_mbit": 1000, "aqm_both_ways": False,
-                          "reverse_qdisc": "fq_codel"}}
+#: Family B as the study's testbed (/work/shared/EXPERIMENTS.md), its default: client --
+#: router -- server on one LAN (0.25 ms a link one way: a 1 ms base RTT, ~2 ms measured
+#: under TCG), client side 1 Gbit/s, the router's 100 Mbit/s port towards the server
+#: shaped to its line rate with PIE its only AQM (the uploads' bottleneck), the server's
+#: own NIC with its distribution's default qdisc (Debian's systemd: fq_codel) the
+#: downloads' bottleneck; an RRUL-like load. Not 0 ms: with no delay stage on the
+#: senders' egress, PIE stayed undropping (p ~ 0, a 50-100 ms standing queue, three of
+#: four uploads at 4 packets in flight) in 4 of 12 quick runs in the TCG VM (4 of 8 with
+#: its dequeue-rate estimator); with 0.25 ms it held its target in 16 of 16
+#: (docs/TESTBED_B.md).
+B_NET = dict(bottleneck_mbit=100, delay_ms=0.25, host_mbit=1000, qdisc="pie",
+             buffer_pkts=1000, cca="cubic", reverse_qdisc="fq_codel")
+#: ``--set variant=dumbbell``: B before it had its testbed (the suite's default until
+#: 2026-11-27): a 20 ms base RTT, uploads and downloads both crossing the router's PIE
+#: (aqm_both_ways); its latencies count two PIE queues and cannot be set beside the
+#: study's table.
+B_VARIANTS = {"testbed": {},
+              "dumbbell": {"delay_ms": 5, "aqm_both_ways": True, "reverse_qdisc": None}}
 B_TRAFFIC = (
     {"kind": "rrul", "name": "rrul", "a": "h1", "b": "h2"},
     # flent's RRUL measures latency with UDP probes (irtt) next to ICMP: one every 0.1 s,

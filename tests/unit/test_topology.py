@@ -178,19 +178,22 @@ def test_reverse_qdisc_gives_the_receiver_its_own_queue():
         DumbbellTopo(reverse_qdisc="nosuch")
 
 
-def test_b_has_the_studys_testbed_as_a_variant():
+def test_b_is_the_studys_testbed_with_the_dumbbell_as_a_variant():
     from bufferbloat.net import scaling
     from bufferbloat.scenarios import catalogue
-    scn = catalogue()["b2_pie_target"]
-    topo = scn.build({"variant": "testbed"})[0]
-    # a LAN's 0.25 ms a link (docs/TESTBED_B.md: at 0 ms PIE stayed undropping in the VM)
-    assert topo.params["delay_ms"] == 0.25 and topo.base_rtt_ms("h1") == 1.0
-    assert topo.params["host_mbit"] == 1000
-    assert topo.reverse_qdisc.kind == "fq_codel" and not topo.params["aqm_both_ways"]
-    old = scn.build({})[0]
-    assert old.params["aqm_both_ways"] and old.reverse_qdisc is None
-    assert old.base_rtt_ms("h1") == 20
-    assert scaling.loaded_both_ways(scn)     # RRUL: half the TCG cap each way
+    for name in ("b1_pie_tupdate", "b2_pie_target"):
+        scn = catalogue()[name]
+        for overrides in ({}, {"variant": "testbed"}):
+            topo = scn.build(overrides)[0]
+            # a LAN's 0.25 ms a link (docs/TESTBED_B.md: at 0 ms PIE stayed undropping)
+            assert topo.params["delay_ms"] == 0.25 and topo.base_rtt_ms("h1") == 1.0
+            assert topo.params["host_mbit"] == 1000
+            assert topo.qdisc.kind == "pie"
+            assert topo.reverse_qdisc.kind == "fq_codel" and not topo.params["aqm_both_ways"]
+        old = scn.build({"variant": "dumbbell"})[0]
+        assert old.params["aqm_both_ways"] and old.reverse_qdisc is None
+        assert old.base_rtt_ms("h1") == 20
+        assert scaling.loaded_both_ways(scn)     # RRUL: half the TCG cap each way
 
 
 def test_reverse_rate_of_the_bottleneck_link():
