@@ -183,8 +183,9 @@ def describe(scn):
     if scn.variants:
         out.append("variants (--set variant=NAME):")
         for name, over in scn.variants.items():
-            out.append(f"  {name}: " + ", ".join(f"{k}={_fmt(v, 'none')}"
-                                                 for k, v in over.items()))
+            out.append(f"  {name}: " + (", ".join(f"{k}={_fmt(v, 'unset')}"
+                                                  for k, v in over.items())
+                                        or "the parameters above (the default)"))
     out.append(f"sweep (bufferbloat sweep {scn.name}; run_all.sh):")
     out.append(f"  full:  {_sweep_line(scn.sweep_for(False), scn.repeat)}")
     out.append(f"  quick: {_sweep_line(scn.sweep_for(True), 1)} (run_all.sh --quick)")

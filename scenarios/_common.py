@@ -118,7 +118,8 @@ def b_study(name, param):
     what = param.split(".")[-1].removesuffix("_ms")
     return dict(
         expect="Average latency grows with the target (roughly the targets the ping "
-               "crosses + base RTT: 2 x target on the dumbbell); "
+               "crosses + base RTT: PIE's target + the server NIC's fq_codel 5 ms, "
+               "2 x target on the dumbbell variant); "
                "tupdate barely matters; aggregate throughput stays near ~91 % of the link "
                "each way; a UDP flood at the link rate takes the link and PIE drops to "
                "hold the target.",

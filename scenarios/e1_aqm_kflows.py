@@ -13,13 +13,8 @@ SCENARIO = Scenario(
     description="k=1..20 flows x {fifo, red, codel, fq_codel, pie, cake}, 80 Mbit/s, "
                 "100 pkts",
     topology="kdumbbell",
-    # each sender starts with ns-3's TCP send buffer (TcpSocket::SndBufSize, 128 KiB;
-    # the study's BulkSend keeps it full), not the kernel's 16 KiB: under TCG a greedy
-    # flow's iperf3, one process per flow, scheduled late let its socket run dry (idle
-    # 5-16 % of the time at k = 10, degraded, in 5 of 16 attempts on 2026-11-27; with
-    # 128 KiB 0 of 10: tests/vm/test_families_vm.py E_TEN_S)
     params=dict(k=5, rtt_ms="15", bottleneck_mbit=80, qdisc="fifo", buffer_pkts=100,
-                cca="reno", sndbuf_init_bytes=128 << 10),
+                cca="reno"),
     traffic=({"kind": "iperf", "name": "flow", "src": "senders", "dst": "receiver"},
              {"kind": "ping", "name": "ping", "src": "h1", "dst": "receiver",
               "interval_s": 0.1}),

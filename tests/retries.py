@@ -3,7 +3,9 @@
 ``measure_until_met``: a measurement that may miss its bounds now and then on a busy
 machine is measured again, but every miss is printed and counted, and more than
 ``max_misses`` (one) misses fail the test: a bug that fails half the attempts then
-passes a test with one retry 25 % of the time, not the 87.5 % of "one of three".
+fails such a test a quarter of the time (where "one of three" fails it an eighth), and
+every miss it causes is printed. What only a bug can break (a lost event, an error, a
+start before its time) is asserted inside ``misses_of``, on every attempt.
 
 ``DegradedBudget`` (the VM session's): every run a VM test reran because the emulator
 fell behind (``bufferbloat.run.sweep.run_until_healthy``, a sweep's ``degraded_attempts``)

@@ -55,11 +55,6 @@ HELD_NOTE = ("bufferbloat: interrupt received: finishing {what} first, so that n
              "is left behind")
 
 
-#: net.ipv4.tcp_wmem's maximum in a new namespace (4 MB), kept when only the initial
-#: send buffer is set
-KERNEL_WMEM_MAX = 4 << 20
-
-
 class Network:
     """An emulated network built from a topology (see :mod:`bufferbloat.net.topology`).
 
@@ -397,14 +392,8 @@ class Network:
         if ssai is not None:   # 1: the window restarts after an idle RTO (RFC 2861)
             want["net.ipv4.tcp_slow_start_after_idle"] = str(int(ssai))
         sndbuf = params.get("sndbuf_bytes")
-        init = params.get("sndbuf_init_bytes")
-        if sndbuf or init:
-            # a limited sender buffer caps the window at sndbuf / 2 or so; the initial
-            # one (the kernel's 16384) is what a greedy sender has queued between two
-            # runs of its process until autotuning grows it
-            init = init or min(16384, sndbuf)
-            top = sndbuf or max(init, KERNEL_WMEM_MAX)
-            want["net.ipv4.tcp_wmem"] = f"4096 {init} {top}"
+        if sndbuf:   # a limited sender buffer caps the window at sndbuf / 2 or so
+            want["net.ipv4.tcp_wmem"] = f"4096 {min(16384, sndbuf)} {sndbuf}"
         if host in self.topo.ccas:
             want[CCA_SYSCTL] = self.topo.ccas[host]
         return want

@@ -92,10 +92,6 @@ _COMMON = (
           "link, as Mininet's TCLink makes it)", lo=MIN_RATE_MBIT, hi=100_000),
     Param("sndbuf_bytes", int, 0, "largest TCP send buffer of every host (the maximum of "
           "net.ipv4.tcp_wmem); 0: the kernel's autotuning (unlimited)", lo=0, hi=1 << 30),
-    Param("sndbuf_init_bytes", int, None, "initial TCP send buffer of every host (the "
-          "default of net.ipv4.tcp_wmem; autotuning grows it from there): a sender whose "
-          "process is scheduled late still has this much queued; default: the kernel's "
-          "16384", lo=4096, hi=1 << 30),
     Param("slow_start_after_idle", int, None, "net.ipv4.tcp_slow_start_after_idle of "
           "every host: 1 restarts an idle connection's window from the initial window "
           "(RFC 2861), 0 keeps it; default: the kernel's (1)", lo=0, hi=1),
@@ -205,15 +201,13 @@ class BaseDumbbell:
         if 0 < p["sndbuf_bytes"] < 4096:
             raise ParameterError("sndbuf_bytes", p["sndbuf_bytes"], "0 (unlimited) or "
                                  ">= 4096 bytes")
-        if p["sndbuf_init_bytes"] and p["sndbuf_bytes"] \
-                and p["sndbuf_init_bytes"] > p["sndbuf_bytes"]:
-            raise ParameterError("sndbuf_init_bytes", p["sndbuf_init_bytes"],
-                                 f"at most sndbuf_bytes ({p['sndbuf_bytes']})")
         self.reverse_qdisc = None
         if p["reverse_qdisc"] is not None:
             if p["aqm_both_ways"]:
                 raise ParameterError("reverse_qdisc", p["reverse_qdisc"], "unset when "
-                                     "aqm_both_ways puts the bottleneck's AQM there")
+                                     "aqm_both_ways puts the bottleneck's AQM there (a "
+                                     "scenario that sets reverse_qdisc may have a variant "
+                                     "without it: bufferbloat describe SCENARIO)")
             if p["loss_pct"] and p["loss_link"] == "bottleneck" \
                     and p["loss_dir"] in ("reverse", "both"):
                 raise ParameterError("reverse_qdisc", p["reverse_qdisc"], "unset when the "

@@ -12,7 +12,6 @@ import subprocess
 
 import pytest
 
-from bufferbloat.core.errors import ParameterError
 from bufferbloat.net import cleanup, isolation
 from bufferbloat.net import network as network_mod
 from bufferbloat.net.network import CommandError, Network, parse_readback_batch
@@ -380,17 +379,3 @@ def test_steps_a_batch_cannot_hold_run_alone_in_their_place(monkeypatch, tmp_pat
     assert not network_mod._tc_batchable(("tc", "filter", "add", "a b"))
     assert not network_mod._tc_batchable(("tc", "qdisc", "add", "#1"))
     net.stop()
-
-
-def test_the_initial_send_buffer_sets_tcp_wmems_default_and_keeps_its_ceiling():
-    net = Network(KDumbbellTopo(k=2, sndbuf_init_bytes=131072))
-    assert net.host_settings("h1")["net.ipv4.tcp_wmem"] == "4096 131072 4194304"
-    net = Network(KDumbbellTopo(k=2, sndbuf_init_bytes=32768, sndbuf_bytes=65536))
-    assert net.host_settings("h1")["net.ipv4.tcp_wmem"] == "4096 32768 65536"
-    net = Network(KDumbbellTopo(k=2, sndbuf_bytes=65536))
-    assert net.host_settings("h1")["net.ipv4.tcp_wmem"] == "4096 16384 65536"
-    assert "net.ipv4.tcp_wmem" not in Network(KDumbbellTopo(k=2)).host_settings("h1")
-    with pytest.raises(ParameterError):
-        KDumbbellTopo(k=2, sndbuf_init_bytes=131072, sndbuf_bytes=65536)
-    with pytest.raises(ParameterError):
-        KDumbbellTopo(k=2, sndbuf_init_bytes=100)

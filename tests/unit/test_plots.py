@@ -251,7 +251,7 @@ def test_rrul_totals_sum_directions_with_target_and_link_rate():
     assert len(gid_line(ax_l, "probe:rrul-ping").get_xdata()) == int(
         np.isfinite(ping["rtt_ms"]).sum())
     # this older B record's way back is the default FIFO, which RRUL's downloads fill:
-    # no target line rather than a wrong one; with PIE both ways (B's dumbbell now) the
+    # no target line rather than a wrong one; with PIE both ways (B's dumbbell variant) the
     # ping crosses two 20 ms targets plus the 20 ms base RTT
     assert not lines(ax_l, "target")
     r.record["params"] = dict(r.record["params"], aqm_both_ways=True)

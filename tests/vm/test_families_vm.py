@@ -203,13 +203,14 @@ def test_b_average_latency_grows_with_the_pie_target(out):
     router's PIE once (the uploads') and the server NIC's fq_codel (the downloads', its
     5 ms target) on the way back, over a ~2 ms idle RTT. Raising PIE's target from 5 to
     20 ms raises the ping's mean by the rise of PIE's queue (the fq_codel's does not
-    change): at most the targets' 15 ms (PIE overshoots a 5 ms target at 10 Mbit/s,
-    docs/SCALING.md, which only shrinks the rise). Measured (15 s, x0.1, 3 runs each,
+    change): about the targets' 15 ms, less PIE's overshoot of a 5 ms target at 10 Mbit/s
+    (docs/SCALING.md); asserted within 4-20 ms (15, plus 5 for the means' spread over
+    15 s). Measured (15 s, x0.1, 3 runs each,
     healthy, 2026-11-27): ping mean 20.5, 19.0, 15.0 ms at target 5 and 29.3, 26.8, 28.7
     at 20 (at 20 s: 17.0 and 31.9); the uploads' mean queueing delay (the sampler's
     backlog / rate, independent of the ping) rose with it by 9.0, 7.9, 11.3 against the
-    ping's 8.8, 7.8, 13.7. Asserted: the ping's rise within 4-20 ms and within 5 ms of the
-    uploads' queue's rise; target 20's queueing part (mean minus the idle RTT: 24.7-27.5
+    ping's 8.8, 7.8, 13.7. Asserted too: the ping's rise within 5 ms of the uploads'
+    queue's rise; target 20's queueing part (mean minus the idle RTT: 24.7-27.5
     measured) within 0.75-1.6x of the 25 ms the two AQMs' targets add; PIE's own delay
     estimate within 0.5-2x of 20 ms (18.0-20.2 measured); the server NIC's queue, median,
     within 1-4x of fq_codel's 5 ms target (9.8-13.3 measured: twice the target at this
@@ -390,12 +391,14 @@ def test_e_fq_codel_shares_equally(out):
     assert jain >= 0.9
 
 
-#: E at k = 10 runs for the full profile's 15 s, not the quick 10 s, its senders with
-#: ns-3's 128 KiB initial send buffer (scenarios/e1_aqm_kflows.py). With the kernel's
-#: 16 KiB, ten iperf3 processes under TCG left a flow with nothing to send 5-16 % of the
-#: time (degraded) in 5 of 16 attempts at 10 and 15 s (CI and here, 2026-11-27), and
-#: PIE's median was 46 ms in one healthy 10 s run; with 128 KiB, 10 of 10 attempts
-#: (FQ-CoDel at k = 5 and the four below, twice) were healthy, senders idle <= 1.6 %
+#: E at k = 10 runs for the full profile's 15 s, not the quick 10 s. Under TCG an iperf3
+#: flow may send its first data seconds after its launch (its control exchange with the
+#: server; docs/HEALTH.md), past the 3 s warm-up, and the health check counts that as
+#: idle: a share of the judged window that halves from 10 to 15 s. Measured on
+#: 2026-11-27 at k = 10: 3 of 6 attempts degraded at 10 s (and PIE's median at 46 ms in
+#: one healthy 10 s run), 2 of 18 at 15 s; the full profile's 15 s points at k = 10 were
+#: healthy in 6 of 6. A degraded attempt is run again once and counted
+#: (tests/retries.py).
 E_TEN_S = 15
 
 
@@ -440,7 +443,7 @@ E_AQMS_AT_TEN = (
     ("pie", (7.5, 22.5), "within 0.5-1.5x PIE's 15 ms target"),
     # CoDel's target 5 ms: at x0.25 ten Reno flows hold ~3 packets each, so CoDel must
     # drop ~4x as often as at 80 Mbit/s, and its control law (drops sqrt(count) per
-    # 100 ms) reaches that rate late: it holds 18-24 ms, above its target, under half its
+    # 100 ms) reaches that rate late: it holds 18-26 ms, above its target, under half its
     # unscaled 100-packet limit (60.6 ms at 20 Mbit/s, where a FIFO of 100 packets sits
     # near 0.68 of full, ~41 ms: docs/SCALING.md, a delay that does not scale)
     ("codel", (5.0, 30.0), "above its 5 ms target, at most half its 100-packet limit"),
