@@ -272,8 +272,44 @@ def _fill_varied(points, vary=None):
         for p in group:
             configs.setdefault(p.key, set()).add(p.run.config_key)
         if any(len(c) > 1 for c in configs.values()):
+            labels = _config_labels(group, keys)
             for p in group:
-                p.varied["config"] = identity.short(p.run.config_key) or "?"
+                p.varied["config"] = labels[p.run.config_key]
+
+
+#: at most this many of the parameters told apart in a configuration's label
+CONFIG_LABEL_PARAMS = 3
+
+
+def _config_labels(group, varied=()):
+    """{config_key: label}: the short key, followed by the recorded parameters, other
+    than the ``varied`` ones, whose values differ among the group's configurations (a
+    scenario whose defaults changed between runs: B's dumbbell before its testbed), so a
+    reader sees what each is."""
+    params = {}
+    for p in group:
+        params.setdefault(p.run.config_key, p.run.record.get("params") or {})
+    names = sorted({k for rec in params.values() for k in rec} - set(varied))
+    differ = [k for k in names
+              if len({repr(rec.get(k)) for rec in params.values()}) > 1]
+    labels = {}
+    for key, rec in params.items():
+        label = identity.short(key) or "?"
+        if differ:
+            shown = ", ".join(f"{k}={_param_text(rec.get(k))}"
+                              for k in differ[:CONFIG_LABEL_PARAMS])
+            more = len(differ) - CONFIG_LABEL_PARAMS
+            label += f" ({shown}{f', +{more}' if more > 0 else ''})"
+        labels[key] = label
+    return labels
+
+
+def _param_text(value):
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def setting_slug(setting):

@@ -83,6 +83,10 @@ MAX_APP_LIMITED_SHARE = 0.05
 #: flow's own end drains its queue), at least MIN_SENDER_WINDOW_S long
 SENDER_END_MARGIN_S = 1.0
 MIN_SENDER_WINDOW_S = 2.0
+#: a socket has begun its data once it sent more than this (iperf3's data connection
+#: sends a 37-byte cookie first): its first data after the judged window opened is a
+#: late start, named as such (under TCG iperf3's control exchange can take seconds)
+FIRST_DATA_BYTES = 1000
 
 THRESHOLDS = {"work_conservation_min": MIN_WORK_CONSERVATION,
               "controller_rate_share_min": MIN_CONTROLLER_RATE_SHARE,
@@ -286,14 +290,19 @@ def check_senders(run):
             if got is None:
                 continue
             span, app, rwnd, sndbuf = got
+            first = _first_data_s(tcp, m, start)
             flows.append({"flow": label, "sport": None if np.isnan(port) else int(port),
                           "window_s": round(span, 3), "app_limited_share": round(app, 4),
                           "rwnd_limited_share": None if rwnd is None else round(rwnd, 4),
                           "sndbuf_limited_share": None if sndbuf is None
-                          else round(sndbuf, 4)})
+                          else round(sndbuf, 4),
+                          "first_data_s": None if first is None else round(first, 3)})
             worst = max(worst, app)
             if app > MAX_APP_LIMITED_SHARE:
-                bad.append(f"{label} {app:.1%}")
+                # late: the time before its first data is at least half its idle time
+                late = first is not None and start + first - lo >= 0.5 * app * span
+                bad.append(f"{label} {app:.1%}" + (f", its first data {first:.1f} s after "
+                                                   "the start: a late start" if late else ""))
     if not flows:
         return {}
     return {"sender_kept_up": {
@@ -303,6 +312,17 @@ def check_senders(run):
                  f"({', '.join(bad[:4])}{', ...' if len(bad) > 4 else ''})" if bad else
                  f"all {len(flows)} greedy flows had data to send all the time"
                  " (worst: its largest idle share)")}}
+
+
+def _first_data_s(tcp, mask, start):
+    """When a socket's data began, s after the traffic's start (tcp.csv ``bytes_sent``
+    past FIRST_DATA_BYTES); None without the column or before any data."""
+    sent = tcp.get("bytes_sent")
+    if sent is None:
+        return None
+    t = tcp["t"][mask]
+    began = np.nonzero(np.asarray(sent[mask], dtype=float) > FIRST_DATA_BYTES)[0]
+    return float(t[began[0]] - start) if began.size else None
 
 
 def check_controller_rate(run):

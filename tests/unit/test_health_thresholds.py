@@ -246,17 +246,27 @@ def test_goodput_above_the_link_from_the_recorded_bytes_fails(tmp_path):
 APP_LIMITED_MAX = 0.05             # sender_kept_up <= 5 % idle
 
 
-def _sender_run(path, idle_share, greedy=True, window_s=10.0):
+def _sender_run(path, idle_share, greedy=True, window_s=10.0, late_s=None):
     """One greedy flow sampled every 10 ms whose socket had nothing to send for
-    ``idle_share`` of the time (busy_us grows by 1 - idle_share per second)."""
+    ``idle_share`` of the time (busy_us grows by 1 - idle_share per second); with
+    ``late_s``, one that sent nothing but its connection's cookie until then and was
+    busy all the time after."""
     w = RunWriter(path)
     w.record.update(params={"bottleneck_mbit": RATE}, traffic_start_s=0.0,
                     duration_s=window_s + 1.0, warmup_s=0.0,
                     traffic_results=[{"name": "long", "flow": "long", "greedy": greedy}])
     t = np.arange(0, window_s + 1.0, 0.01)
+
+    def busy(ti):
+        if late_s is not None:
+            return round(max(0.0, ti - late_s) * 1e6)
+        return round(ti * (1 - idle_share) * 1e6)
+
+    def sent(ti):
+        return 37 if late_s is not None and ti < late_s else 37 + round(ti * 1e6)
     w.add_rows("tcp", SERIES_COLUMNS["tcp"], [
         {"t": ti, "flow": "long", "host": "h1", "sport": 40000, "cca": "cubic",
-         "busy_us": round(ti * (1 - idle_share) * 1e6), "rwnd_limited_us": 0,
+         "busy_us": busy(ti), "rwnd_limited_us": 0, "bytes_sent": sent(ti),
          "sndbuf_limited_us": round(ti * 0.5e6)} for ti in t])
     w.close("ok")
     return load_run(path)
@@ -283,6 +293,22 @@ def test_sender_shares_name_the_limits_and_a_paced_flow_is_not_judged(tmp_path):
     # less than 2 s of samples in the window: not judged
     assert "sender_kept_up" not in hl.assess(_sender_run(tmp_path / "c", 0.5,
                                                          window_s=1.0))["checks"]
+
+
+def test_a_flow_that_began_late_is_named_a_late_start(tmp_path):
+    """Under TCG an iperf3 flow may send its first data seconds after its launch: the
+    check still counts the time before as idle (the flow measured the emulator), and
+    says it was a late start, when its data began (docs/HEALTH.md)."""
+    c = hl.assess(_sender_run(tmp_path / "l", 0.0, late_s=2.0))["checks"]["sender_kept_up"]
+    (flow,) = c["flows"]
+    assert flow["first_data_s"] == pytest.approx(2.0, abs=0.011)
+    assert flow["app_limited_share"] == pytest.approx(0.2, abs=0.01)
+    assert c["ok"] is False and "its first data 2.0 s after the start: a late start" \
+        in c["what"], c["what"]
+    # a flow idle in mid-run is not called late
+    c = hl.assess(_sender_run(tmp_path / "m", 0.1))["checks"]["sender_kept_up"]
+    assert c["flows"][0]["first_data_s"] == pytest.approx(0.01, abs=0.011)
+    assert c["ok"] is False and "late start" not in c["what"]
 
 
 def test_greedy_labels_include_an_iperf_parts_streams():

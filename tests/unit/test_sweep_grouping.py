@@ -84,3 +84,27 @@ def test_same_point_other_configuration_is_not_averaged(tmp_path):
     rows = sweep.table_rows(pts)
     assert len(rows) == 4 and all(r["reps"] == 1 for r in rows)
     assert {p.varied["config"] for p in pts} == {"a" * 12, "b" * 12}
+
+
+def test_configurations_apart_are_labelled_by_what_differs(tmp_path):
+    """B's default changed from its dumbbell to its testbed between runs: each
+    configuration's label names the recorded parameters that differ, not a hash alone."""
+    def testbed(rec):
+        rec["config_key"] = "b" * 64
+        rec["params"].update(delay_ms=0.25, aqm_both_ways=False, reverse_qdisc="fq_codel")
+
+    def dumbbell(rec):
+        rec["config_key"] = "a" * 64
+        rec["params"].update(delay_ms=5.0, aqm_both_ways=True, reverse_qdisc=None)
+    root = _tree(tmp_path, testbed)
+    for point in ("buffer_pkts=20", "buffer_pkts=100"):
+        path = os.path.join(root, point, "rep-1", "result.json")
+        with open(path) as f:
+            rec = json.load(f)
+        dumbbell(rec)
+        with open(path, "w") as f:
+            json.dump(rec, f)
+    labels = {p.varied["config"] for p in sweep.load_points(root)}
+    assert labels == {"a" * 12 + " (aqm_both_ways=true, delay_ms=5, reverse_qdisc=unset)",
+                      "b" * 12 + " (aqm_both_ways=false, delay_ms=0.25, "
+                      "reverse_qdisc=fq_codel)"}
