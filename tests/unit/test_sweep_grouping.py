@@ -25,6 +25,17 @@ def _tree(tmp_path, edit):
     return str(root)
 
 
+def _edit_rep1(root, edit):
+    """Change each point's rep-1 record by ``edit(record)``."""
+    for point in ("buffer_pkts=20", "buffer_pkts=100"):
+        path = os.path.join(root, point, "rep-1", "result.json")
+        with open(path) as f:
+            rec = json.load(f)
+        edit(rec)
+        with open(path, "w") as f:
+            json.dump(rec, f)
+
+
 def _quick(rec):
     rec["profile"], rec["duration_s"] = "quick", 20.0
 
@@ -73,13 +84,7 @@ def test_same_point_other_configuration_is_not_averaged(tmp_path):
     def original(rec):
         rec["config_key"] = "a" * 64
     root = _tree(tmp_path, edited)
-    for point in ("buffer_pkts=20", "buffer_pkts=100"):
-        path = os.path.join(root, point, "rep-1", "result.json")
-        with open(path) as f:
-            rec = json.load(f)
-        original(rec)
-        with open(path, "w") as f:
-            json.dump(rec, f)
+    _edit_rep1(root, original)
     pts = sweep.load_points(root)
     rows = sweep.table_rows(pts)
     assert len(rows) == 4 and all(r["reps"] == 1 for r in rows)
@@ -97,13 +102,7 @@ def test_configurations_apart_are_labelled_by_what_differs(tmp_path):
         rec["config_key"] = "a" * 64
         rec["params"].update(delay_ms=5.0, aqm_both_ways=True, reverse_qdisc=None)
     root = _tree(tmp_path, testbed)
-    for point in ("buffer_pkts=20", "buffer_pkts=100"):
-        path = os.path.join(root, point, "rep-1", "result.json")
-        with open(path) as f:
-            rec = json.load(f)
-        dumbbell(rec)
-        with open(path, "w") as f:
-            json.dump(rec, f)
+    _edit_rep1(root, dumbbell)
     labels = {p.varied["config"] for p in sweep.load_points(root)}
     assert labels == {"a" * 12 + " (aqm_both_ways=true, delay_ms=5, reverse_qdisc=unset)",
                       "b" * 12 + " (aqm_both_ways=false, delay_ms=0.25, "
