@@ -416,8 +416,9 @@ def test_e_ten_flows_keep_the_link_busy_and_the_fifo_near_full(out):
     so a drop takes back ~1.6 and CoDel must drop ~300/s, against ~75/s at the study's
     80 Mbit/s (~13 packets a flow): 4x the rate, and CoDel's count, which sets its rate
     as sqrt(count) per 100 ms, 16x. Probably a result that does not scale (issue 28
-    part 3), not yet shown. k = 20 with iperf3 was degraded twice in the TCG VM: its
-    senders had nothing to send 6-17 % of the time, starved of CPU.)"""
+    part 3), not yet shown. k = 20 with iperf3 was degraded twice in the TCG VM: flows
+    whose first data came 4-6 s after the start, late starts counted as idle 6-17 % of
+    the judged window, E_TEN_S.)"""
     full_ms = 100 * 1514 * 8 / 80e3
     r, rows = run(out, "e1_aqm_kflows", E_TEN_S, variant="fifo", k=10)
     bn = r.record["params"]["bottleneck_mbit"]
