@@ -147,7 +147,8 @@ HOLDS = {
           "(within 3.5 ms)", "Jain's index (within 0.05)"),
     "B": ("utilization and goodput as a share of the link (within 0.03 at 5-10 Mbit/s "
           "each way; measured on B's dumbbell variant, PIE both ways, the default until "
-          "2026-11-27: the testbed's caps are not yet measured)", "Jain's index (within 0.01)", "latency's order by PIE's target "
+          "2026-11-27: the testbed's caps are not yet measured)",
+          "Jain's index (within 0.01)", "latency's order by PIE's target "
           "(it rises with the target at every cap)"),
 }
 #: What it does not keep, per family, and why (physics; the measured spread in EVIDENCE).

@@ -5,7 +5,10 @@ Tolerances: the FIFO limit is 100 packets and one cubic flow fills it (sampled b
 >= 90 packets on a host; >= 80 under TCG, whose 10 ms samples once peaked at 89); the
 flow's sampled srtt and the pings cross the same queue, so their medians agree within
 25 % (srtt is smoothed over 8 RTTs, pings are instantaneous); every web fetch is
-recorded: one per period started before the end, none dropped.
+recorded: one per period started before the end, none dropped. The timing bounds (the
+traffic phase's length, the sampler's ticks, the fetches' start) may miss once on a host
+that stalls: that run is printed and made again, a second miss fails the test (1 of 8
+clean-clone runs failed here once, its output lost).
 """
 import json
 import math
@@ -18,6 +21,7 @@ from bufferbloat.results.records import SCHEMA_VERSION, load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
 from bufferbloat.scenarios import catalogue
+from tests.retries import measure_until_met
 from tests.timing import EMULATED_CPU, START_SLACK_S, sampler_timing_misses
 
 DURATION_S = 15
@@ -32,8 +36,36 @@ def _metric(rows, scope, metric, name=None):
 
 def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
     scn = catalogue()["a1_fifo"]
-    run_dir = run_point(scn, {"delay_ms": 0, "web_every_s": 3}, duration_s=DURATION_S,
-                        out_root=str(tmp_path), log=lambda *_: None)
+
+    def measure():
+        return run_point(scn, {"delay_ms": 0, "web_every_s": 3}, duration_s=DURATION_S,
+                         out_root=str(tmp_path), log=lambda *_: None)
+
+    def timing_misses(run_dir):
+        # the bounds a stall of the host itself can break (2-6 stalls of 1-22 ms a run
+        # measured here, docs/HEALTH.md): the traffic phase's end, the sampler's ticks,
+        # the fetches' start; one miss is printed and the run made again, a second
+        # fails the test (tests/retries.py)
+        run = load_run(run_dir)
+        rec = run.record
+        assert rec["status"] == "ok", rec.get("error")
+        assert rec["phases_s"]["traffic"] >= DURATION_S, rec["phases_s"]   # never short
+        out = []
+        if rec["phases_s"]["traffic"] > DURATION_S + 0.6:
+            out.append(f"traffic phase {rec['phases_s']['traffic']} s")
+        miss = sampler_timing_misses(rec["sampler"], p99_ms=12.0)
+        if miss:
+            out.append(f"sampler {miss}")
+        web = run.series("web")
+        t = web["t"]
+        if len(t) == math.ceil(DURATION_S / 3):
+            due = t[0] + 3 * np.arange(len(t))
+            due[1:] = np.maximum(due[1:], t[:-1] + web["total_s"][:-1])
+            if np.any(t > due + START_SLACK_S["fetch"]):
+                out.append(f"fetches late: {t - due}")
+        return out
+
+    run_dir, _ = measure_until_met(measure, timing_misses, "a FIFO run on the host")
     run = load_run(run_dir)
     rec = run.record
     assert rec["schema_version"] == SCHEMA_VERSION and rec["status"] == "ok"
