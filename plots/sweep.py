@@ -282,10 +282,12 @@ CONFIG_LABEL_PARAMS = 3
 
 
 def _config_labels(group, varied=()):
-    """{config_key: label}: the short key, followed by the recorded parameters, other
-    than the ``varied`` ones, whose values differ among the group's configurations (a
-    scenario whose defaults changed between runs: B's dumbbell before its testbed), so a
-    reader sees what each is."""
+    """{config_key: label} of the group's configurations: the recorded parameters, other
+    than the ``varied`` ones, whose values differ among them (a scenario whose defaults
+    changed between runs: B's dumbbell before its testbed), so that the points of one
+    configuration share a label and a reader sees what it is; the short key where no
+    parameter differs (the scenario's code changed), or beside them where two
+    configurations of one point would share a label."""
     params = {}
     for p in group:
         params.setdefault(p.run.config_key, p.run.record.get("params") or {})
@@ -294,13 +296,17 @@ def _config_labels(group, varied=()):
               if len({repr(rec.get(k)) for rec in params.values()}) > 1]
     labels = {}
     for key, rec in params.items():
-        label = identity.short(key) or "?"
-        if differ:
-            shown = ", ".join(f"{k}={_param_text(rec.get(k))}"
-                              for k in differ[:CONFIG_LABEL_PARAMS])
-            more = len(differ) - CONFIG_LABEL_PARAMS
-            label += f" ({shown}{f', +{more}' if more > 0 else ''})"
-        labels[key] = label
+        shown = ", ".join(f"{k}={_param_text(rec.get(k))}"
+                          for k in differ[:CONFIG_LABEL_PARAMS])
+        more = len(differ) - CONFIG_LABEL_PARAMS
+        labels[key] = shown + (f", +{more}" if more > 0 else "")
+    for p in group:     # one point's configurations never share a label
+        keys = {q.run.config_key for q in group if q.key == p.key}
+        if len({labels[k] for k in keys}) < len(keys) or not labels[p.run.config_key]:
+            for k in keys:
+                short = identity.short(k) or "?"
+                labels[k] = f"{short} ({labels[k]})" if labels[k] and short not in \
+                    labels[k] else (labels[k] or short)
     return labels
 
 
