@@ -13,6 +13,7 @@ import math
 import sys
 import textwrap
 
+from bufferbloat.core.params import format_param as _fmt
 from bufferbloat.net.qdiscs import DEFAULT_KIND, KINDS
 from bufferbloat.net.topology import TOPOLOGIES
 from bufferbloat.results import headline
@@ -47,16 +48,6 @@ def unit_of(name):
         if name.endswith(suffix):
             return unit
     return ""
-
-
-def _fmt(value, none="-"):
-    if value is None:
-        return none
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
 
 
 class _Configured(Run):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bufferbloat.core.errors import UsageError, warn
+from bufferbloat.core.params import format_param
 from bufferbloat.plots import ellipsis as _ellipsis
 from bufferbloat.plots import study_d
 from bufferbloat.plots.common import (
@@ -272,7 +273,7 @@ def _fill_varied(points, vary=None):
         for p in group:
             configs.setdefault(p.key, set()).add(p.run.config_key)
         if any(len(c) > 1 for c in configs.values()):
-            labels = _config_labels(group, keys)
+            labels = _config_labels(group, configs, keys)
             for p in group:
                 p.varied["config"] = labels[p.run.config_key]
 
@@ -281,41 +282,33 @@ def _fill_varied(points, vary=None):
 CONFIG_LABEL_PARAMS = 3
 
 
-def _config_labels(group, varied=()):
-    """{config_key: label} of the group's configurations: the recorded parameters, other
-    than the ``varied`` ones, whose values differ among them (a scenario whose defaults
-    changed between runs: B's dumbbell before its testbed), so that the points of one
-    configuration share a label and a reader sees what it is; the short key where no
-    parameter differs (the scenario's code changed), or beside them where two
-    configurations of one point would share a label."""
+def _config_labels(group, configs, varied=()):
+    """{config_key: label} of the group's configurations (``configs``: {point: its
+    configuration keys}): the recorded parameters, other than the ``varied`` ones, whose
+    values differ among them (a scenario whose defaults changed between runs: B's
+    dumbbell before its testbed), so that the points of one configuration share a label
+    and a reader sees what it is; the short key where no parameter differs (the
+    scenario's code changed), or beside them where two configurations of one point
+    would share a label."""
     params = {}
     for p in group:
         params.setdefault(p.run.config_key, p.run.record.get("params") or {})
     names = sorted({k for rec in params.values() for k in rec} - set(varied))
     differ = [k for k in names
               if len({repr(rec.get(k)) for rec in params.values()}) > 1]
-    labels = {}
-    for key, rec in params.items():
-        shown = ", ".join(f"{k}={_param_text(rec.get(k))}"
-                          for k in differ[:CONFIG_LABEL_PARAMS])
-        more = len(differ) - CONFIG_LABEL_PARAMS
-        labels[key] = shown + (f", +{more}" if more > 0 else "")
-    for p in group:     # one point's configurations never share a label
-        keys = {q.run.config_key for q in group if q.key == p.key}
-        if len({labels[k] for k in keys}) < len(keys) or not labels[p.run.config_key]:
-            for k in keys:
-                short = identity.short(k) or "?"
-                labels[k] = f"{short} ({labels[k]})" if labels[k] and short not in \
-                    labels[k] else (labels[k] or short)
+    more = len(differ) - CONFIG_LABEL_PARAMS
+    labels = {key: ", ".join(f"{k}={format_param(rec.get(k), 'unset')}"
+                             for k in differ[:CONFIG_LABEL_PARAMS])
+              + (f", +{more}" if more > 0 else "") for key, rec in params.items()}
+    clash = {key for keys in configs.values()
+             if len({labels[k] for k in keys}) < len(keys) for key in keys}
+    for key, label in labels.items():
+        short = identity.short(key) or "?"
+        if not label:
+            labels[key] = short
+        elif key in clash:
+            labels[key] = f"{short} ({label})"
     return labels
-
-
-def _param_text(value):
-    if value is None:
-        return "unset"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def setting_slug(setting):

@@ -95,6 +95,18 @@ class Param:
         return value
 
 
+def format_param(value, none="-"):
+    """A parameter's value as the user writes it: ``none`` for None, true/false, a float
+    without trailing zeros (describe's tables, a sweep's configuration labels)."""
+    if value is None:
+        return none
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
 def check_params(owner, params, values):
     """Validate a mapping of user values against a list of :class:`Param`.
 

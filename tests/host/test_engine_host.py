@@ -34,6 +34,19 @@ def _metric(rows, scope, metric, name=None):
     return vals[0]
 
 
+def _fetch_times(web):
+    """(start times, their 3 s grid from the first, when each was due): a fetch is due
+    at its grid time or, if the one before outlasted the period, when that one ended
+    (web.py: no overlap, the schedule not shifted); it then starts within
+    tests/timing.py's slack (0.1 s on a real-time host, 1 s under TCG, where a fetch
+    measured 0.26 s late)."""
+    t = web["t"]
+    grid = t[0] + 3 * np.arange(len(t))
+    due = grid.copy()
+    due[1:] = np.maximum(grid[1:], t[:-1] + web["total_s"][:-1])
+    return t, grid, due
+
+
 def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
     scn = catalogue()["a1_fifo"]
 
@@ -57,10 +70,8 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
         if miss:
             out.append(f"sampler {miss}")
         web = run.series("web")
-        t = web["t"]
-        if len(t) == math.ceil(DURATION_S / 3):
-            due = t[0] + 3 * np.arange(len(t))
-            due[1:] = np.maximum(due[1:], t[:-1] + web["total_s"][:-1])
+        if len(web["t"]):       # (none at all fails the count below)
+            t, _, due = _fetch_times(web)
             if np.any(t > due + START_SLACK_S["fetch"]):
                 out.append(f"fetches late: {t - due}")
         return out
@@ -79,7 +90,7 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
     assert {"resolve", "build", "sampler_start", "traffic", "grace", "collect", "metrics",
             "health", "teardown", "other"} <= set(phases), phases
     assert math.isclose(sum(phases.values()), rec["wall_s"], rel_tol=0.02, abs_tol=0.2)
-    assert DURATION_S <= phases["traffic"] <= DURATION_S + 0.6, phases
+    # (the traffic phase within DURATION_S + 0.6 s: held by timing_misses)
     for phase in ("build", "teardown"):
         assert rec["timings"][f"{phase}_s"] > 0
         assert math.isclose(phases[phase], rec["timings"][f"{phase}_s"], abs_tol=1e-3)
@@ -95,8 +106,7 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
     q = run.series("qdisc")
     leaf = q["kind"] == "pfifo"
     assert np.nanmax(q["qlen_pkts"][leaf]) >= (80 if EMULATED_CPU else 90)
-    assert not sampler_timing_misses(rec["sampler"], p99_ms=12.0), rec["sampler"]
-    assert leaf.sum() >= 0.9 * DURATION_S / 0.01
+    assert leaf.sum() >= 0.9 * DURATION_S / 0.01     # (its tick timing: timing_misses)
 
     # the flow's srtt and the ping RTT see the same queue
     tcp = run.series("tcp")
@@ -107,19 +117,11 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
     rtt = ping["rtt_ms"][(ping["t"] > DURATION_S / 2) & ~np.isnan(ping["rtt_ms"])]
     assert abs(srtt_ms - np.median(rtt)) <= 0.25 * np.median(rtt), (srtt_ms, np.median(rtt))
 
-    # every web fetch: one per 3 s period started before the end
-    web = run.series("web")
-    assert len(web["t"]) == math.ceil(DURATION_S / 3)
-    # on a 3 s grid from the first, never early; a fetch is due at its grid time or, if
-    # the one before outlasted the period, when that one ended (web.py: no overlap, the
-    # schedule not shifted), then starts within tests/timing.py's slack (0.1 s on a
-    # real-time host, 1 s under TCG, where a fetch measured 0.26 s late)
-    t = web["t"]
-    grid = t[0] + 3 * np.arange(len(t))
-    due = grid.copy()
-    due[1:] = np.maximum(grid[1:], t[:-1] + web["total_s"][:-1])
+    # every web fetch: one per 3 s period started before the end, on a 3 s grid from the
+    # first, never early (their start within the slack: timing_misses)
+    t, grid, _ = _fetch_times(run.series("web"))
+    assert len(t) == math.ceil(DURATION_S / 3)
     assert np.all(t >= grid - 0.01), (t, grid)
-    assert np.all(t <= due + START_SLACK_S["fetch"]), (t, due, web["total_s"])
 
     # metrics recomputed from the stored data alone equal the stored table
     with open(os.path.join(run_dir, "metrics.json")) as f:
