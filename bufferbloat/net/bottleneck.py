@@ -215,7 +215,7 @@ def _plain_leaf(imp):
 def features_for(topo):
     """Kernel features and tools that building ``topo`` needs (for the capability check)."""
     need = {"netns", "veth", "sch_htb", "sch_fifo", topo.qdisc.module, "tc", "ip",
-            "ethtool", "nsenter", "mnexec", "mininet"}
+            "nsenter", "mnexec", "mininet"}
     if getattr(topo, "reverse_qdisc", None) is not None:
         need.add(topo.reverse_qdisc.module)
     for spec in topo.link_specs:

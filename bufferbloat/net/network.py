@@ -6,11 +6,13 @@ off on every emulated interface (so a "packet" is one MTU frame, not a 32 KB GSO
 super-packet), installs the qdisc plan of :mod:`bufferbloat.net.bottleneck`, sets each
 sender's congestion control, and reads the installed trees back for the record.
 
-Every tool it runs is a process of its own, and under TCG each costs tens of ms: a
-namespace's consecutive ``tc`` steps go to one ``tc -batch``, a host's sysctls (its CCA
-included) to one ``sysctl -w`` and one verifying read, a namespace's read-back to one
-``tc -batch``. The processes are counted (``tool_calls``; the record's timings hold
-``build_tool_calls`` and ``readback_tool_calls``).
+Every tool it runs is a process of its own, and under TCG each costs 60-150 ms: a
+namespace's consecutive ``tc`` steps go to one ``tc -batch``, a namespace's read-back to
+one ``tc -batch``. Offloads and a host's sysctls (its CCA included) take no process at
+all: they are set and read back in this process, inside the host's namespace
+(:mod:`bufferbloat.netlink.nsconfig`: ethtool's ioctl, /proc/sys). The processes are
+counted (``tool_calls``; the record's timings hold ``build_tool_calls`` and
+``readback_tool_calls``), and so are the in-namespace calls (``ns_calls``).
 
 It owns what it starts: processes are tracked by PID and ended by PID; nothing is ever
 killed by name. Use it as a context manager so that teardown runs on errors and signals.
@@ -38,6 +40,8 @@ from bufferbloat.net.cleanup import (
     recover,
 )
 from bufferbloat.net.isolation import ALLOWED_CCAS, AVAILABLE_CCAS
+from bufferbloat.netlink import nsconfig
+from bufferbloat.netlink.nlstats import in_netns
 
 OFFLOADS = ("tso", "gso", "gro")
 CCA_SYSCTL = "net.ipv4.tcp_congestion_control"
@@ -81,6 +85,7 @@ class Network:
         self.plan = []
         self.timings = {}
         self.tool_calls = 0      # tool processes run (Network.run), for the record
+        self.ns_calls = 0        # calls made inside a namespace in this process (in_ns)
         self._host_sysctls = {}  # {host: {sysctl: value}} as the build read them back
         self._saved_sysctls = {}
         self.intfs = {}
@@ -123,7 +128,7 @@ class Network:
             self._release_lock()
             raise
         terminate_on_sigterm()
-        t0, calls0 = time.monotonic(), self.tool_calls
+        t0, calls0, ns0 = time.monotonic(), self.tool_calls, self.ns_calls
         try:
             with deferred_signals(HELD_NOTE.format(what="the network's build")):
                 self._allow_ccas()
@@ -136,6 +141,7 @@ class Network:
             raise
         self.timings["build_s"] = time.monotonic() - t0
         self.timings["build_tool_calls"] = self.tool_calls - calls0
+        self.timings["build_ns_calls"] = self.ns_calls - ns0
         return self
 
     def stop(self):
@@ -399,12 +405,16 @@ class Network:
         return want
 
     def _configure_host(self, host):
-        """One ``sysctl -w`` of every setting of ``host`` (a key that cannot be set fails
-        it, naming the key, though sysctl goes on with the others), its routes' advmss,
-        and one read back: every value must read as set (the CCA: the kernel may refuse
-        one it has not allowed in a namespace). The read is kept for sysctls()."""
+        """Every setting of ``host`` written in its namespace (a key the kernel refuses
+        fails the build, naming the key and the refusal, after the others were tried),
+        its routes' advmss, and one read back: every value must read as set (the CCA:
+        the kernel may refuse one it has not allowed in a namespace). The read is kept
+        for sysctls()."""
         want = self.host_settings(host)
-        self.run(host, ["sysctl", "-q", "-w", *(f"{k}={v}" for k, v in want.items())])
+        refused = self.in_ns(host, nsconfig.write_sysctls, want)
+        if refused:
+            raise CommandError(f"{host}: " + "; ".join(
+                f'setting key "{k}" to {want[k]!r}: {why}' for k, why in refused.items()))
         advmss = self.topo.params.get("advmss_bytes")
         if advmss:   # both ends advertise it: each side's segments are at most it
             for route in self.run(host, ["ip", "-4", "route", "show"]).splitlines():
@@ -425,11 +435,10 @@ class Network:
                     "net.core.default_qdisc", "net.ipv4.tcp_slow_start_after_idle")
 
     def _read_host_sysctls(self, host):
-        """{sysctl: value} of HOST_SYSCTLS in ``host``'s namespace: one ``sysctl`` read."""
-        # "key = value" lines: a key the namespace lacks (net.core.default_qdisc in
-        # a namespace of the 6.1 kernel) is left out, never paired with the next value
-        text = self.run(host, ["sysctl", *self.HOST_SYSCTLS], check=False)
-        return parse_sysctl_lines(text)
+        """{sysctl: value} of HOST_SYSCTLS in ``host``'s namespace, read in this process;
+        a key the namespace lacks (net.core.default_qdisc in a namespace of the 6.1
+        kernel) is left out."""
+        return self.in_ns(host, nsconfig.read_sysctls, self.HOST_SYSCTLS)
 
     def sysctls(self):
         """{host: {sysctl: value}} of the TCP settings every host runs with, as read back
@@ -448,19 +457,28 @@ class Network:
         return out
 
     def offloads_off(self, ns, dev):
-        """Turn TSO/GSO/GRO off on ``dev`` and verify it."""
-        args = ["ethtool", "-K", dev]
-        for o in OFFLOADS:
-            args += [o, "off"]
-        self.run(ns, args)
-        state = self.run(ns, ["ethtool", "-k", dev])
-        for line in state.splitlines():
-            key, _, val = line.partition(":")
-            if key.strip() in ("tcp-segmentation-offload", "generic-segmentation-offload",
-                               "generic-receive-offload") and val.strip().startswith("on"):
-                raise CommandError(f"{dev}: {key.strip()} is still on")
+        """Turn TSO/GSO/GRO off on ``dev`` (every feature bit ``ethtool -K DEV tso off
+        gso off gro off`` clears) and verify it, in this process."""
+        try:
+            left = self.in_ns(ns, nsconfig.offloads_off, dev, OFFLOADS)
+        except OSError as exc:
+            raise CommandError(f"{self._where(ns)}: {exc.strerror}") from None
+        if left:
+            raise CommandError(f"{self._where(ns)}: {dev}: " + "; ".join(
+                f"{o} is still on ({', '.join(names)})" for o, names in left.items()))
 
     # ----------------------------------------------------------------- commands
+    def in_ns(self, ns, fn, *args):
+        """``fn(*args)`` called in this process with its thread inside ``ns``'s network
+        namespace (None: the one this process is in); counted in ``ns_calls``."""
+        self.ns_calls += 1
+        pid = None if ns is None else self.net[ns].pid
+        return in_netns(pid, lambda: fn(*args))
+
+    @staticmethod
+    def _where(ns):
+        return "root namespace" if ns is None else ns
+
     def ns_prefix(self, ns):
         """argv prefix that runs a command in host ``ns`` (None: the root namespace)."""
         if ns is None:
@@ -616,13 +634,6 @@ def parse_readback_batch(text, devs):
         return None
     return {dev: {"qdiscs": qdiscs, "classes": "\n".join(lines).strip()}
             for dev, (qdiscs, lines) in zip(devs, parts)}
-
-
-def parse_sysctl_lines(text):
-    """{key: value} of ``sysctl KEY...``'s "key = value" lines (a value's white space
-    made single spaces: tcp_rmem's three numbers are tab-separated)."""
-    return {k.strip(): " ".join(v.split()) for k, sep, v in
-            (line.partition(" = ") for line in text.splitlines()) if sep}
 
 
 def _tc_batchable(argv):

@@ -73,18 +73,13 @@ def test_output_the_parser_does_not_know_is_refused_not_guessed(text):
     assert parse_readback_batch(text, ["a", "b"]) is None
 
 
-def test_sysctl_lines_are_parsed_as_the_record_had_them():
-    got = network_mod.parse_sysctl_lines(fixture("sysctl.txt"))
-    assert got[CCA] == "reno" and got["net.ipv4.tcp_rmem"] == "4096 1048576 16777216"
-    assert "net.core.default_qdisc" not in got      # the namespace lacks it
-    assert set(got) < set(Network.HOST_SYSCTLS)
-
-
 # ------------------------------------------------------------------ the tools, faked
 class Tools:
     """Every tool the build and the read-back run (through ``subprocess.run`` in
-    bufferbloat/net/network.py), answering as the real ones do, with per-namespace
-    sysctls, offloads and qdisc trees; ``calls`` lists each process (namespace, argv)."""
+    bufferbloat/net/network.py), answering as the real ones do, and the in-namespace
+    calls (``in_netns`` and ``nsconfig``'s offloads and sysctls), with per-namespace
+    sysctls, offloads and qdisc trees; ``calls`` lists each process (namespace, argv),
+    ``ops`` the processes and the in-namespace calls."""
 
     DEFAULTS = {CCA: "bbr", "net.ipv4.tcp_rmem": "4096\t131072\t6291456",
                 "net.ipv4.tcp_wmem": "4096\t16384\t4194304", "net.ipv4.tcp_ecn": "2",
@@ -94,62 +89,65 @@ class Tools:
 
     def __init__(self, pids):
         self.ns_of = {str(pid): name for name, pid in pids.items()}
-        self.calls = []
+        self.calls = []         # tool processes, in order
+        self.ops = []           # tool processes and in-namespace calls, in order
+        self.current = None     # the namespace an in-namespace call is in
+        self.stuck = set()      # offloads that stay on
         self.sysctl, self.offloads, self.trees = {}, {}, {}
         self.refused = set()    # keys a write fails on (sysctl goes on with the others)
         self.ignored = set()    # keys a write "sets" while nothing changes
         self.failing = None     # a tc command containing this fails
         self.applied = []       # (namespace, tc's words) of every change, in order
 
+    # ------------------------------------------- in-namespace calls (netlink.nsconfig)
+    def in_netns(self, pid, fn):
+        """nlstats.in_netns: ``fn`` runs "in" the namespace of ``pid``."""
+        self.current = None if pid is None else self.ns_of[str(pid)]
+        try:
+            return fn()
+        finally:
+            self.current = None
+
+    def offloads_off(self, dev, offloads):
+        self.ops.append((self.current, ["offloads", dev]))
+        self.offloads[self.current, dev] = set(offloads) - self.stuck
+        return {o: [f"{o}-feature"] for o in offloads if o in self.stuck}
+
+    def write_sysctls(self, values):
+        self.ops.append((self.current, ["sysctl", "write"]))
+        have = self.sysctl.setdefault(self.current, dict(self.DEFAULTS))
+        refused = {}
+        for key, value in values.items():
+            if key in self.refused:
+                refused[key] = "Invalid argument"
+            elif key not in self.ignored:
+                have[key] = "\t".join(value.split())
+        return refused
+
+    def read_sysctls(self, keys):
+        self.ops.append((self.current, ["sysctl", "read"]))
+        have = self.sysctl.setdefault(self.current, dict(self.DEFAULTS))
+        return {k: " ".join(have[k].split()) for k in keys if k in have}
+
+    # ------------------------------------------------------------ tool processes
     def run(self, full, input=None, **kwargs):  # noqa: A002 - subprocess.run's name
         argv, ns = list(full), None
         if argv[0] == "nsenter":
             ns, argv = self.ns_of[argv[2]], argv[5:]
         self.calls.append((ns, argv))
+        self.ops.append((ns, argv))
         out, err, rc = self.answer(ns, argv, input)
         return subprocess.CompletedProcess(full, rc, out, err)
 
     def answer(self, ns, argv, stdin):
         tool = argv[0]
-        if tool == "sysctl":
-            return self.sysctl_cmd(ns, argv[1:])
-        if tool == "ethtool":
-            return self.ethtool(ns, argv[1:])
+        if tool in ("sysctl", "ethtool"):   # now in-process (nsconfig)
+            raise AssertionError(f"{tool} ran as a process: {argv}")
         if tool == "tc":
             return self.tc(ns, argv[1:], stdin)
         if tool == "ip" and argv[1:] == ["-4", "route", "show"]:
             return f"10.0.0.0/8 dev {ns}-eth0 proto kernel scope link src 10.0.0.9 \n", "", 0
         return "", "", 0   # ip route change, ip link, modprobe
-
-    def sysctl_cmd(self, ns, args):
-        values = self.sysctl.setdefault(ns, dict(self.DEFAULTS))
-        flags = {a for a in args if a.startswith("-")}
-        out, err, rc = [], [], 0
-        for arg in (a for a in args if not a.startswith("-")):
-            key, eq, value = arg.partition("=")
-            if eq:
-                if key in self.refused:
-                    err.append(f'sysctl: setting key "{key}": Invalid argument')
-                    rc = 1
-                elif key not in self.ignored:
-                    values[key] = "\t".join(value.split())
-            elif key not in values:
-                err.append(f"sysctl: cannot stat /proc/sys/{key.replace('.', '/')}: "
-                           "No such file or directory")
-                rc += 1
-            else:
-                out.append(values[key] if "-n" in flags else f"{key} = {values[key]}")
-        return "".join(f"{line}\n" for line in out), "\n".join(err), rc
-
-    def ethtool(self, ns, args):
-        off = self.offloads.setdefault((ns, args[1]), set())
-        if args[0] == "-K":
-            off.update(args[2::2])
-            return "", "", 0
-        names = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload",
-                 "gro": "generic-receive-offload"}
-        return "".join(f"{name}: {'off' if o in off else 'on'}\n"
-                       for o, name in names.items()), "", 0
 
     def tc(self, ns, args, stdin):
         flags = [a for a in args if a.startswith("-")]
@@ -238,6 +236,8 @@ def on_tools(module, topo, monkeypatch, tmp_path, setup=None):
     if setup:
         setup(tools)
     monkeypatch.setattr(module, "subprocess", tools)
+    monkeypatch.setattr(module, "in_netns", tools.in_netns)
+    monkeypatch.setattr(module, "nsconfig", tools)
     net = module.Network(topo, switch="bridge", caps=Caps())
 
     def build_mininet():
@@ -261,28 +261,33 @@ def built(module, topo, monkeypatch, tmp_path):
     return net, tools, build, len(tools.calls) - build
 
 
-#: (build, read-back) tool processes of a network of 1 and of 20 senders on Tools. The
-#: code before batching (one process per tc step, sysctl key, device read back) ran
-#: (26, 20) and (292, 210) on the same Tools: 46 and 502, 24 more per host.
-CALLS = {1: (15, 8), 20: (148, 65)}
+#: (build, read-back, build's in-namespace calls) of a network of 1 and of 20 senders on
+#: Tools. The code before batching (one process per tc step, sysctl key, device read
+#: back) ran (26, 20) and (292, 210) processes on the same Tools: 46 and 502, 24 more a
+#: host; with batching, before offloads and sysctls moved in-process, (15, 8) and
+#: (148, 65): 10 more a host.
+CALLS = {1: (3, 8, 8), 20: (22, 65, 84)}
 
 
 def test_the_build_and_read_back_run_this_many_tool_processes(monkeypatch, tmp_path):
-    """Each host more costs 10: ethtool -K and -k on both ends of its link (4: ethtool
-    takes one device a process, and the switch's end is in the root namespace), its
-    namespace's tc batch (1), its sysctl write and verifying read (2), its read-back
-    (one tc batch, twice) and its routes for the record (1); the switch's tc steps and
-    read-back are one batch each whatever the number of ports."""
+    """Each host more costs 4 processes: its namespace's tc batch (1), its read-back (one
+    tc batch, twice) and its routes for the record (1); the switch's tc steps and
+    read-back are one batch each whatever the number of ports. Its offloads (both ends
+    of its link: ethtool took one process a device, twice) and its sysctls (a write and
+    a verifying read) are 4 calls in this process, inside its namespace, and no
+    process."""
     got = {}
     for senders, topo in ((1, DumbbellTopo()), (20, KDumbbellTopo(k=20))):
         net, tools, build, readback = built(network_mod, topo, monkeypatch,
                                             tmp_path / str(senders))
         assert net.timings["build_tool_calls"] == build
         assert net.timings["readback_tool_calls"] == readback
+        assert not [argv for _, argv in tools.calls if argv[0] in ("ethtool", "sysctl")]
         net.stop()
-        got[senders] = (build, readback)
+        got[senders] = (build, readback, net.timings["build_ns_calls"])
     assert got == CALLS
-    assert (sum(got[20]) - sum(got[1])) / 19 == 10
+    assert (got[20][0] + got[20][1] - got[1][0] - got[1][1]) / 19 == 4
+    assert (got[20][2] - got[1][2]) / 19 == 4
 
 
 def test_what_is_set_and_recorded_is_what_one_call_each_set_and_recorded(monkeypatch,
@@ -368,10 +373,10 @@ def test_steps_a_batch_cannot_hold_run_alone_in_their_place(monkeypatch, tmp_pat
 
     def ran(ns):
         return [("python -m" if "python" in a[0] else f"{a[0]} {a[1]}")
-                for n, a in tools.calls if n == ns]
-    assert ran("h2") == ["ethtool -K", "ethtool -k", "ip link", "ip link", "ethtool -K",
-                         "ethtool -k", "tc -batch", "sysctl -q", f"sysctl {CCA}"]
-    assert ran(None) == ["ethtool -K", "ethtool -k"] * 2 + ["tc -batch", "python -m"]
+                for n, a in tools.ops if n == ns]
+    assert ran("h2") == ["offloads h2-eth0", "ip link", "ip link", "offloads ifb0",
+                         "tc -batch", "sysctl write", "sysctl read"]
+    assert ran(None) == ["offloads s0-eth1", "offloads s0-eth2", "tc -batch", "python -m"]
     for ns in ("h1", "h2", None):
         assert [w for n, w in tools.applied if n == ns] == \
             [list(s.argv[1:]) for s in net.plan if s.ns == ns and s.argv[0] == "tc"]
