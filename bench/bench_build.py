@@ -7,7 +7,8 @@ Builds family E's network (``e1_aqm_kflows``: k sender hosts, one link each, FIF
 the bottleneck) at each k, without traffic, and prints where its seconds go: Mininet's
 own build and start, the offloads (ethtool per interface), the qdisc plan, the hosts'
 settings (sysctl), the read-back the run records (qdiscs, sysctls, routes) and the
-teardown, with the tool processes each step ran. E's build grows with k (30 s at
+teardown, with the tool processes each step ran and its calls made in this process inside
+a host's namespace (offloads and sysctls: bufferbloat/netlink/nsconfig.py). E's build grows with k (30 s at
 k = 20 in the TCG VM, docs/COST.md); this shows which step. Asserts nothing.
 """
 
@@ -28,18 +29,19 @@ def timed_network(topo, caps):
     from bufferbloat.net.network import Network  # noqa: PLC0415 - needs Mininet
 
     net = Network(topo, caps=caps)
-    spent = {s: [0.0, 0] for s in STEPS}
+    spent = {s: [0.0, 0, 0] for s in STEPS}
 
     def wrap(name):
         inner = getattr(net, name)
 
         def timed(*a, **kw):
-            t, c = time.monotonic(), net.tool_calls
+            t, c, n = time.monotonic(), net.tool_calls, net.ns_calls
             try:
                 return inner(*a, **kw)
             finally:
                 spent[name][0] += time.monotonic() - t
                 spent[name][1] += net.tool_calls - c
+                spent[name][2] += net.ns_calls - n
         return timed
 
     for name in STEPS:
@@ -58,8 +60,8 @@ def main(argv=None):
 
     scn = catalogue()["e1_aqm_kflows"]
     caps = probe()
-    print(f"{'k':>3} {'total':>6} " + " ".join(f"{s.strip('_')[:12]:>12}" for s in STEPS)
-          + "  (s; tool processes in brackets)")
+    print(f"{'k':>3} {'total':>6} " + " ".join(f"{s.strip('_')[:15]:>15}" for s in STEPS)
+          + "  (s [tool processes|calls inside a namespace in this process])")
     for k in (int(x) for x in args.k.split(",")):
         for _ in range(args.repeat):
             topo, _, _ = scn.build({"k": k, "variant": "fifo"}, quick=True, hz=caps.hz,
@@ -71,7 +73,8 @@ def main(argv=None):
                 net.sysctls()
             total = time.monotonic() - t0
             print(f"{k:>3} {total:6.1f} " + " ".join(
-                f"{spent[s][0]:6.2f} [{spent[s][1]:>3}]" for s in STEPS), flush=True)
+                f"{spent[s][0]:6.2f} [{spent[s][1]:>3}|{spent[s][2]:>3}]" for s in STEPS),
+                flush=True)
     return 0
 
 

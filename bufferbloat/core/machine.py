@@ -46,7 +46,7 @@ def _ask_tool_versions():
     """First version line of each external tool, asked now."""
     cmds = {"iperf3": ["iperf3", "--version"], "tc": ["tc", "-V"], "ping": ["ping", "-V"],
             "curl": ["curl", "--version"], "ss": ["ss", "-V"],
-            "ethtool": ["ethtool", "--version"], "ovs-vsctl": ["ovs-vsctl", "--version"]}
+            "ovs-vsctl": ["ovs-vsctl", "--version"]}
     out = {}
     for name, argv in cmds.items():
         try:

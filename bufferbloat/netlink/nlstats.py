@@ -128,19 +128,20 @@ def in_netns(pid, fn):
     box = {}
 
     def run():
-        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        target = os.open(f"/proc/{int(pid)}/ns/net", os.O_RDONLY)
-        try:
-            _setns(target, CLONE_NEWNET)
+        fds = []
+        try:   # a namespace already gone (its process ended) is the caller's OSError
+            fds.append(os.open("/proc/thread-self/ns/net", os.O_RDONLY))
+            fds.append(os.open(f"/proc/{int(pid)}/ns/net", os.O_RDONLY))
+            _setns(fds[1], CLONE_NEWNET)
             try:
                 box["value"] = fn()
             finally:
-                _setns(own, CLONE_NEWNET)
+                _setns(fds[0], CLONE_NEWNET)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             box["error"] = exc
         finally:
-            os.close(target)
-            os.close(own)
+            for fd in fds:
+                os.close(fd)
 
     t = threading.Thread(target=run, name=f"netns-{pid}")
     t.start()

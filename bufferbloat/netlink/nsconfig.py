@@ -17,6 +17,7 @@ same through the kernel's own interfaces, called inside the host's namespace wit
 """
 
 import ctypes
+import errno
 import fcntl
 import fnmatch
 import re
@@ -34,7 +35,7 @@ ETH_SS_FEATURES, ETH_GSTRING_LEN = 4, 32
 FEATURES = {"tso": "tx-tcp*-segmentation", "gso": "tx-generic-segmentation",
             "gro": "rx-gro"}
 #: a sysctl key as this project writes one: dotted words, no path tricks
-SYSCTL_KEY = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_-]+)+$")
+SYSCTL_KEY = re.compile(r"[a-z0-9_]+(\.[a-z0-9_-]+)+")
 
 
 def _ethtool(sock, dev, payload):
@@ -76,6 +77,9 @@ def offloads_off(dev, offloads=tuple(FEATURES)):
             words = (len(names) + 31) // 32
             bits = {o: [i for i, n in enumerate(names) if fnmatch.fnmatchcase(n, FEATURES[o])]
                     for o in offloads}
+            unknown = [o for o, b in bits.items() if not b]
+            if unknown:   # never "done" for a feature this kernel does not name
+                raise OSError(errno.ENOENT, f"no feature named {FEATURES[unknown[0]]}")
             mask = sum(1 << i for b in bits.values() for i in b)
             blocks = b"".join(struct.pack("=II", (mask >> (32 * w)) & 0xFFFFFFFF, 0)
                               for w in range(words))
@@ -88,7 +92,7 @@ def offloads_off(dev, offloads=tuple(FEATURES)):
 
 
 def _path(key):
-    if not SYSCTL_KEY.match(key):
+    if not SYSCTL_KEY.fullmatch(key):
         raise ValueError(f"not a sysctl key: {key!r}")
     return "/proc/sys/" + key.replace(".", "/")
 
@@ -97,10 +101,11 @@ def write_sysctls(values):
     """Write {key: value} (this thread's namespace), each key in one write; returns
     {key: the kernel's refusal} for those it refused, after trying every key (as
     ``sysctl -w`` goes on past a key that fails)."""
+    paths = {key: _path(key) for key in values}   # every key checked before any write
     refused = {}
     for key, value in values.items():
         try:
-            with open(_path(key), "w") as f:
+            with open(paths[key], "w") as f:
                 f.write(str(value))
         except OSError as exc:
             refused[key] = exc.strerror or str(exc)
@@ -109,12 +114,13 @@ def write_sysctls(values):
 
 def read_sysctls(keys):
     """{key: value} of ``keys`` (this thread's namespace), white space as single spaces;
-    a key the namespace lacks is left out."""
+    a key the namespace lacks (or will not let us read) is left out."""
+    paths = {key: _path(key) for key in keys}
     out = {}
-    for key in keys:
+    for key, path in paths.items():
         try:
-            with open(_path(key)) as f:
+            with open(path) as f:
                 out[key] = " ".join(f.read().split())
-        except FileNotFoundError:
+        except OSError:   # missing here, or unreadable: left out, as sysctl's read did
             continue
     return out

@@ -6,7 +6,9 @@ project VM's 6.1 included, which has every module); what the kernel has is built
 back and, for a delay, measured (docs/PLATFORM.md: this machine kind lacks sch_netem,
 sch_pie, sch_red, sch_codel, sch_fq_codel, openvswitch, tcp_vegas; the VM has them all).
 """
+import os
 import re
+import subprocess
 
 import pytest
 from conftest import _links
@@ -41,6 +43,51 @@ def test_tree_readback_offloads_and_ccas(net_guard):
             assert "tcp-segmentation-offload: off" in feats
             assert "generic-receive-offload: off" in feats
         assert net.timings["build_s"] > 0
+
+
+def _netns_of(pid):
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except (FileNotFoundError, PermissionError):   # gone; or a sandbox's hidden PID 1
+        return None
+
+
+def test_the_teardown_ends_the_shells_and_their_veths_go_with_them(net_guard):
+    """The teardown ends each host's shell; the kernel removes the veths with the
+    namespaces: no ``ip link del`` a port, and none of the hosts' namespaces is left."""
+    topo = KDumbbellTopo(k=3, bottleneck_mbit=10, switch="bridge")
+    with Network(topo) as net:
+        shells = {h: net.net[h].pid for h in ("h1", "h2", "h3", "h4")}
+        spaces = {_netns_of(pid) for pid in shells.values()}
+        ports = [i.name for sw in net.net.switches for i in sw.intfList()
+                 if i.name != "lo"]
+        assert len(ports) == 4 and None not in spaces and len(spaces) == 4
+        calls = net.tool_calls
+    assert net.tool_calls - calls == 1          # the bridge's ip link del, no port's
+    assert not [p for p in ports + ["s0"] if p in _links()]
+    assert all(_netns_of(pid) is None for pid in shells.values())
+    live = {_netns_of(pid) for pid in os.listdir("/proc") if pid.isdigit()}
+    assert not spaces & live, "a host's namespace is still held by a process"
+    assert 0 < net.timings["teardown_s"] < 30
+
+
+def test_a_port_whose_namespace_lives_on_is_deleted_after_the_wait(net_guard, monkeypatch):
+    """A process the network did not start keeps h1's namespace (and its veth) alive:
+    after LINKS_GONE_S the teardown deletes the switch's end (the pair goes with it)."""
+    monkeypatch.setattr(Network, "LINKS_GONE_S", 0.3)
+    topo = KDumbbellTopo(k=1, bottleneck_mbit=10, switch="bridge")
+    holder = None
+    try:
+        with Network(topo) as net:
+            holder = subprocess.Popen(["nsenter", "-t", str(net.net["h1"].pid), "-n", "--",
+                                       "sleep", "60"])
+            calls = net.tool_calls
+        assert net.tool_calls - calls == 2      # h1's port, then the bridge
+        assert not [p for p in ("s0", "s0-eth1", "s0-eth2") if p in _links()]
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
 
 
 #: (topology parameters, the one kernel feature they need beyond HTB + pfifo + bridge)

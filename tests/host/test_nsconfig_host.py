@@ -31,6 +31,8 @@ def netns():
                     os.stat("/proc/self/ns/net").st_ino:
                 break
             time.sleep(0.02)
+        else:
+            pytest.fail("unshare --net did not enter a namespace of its own within 1 s")
         subprocess.run([*ns, "ip", "link", "add", "va", "type", "veth", "peer", "name",
                         "vb"], check=True)
         yield holder.pid, ns

@@ -189,15 +189,25 @@ class Tools:
         return text, "", 0
 
 
+class FakeNode:
+    def __init__(self, name, pid, ended):
+        self.name, self.pid, self._ended = name, pid, ended
+
+    def terminate(self):
+        self._ended.append(self.name)
+
+
 class FakeMininet:
+    """Hosts by name and PID; no switch (its ports and bridge are the host tests')."""
+
     def __init__(self, names):
         self.pids = {name: 1000 + i for i, name in enumerate(names)}
+        self.ended = []     # hosts whose shells the teardown ended, in order
+        self.hosts = [FakeNode(n, p, self.ended) for n, p in self.pids.items()]
+        self.switches = []
 
     def __getitem__(self, name):
-        return type("Node", (), {"pid": self.pids[name], "name": name})()
-
-    def stop(self):
-        pass
+        return FakeNode(name, self.pids[name], self.ended)
 
 
 class Caps:
@@ -283,7 +293,11 @@ def test_the_build_and_read_back_run_this_many_tool_processes(monkeypatch, tmp_p
         assert net.timings["build_tool_calls"] == build
         assert net.timings["readback_tool_calls"] == readback
         assert not [argv for _, argv in tools.calls if argv[0] in ("ethtool", "sysctl")]
+        mininet, before = net.net, len(tools.calls)
         net.stop()
+        # the teardown ends every host's shell; with the veths gone with the namespaces,
+        # no ``ip link del`` is run (tests/host: the ports and bridge on a real kernel)
+        assert sorted(mininet.ended) == sorted(mininet.pids) and len(tools.calls) == before
         got[senders] = (build, readback, net.timings["build_ns_calls"])
     assert got == CALLS
     assert (got[20][0] + got[20][1] - got[1][0] - got[1][1]) / 19 == 4
@@ -353,6 +367,20 @@ def test_a_cca_that_does_not_take_fails_the_build_as_before(failed_start):
 def test_any_setting_that_does_not_read_back_fails_the_build_naming_it(failed_start):
     message = failed_start(lambda tools: tools.ignored.add("net.ipv4.tcp_no_metrics_save"))
     assert message == "h1: net.ipv4.tcp_no_metrics_save is '0', wanted '1'"
+
+
+def test_an_offload_that_stays_on_fails_the_build_naming_it(failed_start):
+    message = failed_start(lambda tools: tools.stuck.add("gso"))
+    assert message == "h1: h1-eth0: gso is still on (gso-feature)"
+
+
+def test_a_device_the_kernel_refuses_fails_the_build_naming_it(failed_start):
+    def setup(tools):
+        def refuse(dev, offloads):
+            raise OSError(19, f"{dev}: ethtool ioctl: No such device")
+        tools.offloads_off = refuse
+    message = failed_start(setup)
+    assert message == "h1: h1-eth0: ethtool ioctl: No such device"
 
 
 def test_a_failing_tc_step_of_a_batch_is_named(failed_start):
