@@ -44,7 +44,7 @@ import numpy as np
 
 from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.errors import UsageError, warn
-from bufferbloat.core.series import STRING_COLUMNS
+from bufferbloat.core.series import STRING_COLUMNS, CellRows
 from bufferbloat.net.qdiscs import kind_of
 
 SCHEMA_VERSION = 2
@@ -168,8 +168,17 @@ class SeriesWriter:
     __call__ = append
 
     def extend(self, rows):
-        """Append several rows, then flush."""
-        cells = [self._cells(r) for r in rows]
+        """Append several rows, then flush. A :class:`~bufferbloat.core.series.CellRows`
+        is written as it is (its rows' lengths checked)."""
+        if isinstance(rows, CellRows):
+            n = len(self.columns)
+            bad = next((r for r in rows if len(r) != n), None)
+            if bad is not None:
+                raise ValueError(f"series {self.name!r}: row has {len(bad)} cells, "
+                                 f"expected {n} ({self.columns})")
+            cells = rows
+        else:
+            cells = [self._cells(r) for r in rows]
         with self._lock:
             if self.closed:
                 raise ValueError(f"series {self.name!r} is closed")
@@ -296,9 +305,19 @@ class RunWriter:
 
     # -- raw outputs
     def raw(self, filename, data):
-        """Write a tool's raw output (str or bytes) to ``raw/FILENAME``; returns its path."""
+        """Write a tool's raw output (str or bytes) to ``raw/FILENAME``; returns its path.
+        ``data`` None: the tool wrote the file there itself (NetPerfMeter's vectors, 7 MB
+        a minute at 15 Mbit/s): it is listed, not written again; it must exist."""
         _check_filename(filename)
         path = os.path.join(self.dir, RAW_DIR, filename)
+        if data is None:
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"raw/{filename}: listed as written by its tool, "
+                                        "but it is not there")
+            with self._lock:
+                if filename not in self.record["raw"]:
+                    self.record["raw"].append(filename)
+            return path
         if isinstance(data, str):
             data = data.encode("utf-8")
         with open(path, "wb") as f:

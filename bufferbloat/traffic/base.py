@@ -326,7 +326,8 @@ class TrafficPart:
 
     # -- what it leaves
     def rows(self):
-        """{series name: rows (dicts with exactly that series' columns)}."""
+        """{series name: rows (dicts with exactly that series' columns, or a
+        :class:`~bufferbloat.core.series.CellRows` of their cells)}."""
         raise NotImplementedError
 
     def raw_outputs(self):

@@ -11,6 +11,8 @@ import pytest
 from conftest import FIXTURES
 
 from bufferbloat.core.errors import UsageError
+from bufferbloat.core.series import CellRows
+from bufferbloat.results.records import format_cell
 from bufferbloat.traffic import netperfmeter as npm
 from bufferbloat.traffic.base import part_class
 
@@ -172,7 +174,8 @@ def test_run_rows_and_summary_on_the_clock():
     run = fixture_run()
     rows = run.rows()
     launched = META["launched_mono"] - META["t0"]
-    msgs = rows["npm_msg"]
+    assert isinstance(rows["npm_msg"], CellRows)
+    msgs = npm.message_rows(rows["npm_msg"])
     assert {m["flow"] for m in msgs} == {"bulk", "onoff", "stream", "down"}
     assert all(launched < m["t_sent"] < m["t_recv"] < launched + 15 for m in msgs)
     assert all(m["t_recv"] - m["t_sent"] >= ONE_WAY_MS / 1e3 - 1e-6 for m in msgs)
@@ -214,9 +217,35 @@ def test_on_off_is_one_connection_sending_in_its_windows():
     messages: the tool reads the list as increments, as the spec builds it."""
     run = fixture_run()
     start = run.measurement_start_real() - META["realtime_minus_monotonic"] - META["t0"]
-    sent = [m["t_sent"] - start for m in run.rows()["npm_msg"] if m["flow"] == "onoff"]
+    sent = [m["t_sent"] - start for m in npm.message_rows(run.rows()["npm_msg"])
+            if m["flow"] == "onoff"]
     windows = [(0, 1), (2, 3), (4, 5)]
     slack = 0.2                       # the tool's timers under TCG, and its time base
     assert all(any(a - slack <= t <= b + slack for a, b in windows) for t in sent)
     assert all(any(a - slack <= t <= b + slack for t in sent) for a, b in windows)
     assert len(META["sockets"]) == 4  # one connection per flow, the on-off flow's too
+
+
+def test_message_cells_are_the_rows_of_the_parser_formatted_cell_by_cell():
+    """The one-pass reader (npm_msg.csv's cells) against the parser's dicts converted to
+    run time and formatted as every other series' cells are: equal, cell for cell, on
+    every captured flow vector (a bulk, an on-off, a stream, a download)."""
+    rmm, t0 = META["realtime_minus_monotonic"], META["t0"]
+    names = [n for n in sorted(os.listdir(D)) if n.startswith("cap-npm-")
+             and n.count("-") == 4 and n.endswith(".vec")]
+    assert len(names) == 8    # each flow's vector at both nodes (the sender's: empty)
+    nonempty = 0
+    for name in names:
+        text = read(name)
+        want = []
+        for r in npm.parse_flow_vector(text):
+            t_recv = r["abs_time_us"] / 1e6 - rmm - t0
+            want.append([format_cell(v) for v in (
+                "f", r["seq"], round(t_recv - r["delay_ms"] / 1e3, 6), round(t_recv, 6),
+                r["rel_bytes"], r["abs_bytes"])])
+        got = npm.message_cells(text, "f", rmm, t0)
+        assert [list(c) for c in got] == want, name
+        if want:
+            nonempty += 1
+            assert npm.message_rows(got)[0]["t_recv"] == float(want[0][3])
+    assert nonempty == 4

@@ -9,7 +9,7 @@ import pytest
 
 from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.errors import UsageError
-from bufferbloat.core.series import SERIES_COLUMNS
+from bufferbloat.core.series import SERIES_COLUMNS, CellRows
 from bufferbloat.results import records as results
 from bufferbloat.results.records import (
     SCHEMA_VERSION,
@@ -21,6 +21,32 @@ from bufferbloat.results.records import (
     load_run,
     read_series_csv,
 )
+
+
+def test_cell_rows_are_written_as_they_are_and_a_tools_own_raw_file_is_listed(tmp_path):
+    """A CellRows batch (cells already formatted: NetPerfMeter's messages) reads back as
+    the same rows written as dicts; a row of another length is refused. A raw file the
+    tool wrote into raw/ itself is listed (data None), not rewritten; one that is not
+    there is an error, not a listed name."""
+    w = RunWriter(tmp_path / "r")
+    cols = SERIES_COLUMNS["npm_msg"]
+    rows = [{"flow": "bulk", "seq": 1, "t_sent": 0.1, "t_recv": 0.1 + 1 / 3, "size_bytes": 9,
+             "abs_bytes": 9}, {"flow": "bulk", "seq": 2, "t_sent": 0.2, "t_recv": float("nan"),
+                               "size_bytes": 8, "abs_bytes": 17}]
+    w.add_rows("msg_dicts", cols, rows)
+    cells = CellRows(tuple(results.format_cell(r[c]) for c in cols) for r in rows)
+    w.add_rows("npm_msg", cols, cells)
+    with pytest.raises(ValueError, match="row has 5 cells, expected 6"):
+        w.add_rows("npm_msg", cols, CellRows([cells[0][:5]]))
+    (tmp_path / "r" / "raw" / "bulk.vec").write_text("tool's own\n")
+    w.raw("bulk.vec", None)
+    with pytest.raises(FileNotFoundError, match="raw/gone.vec"):
+        w.raw("gone.vec", None)
+    w.close("ok")
+    assert (tmp_path / "r" / "series" / "npm_msg.csv").read_text() == \
+        (tmp_path / "r" / "series" / "msg_dicts.csv").read_text()
+    assert (tmp_path / "r" / "raw" / "bulk.vec").read_text() == "tool's own\n"
+    assert load_run(tmp_path / "r").record["raw"] == ["bulk.vec"]
 
 
 def test_round_trip_of_series_raw_and_record(tmp_path):
