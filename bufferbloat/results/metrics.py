@@ -47,7 +47,9 @@ COV_BIN_S = 1.0
 #: metric's definition changes, so stored metrics of older code are recomputed rather than
 #: read (:func:`run_rows`; metrics.json without it: version 1, the code before it).
 #: 2: web ``cut`` (a fetch still running at the run's end is not a failure).
-METRICS_VERSION = 2
+#: 3: link metrics end with the traffic's asked time (:func:`traffic_end_s`): the qdisc
+#: samples taken while the tools stop no longer dilute utilization and the queue's stats.
+METRICS_VERSION = 3
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -106,6 +108,16 @@ def traffic_start_s(run):
         return float(value)
     firsts = [float(arr.min()) for arr in _traffic_times(run)]
     return min(firsts) if firsts else 0.0
+
+
+def traffic_end_s(run):
+    """When the traffic's asked time ended, s since t0: :func:`traffic_start_s` plus the
+    record's ``duration_s`` (inf without one). The sampler goes on while the tools stop
+    (NetPerfMeter's passive side uploads its results: 4-7 s), and the link idles then."""
+    duration = run.record.get("duration_s")
+    if not isinstance(duration, (int, float)) or isinstance(duration, bool) or duration <= 0:
+        return math.inf
+    return traffic_start_s(run) + float(duration)
 
 
 def _traffic_times(run):
@@ -262,7 +274,7 @@ def link_rate_mbit(run, dev):
     return run.params.get("reverse_mbit") or fwd
 
 
-def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
+def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None, end_s=math.inf):
     """Rows for each AQM leaf in qdisc.csv: queue length (``qlen_*_pkts``,
     ``backlog_*_bytes``), queueing delay (``qdelay_*_ms`` = backlog x 8 / bottleneck
     rate; ``aqm_delay_*_ms`` from delay_us when the qdisc reports it), ``drops``,
@@ -270,12 +282,14 @@ def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None):
     ``drops_per_s_max`` (largest per-interval rate), ``marks``, ``early_drops`` and
     ``utilization`` (sent_bytes delta x 8 / time / rate). ``rate_mbit`` defaults to the
     rate of the link the leaf sends on (:func:`link_rate_mbit`: the bottleneck's, or the
-    reverse rate for the reverse AQM)."""
+    reverse rate for the reverse AQM). Samples after ``end_s`` (the traffic's end,
+    :func:`traffic_end_s`, in :func:`compute_metrics`) are left out."""
     rows = Rows()
     if not run.has("qdisc"):
         return rows
     q = run.series("qdisc")
     for (dev, handle, kind), mask in leaf_groups(run).items():
+        mask = mask & (q["t"] <= end_s)   # not the idle link after the traffic's end
         rate = rate_mbit if rate_mbit is not None else link_rate_mbit(run, dev)
         name = ":".join(p for p in (dev, kind) if p) or handle or "leaf"
         t = q["t"][mask]
@@ -568,7 +582,7 @@ def compute_metrics(run, warmup_s=0.0):
     cutoff = traffic_start_s(run) + warmup_s if warmup_s > 0 else -math.inf
     flows, throughput = flow_metrics(run, cutoff)
     rows = list(flows)
-    rows += link_metrics(run, cutoff)
+    rows += link_metrics(run, cutoff, end_s=traffic_end_s(run))
     rows += network_metrics(throughput, delivered_goodput(run, cutoff))
     rows += web_metrics(run, cutoff)
     rows += ping_metrics(run, cutoff)

@@ -1,6 +1,7 @@
 """Metrics on synthetic series with answers computed by hand."""
 import csv
 import json
+import math
 
 import numpy as np
 import pytest
@@ -277,6 +278,37 @@ def test_reverse_aqm_reported_at_the_reverse_rate(tmp_path):
     assert got[("link", "h2-eth0:pie", "qdelay_p50_ms")] == pytest.approx(40.0)
     assert [m.link_direction(run.record, k[1]) for k in got][-1] == "down"
     assert m.link_rate_mbit(run, "h2-eth0") == 5.0 and m.link_rate_mbit(run, "s0-eth2") == 10
+
+
+def test_link_metrics_end_with_the_traffic_not_with_the_sampler(tmp_path):
+    """A 10 s run whose traffic starts at 1 s and fills a 10 Mbit/s link (a 12 500 B
+    queue) until 11 s; the sampler goes on 5 s more while the tools stop, the link idle
+    and empty (as NetPerfMeter's results upload, measured 4-7 s). The run's metrics
+    judge the traffic's time only: utilization 1 and a 10 ms queue, not 10/14 and the
+    idle samples' zeros (a D run read 0.92 for a link busy all its 60 s)."""
+    w = RunWriter(tmp_path / "r")
+    w.record.update(params={"bottleneck_mbit": 10.0}, bottleneck_dev="s0-eth2",
+                    duration_s=10, traffic_start_s=1.0, warmup_s=2.0)
+    rows = []
+    for ti in np.arange(0, 16.001, 0.1):
+        busy = 1.0 <= ti <= 11.0 + 1e-9
+        sent = round((min(max(ti, 1.0), 11.0) - 1.0) * 10e6 / 8)
+        rows.append({"t": round(ti, 3), "dev": "s0-eth2", "handle": "10:", "parent": "1:1",
+                     "kind": "pfifo", "qlen_pkts": 9 if busy else 0,
+                     "backlog_bytes": 12500 if busy else 0, "sent_bytes": sent, "drops": 0})
+    w.add_rows("qdisc", SERIES_COLUMNS["qdisc"], rows)
+    w.close("ok")
+    run = load_run(w.dir)
+    assert m.traffic_end_s(run) == 11.0
+    got = _by_key(m.compute_metrics(run, warmup_s=2.0))
+    assert got[("link", "s0-eth2:pfifo", "utilization")] == pytest.approx(1.0, rel=1e-6)
+    assert got[("link", "s0-eth2:pfifo", "qdelay_mean_ms")] == pytest.approx(10.0)
+    # without the end: the idle tail's samples dilute both
+    whole = _by_key(m.link_metrics(run, cutoff_s=3.0))
+    assert whole[("link", "s0-eth2:pfifo", "utilization")] == pytest.approx(8 / 13, rel=1e-3)
+    assert whole[("link", "s0-eth2:pfifo", "qdelay_mean_ms")] < 7
+    run.record["duration_s"] = None
+    assert m.traffic_end_s(run) == math.inf
 
 
 def test_link_without_rate_skips_rate_metrics(tmp_path):
