@@ -114,10 +114,16 @@ def traffic_end_s(run):
     """When the traffic's asked time ended, s since t0: :func:`traffic_start_s` plus the
     record's ``duration_s`` (inf without one). The sampler goes on while the tools stop
     (NetPerfMeter's passive side uploads its results: 4-7 s), and the link idles then."""
+    duration = _duration_s(run)
+    return math.inf if duration is None else traffic_start_s(run) + duration
+
+
+def _duration_s(run):
+    """The record's ``duration_s`` as a float, or None when it is not a positive number."""
     duration = run.record.get("duration_s")
     if not isinstance(duration, (int, float)) or isinstance(duration, bool) or duration <= 0:
-        return math.inf
-    return traffic_start_s(run) + float(duration)
+        return None
+    return float(duration)
 
 
 def _traffic_times(run):
@@ -135,8 +141,8 @@ def series_cut(run, tolerance=0.1):
     """What cuts the run's traffic series short, or None: ``series end at 2.5 s of a
     20 s run`` when the latest time in them falls short of the traffic's end (its start
     plus the duration asked for) by more than ``tolerance`` of the duration (and 1 s)."""
-    duration = run.record.get("duration_s")
-    if not isinstance(duration, (int, float)) or isinstance(duration, bool) or duration <= 0:
+    duration = _duration_s(run)
+    if duration is None:
         return None
     lasts = [float(arr.max()) for arr in _traffic_times(run)]
     if not lasts:

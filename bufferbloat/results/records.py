@@ -44,7 +44,7 @@ import numpy as np
 
 from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.errors import UsageError, warn
-from bufferbloat.core.series import STRING_COLUMNS, CellRows
+from bufferbloat.core.series import STRING_COLUMNS, CellRows, float_cell
 from bufferbloat.net.qdiscs import kind_of
 
 SCHEMA_VERSION = 2
@@ -86,10 +86,7 @@ def format_cell(value):
     if isinstance(value, (bool, np.bool_)):
         return "1" if value else "0"
     if isinstance(value, (float, np.floating)):
-        value = float(value)
-        if math.isnan(value):
-            return ""
-        return repr(value)  # round-trips exactly: full precision, no more digits
+        return float_cell(float(value))  # repr round-trips exactly: no more digits
     if isinstance(value, np.integer):
         return str(int(value))
     return str(value)
@@ -314,14 +311,11 @@ class RunWriter:
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"raw/{filename}: listed as written by its tool, "
                                         "but it is not there")
-            with self._lock:
-                if filename not in self.record["raw"]:
-                    self.record["raw"].append(filename)
-            return path
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        with open(path, "wb") as f:
-            f.write(bytes(data))
+        else:
+            if isinstance(data, str):
+                data = data.encode("utf-8")
+            with open(path, "wb") as f:
+                f.write(bytes(data))
         with self._lock:
             if filename not in self.record["raw"]:
                 self.record["raw"].append(filename)
