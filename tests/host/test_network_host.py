@@ -9,6 +9,7 @@ sch_pie, sch_red, sch_codel, sch_fq_codel, openvswitch, tcp_vegas; the VM has th
 import os
 import re
 import subprocess
+import time
 
 import pytest
 from conftest import _links
@@ -79,8 +80,16 @@ def test_a_port_whose_namespace_lives_on_is_deleted_after_the_wait(net_guard, mo
     holder = None
     try:
         with Network(topo) as net:
+            h1_ns = _netns_of(net.net["h1"].pid)
             holder = subprocess.Popen(["nsenter", "-t", str(net.net["h1"].pid), "-n", "--",
                                        "sleep", "60"])
+            # nsenter joins the namespace after it starts: leaving the block before
+            # that would end h1's shell first and the holder would hold nothing
+            deadline = time.monotonic() + 10
+            while _netns_of(holder.pid) != h1_ns:
+                assert holder.poll() is None, "nsenter could not enter h1's namespace"
+                assert time.monotonic() < deadline, "nsenter did not enter h1's namespace"
+                time.sleep(0.01)
             calls = net.tool_calls
         assert net.tool_calls - calls == 2      # h1's port, then the bridge
         assert not [p for p in ("s0", "s0-eth1", "s0-eth2") if p in _links()]
