@@ -46,6 +46,10 @@ class ParameterError(UsageError):
         super().__init__(f"invalid value for {name}: {value!r} (allowed: {allowed})")
 
 
+class CommandError(RuntimeError):
+    """A tool we ran to build or measure the network failed."""
+
+
 class MissingFeature(UsageError):
     """A kernel feature or tool this run needs is not on this machine."""
 

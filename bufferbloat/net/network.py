@@ -26,7 +26,7 @@ import re
 import subprocess
 import time
 
-from bufferbloat.core.errors import UsageError
+from bufferbloat.core.errors import CommandError, UsageError  # noqa: F401 - CommandError: named here too
 from bufferbloat.core.signals import deferred_signals, stop_process, terminate_on_sigterm
 from bufferbloat.net import bottleneck as bn
 from bufferbloat.net import isolation
@@ -40,6 +40,7 @@ from bufferbloat.net.cleanup import (
     owns_directory,
     recover,
 )
+from bufferbloat.net.control import ControlPaths
 from bufferbloat.net.isolation import ALLOWED_CCAS, AVAILABLE_CCAS
 from bufferbloat.netlink import nsconfig
 from bufferbloat.netlink.nlstats import in_netns
@@ -50,10 +51,6 @@ CCA_SYSCTL = "net.ipv4.tcp_congestion_control"
 #: starts a comment; quotes and backslashes are its own)
 _TC_BATCH_ARG = re.compile(r"[^\s#\"'\\]+")
 LOCK_WAIT_ENV = "BUFFERBLOAT_NETWORK_WAIT_S"  # how long to wait for another network
-
-
-class CommandError(RuntimeError):
-    """A tool we ran to build or measure the network failed."""
 
 
 HELD_NOTE = ("bufferbloat: interrupt received: finishing {what} first, so that nothing "
@@ -94,6 +91,7 @@ class Network:
         self.state = None        # the state file (cleanup.NetworkState) while we exist
         self.state_path = self.lock_path = None   # this namespace's (cleanup.network_paths)
         self.recovered = None    # what a killed earlier run left and start() removed
+        self._control = None     # control paths beside the emulated links (control.py)
 
     # ----------------------------------------------------------------- lifecycle
     def check(self):
@@ -556,6 +554,14 @@ class Network:
     def ip(self, host):
         """IPv4 address of ``host``."""
         return self.net[host].IP()
+
+    def control_path(self, client, server, port):
+        """Send the TCP connections from ``client`` to ``server``:``port`` over a veth
+        straight between the two hosts, beside the emulated links (a tool's control
+        connection: :mod:`bufferbloat.net.control`). Returns what the record keeps."""
+        if self._control is None:
+            self._control = ControlPaths(self)
+        return self._control.add(client, server, port)
 
     # ----------------------------------------------------------------- bottleneck
     @property

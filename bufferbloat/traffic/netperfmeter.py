@@ -8,7 +8,10 @@ NetPerfMeter 1.9.4's passive side always opens an SCTP control socket too, so th
 must have SCTP (the project VM's has; this machine kind's host kernel has not:
 ``bufferbloat check`` says so). Its outputs (``-vector``/``-scalar``, plain text, both
 nodes' results, which the active side downloads at the end) are written into the run's
-raw/ directory as they are and parsed from there:
+raw/ directory as they are and parsed from there. The control connection (the passive
+side's port + 1: the flows' set-up, then that download) goes over a control path beside
+the emulated links (:mod:`bufferbloat.net.control`), as a testbed's control network
+would carry it; the data connections go through the emulated path:
 
 * ``NAME-active.vec`` / ``NAME-passive.vec``: per node, per interval (~1 s) and flow,
   cumulative and per-interval bytes, packets and frames ``Sent``, ``Received``,
@@ -323,6 +326,7 @@ class NetPerfMeterRun(Timed):
         self._stopped = False
         self._finished = False
         self.stdout = self.stderr = self.passive_out = ""
+        self.control = None        # the control connection's path (prepare)
 
     # ------------------------------------------------------------ running
     def active_args(self):
@@ -337,7 +341,11 @@ class NetPerfMeterRun(Timed):
         return args
 
     def prepare(self):
-        """Start the passive side on dst and wait until it listens."""
+        """Send the control connection (port + 1) over a control path beside the emulated
+        links (:mod:`bufferbloat.net.control`: the flows' set-up and the results' upload
+        are not what is measured), start the passive side on dst and wait until it
+        listens."""
+        self.control = self.net.control_path(self.src, self.dst, self.port + 1)
         self._pout = tempfile.TemporaryFile(mode="w+")
         # its cwd: the out dir (the passive side writes nothing the active side does not
         # download, but any file it makes stays with the run's)
@@ -568,16 +576,17 @@ class NetPerfMeterRun(Timed):
                      if first_tx else None}
             # launched: the active side's process start plus the flow's first "on" (as
             # iperf3's client launch); its first transmission (t_start) follows once the
-            # tool has connected its flows and exchanged their configuration over the
-            # control connection, a few round trips through the path's queue (recorded,
-            # as iperf3's handshake is)
+            # tool has connected its flows (a handshake through the path's queue) and
+            # exchanged their configuration over the control connection (the control
+            # path: prepare) (recorded, as iperf3's handshake is)
             entry["t_launch"] = (None if self.launched_mono is None else
                                  round(self.launched_mono - self.t0 + f.start_s, 6))
             if start_real is not None:
                 entry["first_on_s"] = round(start_real - self.rmm - self.t0 + self.lead_s
                                             + f.start_s, 6)
             flows.append(entry)
-        return {"flows": flows, "port": self.port, "runtime_s": self.runtime_s,
+        return {"flows": flows, "port": self.port, "control_path": self.control,
+                "runtime_s": self.runtime_s,
                 "preconnect_lead_s": self.lead_s,
                 "measurement_seen_s": (None if self.measurement_seen_mono is None else
                                        round(self.measurement_seen_mono - self.t0, 6)),

@@ -47,6 +47,13 @@ def run_and_check(out_root, rate_mbit, delay_ms):
         for suffix in ("-active.vec", "-passive.vec", "-active.sca", "-passive.sca",
                        "-passive-00000001-0000.vec", ".stdout.txt"):
             assert stem + suffix in rec["raw"], stem + suffix
+    # each process's control connection went over the control path beside the emulated
+    # links (one pair h1-h2: one veth, one rule per process's control port)
+    npm = [e for e in rec["traffic_results"] if e.get("kind") == "NetPerfMeterRun"]
+    assert len(npm) == 2
+    for entry in npm:
+        assert entry["control_path"] == {"dev": "bbctl0", "table": 1000, "client": "h1",
+                                         "server": "h2", "port": entry["port"] + 1}
     # every flow's messages and intervals, on the run's clock
     msg, iv = run.series("npm_msg"), run.series("npm")
     assert set(msg["flow"]) == flows and set(iv["flow"]) == flows
