@@ -99,6 +99,7 @@ class Network:
         if os.geteuid() != 0:
             raise UsageError("building a network needs root: run with sudo")
         self.caps.require(self.features)
+        self.in_process_config()      # a bad BUFFERBLOAT_MININET_CONFIG, before anything
         if self.switch_kind == "ovs" and not isolation.in_initial_netns():
             raise UsageError("switch=ovs: Open vSwitch's bridges belong to the initial "
                              "network namespace, and this run is in a namespace of its "
@@ -323,23 +324,46 @@ class Network:
         from mininet.nodelib import LinuxBridge  # noqa: PLC0415 - Mininet only where a network is built
 
         setLogLevel(os.environ.get("BUFFERBLOAT_MININET_LOG", "warning"))
-        switch = OVSBridge if self.switch_kind == "ovs" else LinuxBridge
+        kinds, bridge = {}, LinuxBridge
+        if self.in_process_config():
+            from bufferbloat.net import fastmn  # noqa: PLC0415 - imports Mininet
+            kinds = {"host": fastmn.FastHost, "intf": fastmn.FastIntf}
+            bridge, calls0 = fastmn.FastLinuxBridge, fastmn.calls
+        switch = OVSBridge if self.switch_kind == "ovs" else bridge
         self.net = Mininet(topo=None, switch=switch, controller=None, link=Link,
-                           autoSetMacs=True, build=False, waitConnected=False)
+                           autoSetMacs=True, build=False, waitConnected=False, **kinds)
         # Build through our reference so that a failure half-way is still torn down.
         self.net.topo = self.topo.to_mininet()
         if self.state is not None:
             self.state.plan_links(self._planned_root_links())
-        self.net.build()
-        self._record_mininet()
-        self.net.start()
-        self._record_mininet()
+        try:
+            self.net.build()
+            self._record_mininet()
+            self.net.start()
+            self._record_mininet()
+        finally:
+            if kinds:
+                self.ns_calls += fastmn.calls - calls0
         for spec in self.topo.link_specs:
             link = self.net.linksBetween(self.net[spec.a], self.net[spec.b])[0]
             i1, i2 = link.intf1, link.intf2
             if i1.node.name != spec.a:
                 i1, i2 = i2, i1
             self.intfs[(spec.a, spec.b)] = (i1.name, i2.name)
+
+    #: Mininet's interfaces, loopbacks and Linux bridges set up from this process
+    #: (:mod:`bufferbloat.net.fastmn`) rather than through its shells; env
+    #: BUFFERBLOAT_MININET_CONFIG=shell keeps Mininet's own way (to compare the two)
+    MININET_CONFIG_ENV = "BUFFERBLOAT_MININET_CONFIG"
+
+    @classmethod
+    def in_process_config(cls):
+        """Whether the build configures Mininet's nodes in-process (the default)."""
+        value = os.environ.get(cls.MININET_CONFIG_ENV, "in-process")
+        if value not in ("in-process", "shell"):
+            raise UsageError(f"invalid value for {cls.MININET_CONFIG_ENV}: {value!r} "
+                             "(allowed: in-process, shell)")
+        return value == "in-process"
 
     def _planned_root_links(self):
         """Names of the root-namespace links the build will create: each switch (a

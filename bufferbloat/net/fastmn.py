@@ -1,0 +1,90 @@
+"""Mininet's hosts, interfaces and Linux bridges, configured from this process.
+
+Mininet sets every interface up, its MAC and its address, each host's loopback, and a
+Linux bridge's ports through the node's shell (``ifconfig``, ``brctl``): a round trip
+per command, ~75 ms under TCG, 191 of them for a network of 20 senders
+(bench/bench_build.py). These subclasses, which Mininet takes as its ``host``,
+``switch`` and link ``intf`` classes, do the same through the same ioctls in this
+process, inside the node's namespace (:mod:`bufferbloat.netlink.ifconf`); anything else
+(a form of ``ifconfig`` they do not know, STP) goes to the shell as before.
+``tests/host/test_fastmn_host.py`` builds one network each way and finds the same
+interfaces, addresses, MACs, flags, routes and bridge ports.
+
+Imports Mininet: import it only where a network is built (``Network._build_mininet``).
+"""
+
+import re
+
+from mininet.link import Intf
+from mininet.node import Host
+from mininet.nodelib import LinuxBridge
+
+from bufferbloat.netlink import ifconf
+from bufferbloat.netlink.nlstats import in_netns
+
+#: ``ifconfig DEV A.B.C.D/N`` as Mininet's Intf.setIP writes it
+_ADDRESS = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3})/(\d{1,2})")
+#: calls made inside a namespace (Network adds them to its ns_calls)
+calls = 0
+
+
+def in_node(node, fn, *args):
+    """``fn(*args)`` inside ``node``'s network namespace (a switch: this process's)."""
+    global calls  # noqa: PLW0603 - one counter for the module's classes
+    calls += 1
+    pid = node.pid if getattr(node, "inNamespace", False) else None
+    return in_netns(pid, lambda: fn(*args))
+
+
+def ifconfig_job(dev, args):
+    """(function, args) doing ``ifconfig DEV *args`` in-process, or None for a form
+    only the tool does."""
+    args = tuple(str(a) for a in args)
+    if args in (("up",), ("down",)):
+        return ifconf.set_up, (dev, args[0] == "up")
+    m = _ADDRESS.fullmatch(args[0]) if args else None
+    if m and args[1:] in ((), ("up",)):
+        return ifconf.set_ipv4, (dev, m[1], int(m[2]), args[1:] == ("up",))
+    return None
+
+
+class FastIntf(Intf):
+    """Mininet's interface; ``ifconfig`` up/down/address and ``setMAC`` in-process."""
+
+    def ifconfig(self, *args):
+        job = ifconfig_job(self.name, args)
+        if job is None:
+            return super().ifconfig(*args)
+        in_node(self.node, job[0], *job[1])
+        return ""      # ifconfig's silence: Mininet reads any output as an error
+
+    def setMAC(self, macstr):  # noqa: N802 - Mininet's name
+        self.mac = macstr
+        in_node(self.node, ifconf.set_mac, self.name, macstr)
+        return ""
+
+
+class FastHost(Host):
+    """Mininet's host; its loopback set up in-process (Node.config otherwise)."""
+
+    def config(self, mac=None, ip=None, defaultRoute=None, lo="up", **_params):  # noqa: N803
+        r = {}
+        self.setParam(r, "setMAC", mac=mac)
+        self.setParam(r, "setIP", ip=ip)
+        self.setParam(r, "setDefaultRoute", defaultRoute=defaultRoute)
+        if lo in ("up", "down"):
+            in_node(self, ifconf.set_up, "lo", lo == "up")
+        else:
+            self.cmd("ifconfig lo " + lo)
+        return r
+
+
+class FastLinuxBridge(LinuxBridge):
+    """Mininet's Linux bridge; without STP, created and its ports added in-process."""
+
+    def start(self, controllers):
+        if self.stp:
+            return super().start(controllers)
+        ports = [i.name for i in self.intfList() if self.name in i.name]
+        in_node(self, ifconf.bridge_start, self.name, ports)
+        return None
