@@ -324,13 +324,13 @@ class Network:
         from mininet.nodelib import LinuxBridge  # noqa: PLC0415 - Mininet only where a network is built
 
         setLogLevel(os.environ.get("BUFFERBLOAT_MININET_LOG", "warning"))
-        kinds, bridge = {}, LinuxBridge
+        kinds, bridge, mininet = {}, LinuxBridge, Mininet
         if self.in_process_config():
             from bufferbloat.net import fastmn  # noqa: PLC0415 - imports Mininet
             kinds = {"host": fastmn.FastHost, "intf": fastmn.FastIntf}
-            bridge, calls0 = fastmn.FastLinuxBridge, fastmn.calls
+            bridge, mininet, calls0 = fastmn.FastLinuxBridge, fastmn.FastMininet, fastmn.calls
         switch = OVSBridge if self.switch_kind == "ovs" else bridge
-        self.net = Mininet(topo=None, switch=switch, controller=None, link=Link,
+        self.net = mininet(topo=None, switch=switch, controller=None, link=Link,
                            autoSetMacs=True, build=False, waitConnected=False, **kinds)
         # Build through our reference so that a failure half-way is still torn down.
         self.net.topo = self.topo.to_mininet()

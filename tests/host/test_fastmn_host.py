@@ -8,6 +8,7 @@ routes and the bridge's ports are compared; the in-process build runs no shell c
 to configure them.
 """
 import json
+import os
 
 import pytest
 
@@ -90,3 +91,56 @@ def test_a_bad_setting_is_refused_before_any_network_state(monkeypatch, net_guar
         net.start()
     assert "BUFFERBLOAT_MININET_CONFIG" in str(err.value) and "'fast'" in str(err.value)
     assert net.net is None and net.state is None
+
+
+def test_the_hosts_shells_start_side_by_side_and_each_has_its_namespace(monkeypatch,
+                                                                        net_guard):
+    import threading
+
+    from mininet.node import Node
+    started, real = [], Node.startShell
+
+    def spy(self, *args, **kw):
+        started.append((self.name, threading.current_thread().name))
+        return real(self, *args, **kw)
+    monkeypatch.setattr(Node, "startShell", spy)
+    monkeypatch.setenv(Network.MININET_CONFIG_ENV, "in-process")
+    with Network(KDumbbellTopo(k=K, bottleneck_mbit=10, switch="bridge")) as net:
+        hosts = {h.name: h.pid for h in net.net.hosts}
+        spaces = {os.stat(f"/proc/{pid}/ns/net").st_ino for pid in hosts.values()}
+    threads = dict(started)
+    assert set(hosts) <= set(threads)
+    assert all(threads[h].startswith("mn-shell") for h in hosts), threads
+    assert threads["s0"] == threading.current_thread().name    # a switch: as before
+    assert len(spaces) == len(hosts) == K + 1     # each its own, none the runner's
+    assert os.stat("/proc/self/ns/net").st_ino not in spaces
+
+
+def test_a_shell_that_fails_to_start_fails_the_build_and_leaves_nothing(monkeypatch,
+                                                                        net_guard):
+    from mininet.node import Node
+    real = Node.startShell
+
+    def failing(self, *args, **kw):
+        if self.name == "h2":
+            raise OSError("h2's shell refused (the test)")
+        return real(self, *args, **kw)
+    monkeypatch.setattr(Node, "startShell", failing)
+    monkeypatch.setenv(Network.MININET_CONFIG_ENV, "in-process")
+    before = mininet_shells()
+    with pytest.raises(OSError, match="h2's shell refused"):
+        Network(KDumbbellTopo(k=K, bottleneck_mbit=10, switch="bridge")).start()
+    assert mininet_shells() == before      # the other hosts' shells were ended
+
+
+def mininet_shells():
+    """PIDs of Mininet's shells (bash -is mininet:NAME) on this machine."""
+    out = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"mininet:" in f.read():
+                    out.add(pid)
+        except OSError:
+            pass
+    return out
