@@ -13,6 +13,7 @@ import gzip
 import importlib.util
 import os
 import platform
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -36,7 +37,11 @@ KERNEL_FEATURES = {
     "veth": ("CONFIG_VETH", "veth", "emulated links"),
     "netns": ("CONFIG_NET_NS", None, "network namespaces (Mininet hosts)"),
     "sctp": ("CONFIG_IP_SCTP", "sctp", "NetPerfMeter's passive side (its control socket)"),
+    "policy_routing": ("CONFIG_IP_MULTIPLE_TABLES", None, "a tool's control path beside "
+                       "the emulated links (rules by TCP port: Linux >= 4.17)"),
 }
+#: the first kernel whose FIB rules match a TCP port (FRA_IP_PROTO, FRA_DPORT_RANGE)
+PORT_RULES_KERNEL = (4, 17)
 # the project's own modules: (module, what it is for, where it is built)
 PROJECT_MODULES = {k.module: (k.doc, k.project_module) for k in QDISC_KINDS.values()
                    if k.project_module}
@@ -171,7 +176,12 @@ def assess(config_text, modules_dep="", modules_builtin="", available_ccas="",
 
     for name, (symbol, module, _why) in KERNEL_FEATURES.items():
         kind = "qdisc" if name.startswith("sch_") else "kernel"
-        rows.append(kernel_row(name, symbol, module, kind))
+        row = kernel_row(name, symbol, module, kind)
+        release = _release_tuple(kernel_release)
+        if name == "policy_routing" and row.ok and release and release < PORT_RULES_KERNEL:
+            row = Capability(name, kind, False, f"{symbol}=y, but Linux {kernel_release} "
+                             "rules cannot match a TCP port (Linux >= 4.17)")
+        rows.append(row)
     for name, (_why, where) in PROJECT_MODULES.items():
         if loadable and name in modules:
             rows.append(Capability(name, "qdisc", True, f"this project's module ({where})"))
@@ -195,6 +205,12 @@ def assess(config_text, modules_dep="", modules_builtin="", available_ccas="",
         rows.append(Capability(mod, "python", ok, "importable" if ok else
                                python_hint(mod)))
     return Capabilities(rows, kernel_release, int(cfg.get("CONFIG_HZ", 0) or 0) or None)
+
+
+def _release_tuple(release):
+    """(major, minor) of a kernel release ('6.1.0-56-amd64' -> (6, 1)), None if unknown."""
+    m = re.match(r"(\d+)\.(\d+)", release or "")
+    return (int(m[1]), int(m[2])) if m else None
 
 
 def python_hint(module):

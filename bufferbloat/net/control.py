@@ -8,7 +8,9 @@ emulated path that upload is shaped like the bottleneck and waits behind whateve
 FIFO still holds: 3.5-6 s a D point, 12 s a C point at 60 flows, none of it measured.
 
 The control path is a veth pair straight between the two hosts' namespaces, without a
-qdisc of ours, on link-local addresses of its own (169.254.N.0/30). Policy rules by TCP
+qdisc of ours, on link-local addresses of its own (169.254.N.0/30) with fixed MACs and
+permanent neighbour entries (no ARP: an ARP request would carry the host's own
+address as its source, which a strict rp_filter drops on the veth). Policy rules by TCP
 port send the control connection, and nothing else, over it: on the client, packets to
 the server's address and port; on the server, packets from that port to the client's
 address. The route keeps each host's own address as the source, so the tool sees the
@@ -19,12 +21,16 @@ hosts' namespaces at the teardown.
 Needs FIB rules that match a TCP port (Linux and iproute2 >= 4.17).
 """
 
+import ipaddress
+
 from bufferbloat.core.errors import CommandError
 
 #: the veth's name in both namespaces (N: the pair's number in the network)
 DEV = "bbctl{n}"
 #: the pair's /30: .1 the first host's end, .2 the second's
 SUBNET = "169.254.{n}.{h}"
+#: the ends' MACs (locally administered): h 1 the first host's, 2 the second's
+MAC = "02:bb:00:00:{n:02x}:{h:02x}"
 #: routing table and rule preference of the pair (the main table's rules come at 32766)
 TABLE_BASE = 1000
 RULE_PREF = 1000
@@ -38,15 +44,21 @@ def link_commands(n, peer_pid):
     (its peer moved into the second host's namespace, by that host's shell's PID), its
     address, up."""
     dev = DEV.format(n=n)
-    return [f"link add {dev} type veth peer name {dev} netns {int(peer_pid)}",
+    return [f"link add {dev} address {MAC.format(n=n, h=1)} type veth peer name {dev} "
+            f"address {MAC.format(n=n, h=2)} netns {int(peer_pid)}",
             f"address add {SUBNET.format(n=n, h=1)}/30 dev {dev}",
+            f"neighbour add {SUBNET.format(n=n, h=2)} lladdr {MAC.format(n=n, h=2)} "
+            f"dev {dev} nud permanent",
             f"link set {dev} up"]
 
 
 def peer_commands(n):
-    """``ip -batch`` lines of the pair's second host: its end's address, up."""
+    """``ip -batch`` lines of the pair's second host: its end's address, its peer's
+    neighbour entry, up."""
     dev = DEV.format(n=n)
     return [f"address add {SUBNET.format(n=n, h=2)}/30 dev {dev}",
+            f"neighbour add {SUBNET.format(n=n, h=1)} lladdr {MAC.format(n=n, h=1)} "
+            f"dev {dev} nud permanent",
             f"link set {dev} up"]
 
 
@@ -100,12 +112,14 @@ class ControlPaths:
         net = self.net
         key = frozenset((client, server))
         fresh = key not in self.pairs
-        if fresh:
-            if len(self.pairs) >= MAX_PAIRS:
-                raise CommandError(f"more than {MAX_PAIRS} control paths")
-            self.pairs[key] = (len(self.pairs), client)
-        n, first = self.pairs[key]
-        c_ip, s_ip = net.ip(client), net.ip(server)
+        if fresh and len(self.pairs) >= MAX_PAIRS:
+            raise CommandError(f"more than {MAX_PAIRS} control paths")
+        n, first = self.pairs[key] if not fresh else (len(self.pairs), client)
+        port = int(port)
+        if not 0 < port < 65536:
+            raise ValueError(f"not a TCP port: {port}")
+        # the batch lines carry them: addresses, checked as such
+        c_ip, s_ip = (str(ipaddress.IPv4Address(net.ip(h))) for h in (client, server))
         c_side, s_side = (1, 2) if client == first else (2, 1)
         lines = {client: [], server: []}
         if fresh:
@@ -122,8 +136,10 @@ class ControlPaths:
                 other = server if host == client else client
                 raise CommandError(f"{host}: setting up the control path to {other}: "
                                    f"{exc}; it needs {NEEDS}") from exc
+        if fresh:     # the veth and routes exist: a later port of the pair reuses them
+            self.pairs[key] = (n, first)
         check_route(net.run(client, route_get(s_ip, c_ip, "dport", port)), n, client)
         check_route(net.run(server, route_get(c_ip, s_ip, "sport", port)), n, server)
-        self.ports.append((client, server, int(port)))
-        return {"dev": DEV.format(n=n), "table": TABLE_BASE + n, "port": int(port),
+        self.ports.append((client, server, port))
+        return {"dev": DEV.format(n=n), "table": TABLE_BASE + n, "port": port,
                 "client": client, "server": server}

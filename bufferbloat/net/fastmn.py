@@ -118,6 +118,10 @@ class FastMininet(Mininet):
             try:
                 super().buildFromTopo(topo)
                 _shells_ready(futures)
+            except BaseException:
+                for future in futures:      # those not begun: never started
+                    future.cancel()
+                raise
             finally:
                 _starting = None
                 wait(futures)      # a failed build's teardown ends every shell by PID

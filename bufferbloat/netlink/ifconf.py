@@ -11,7 +11,7 @@ instead, inside the node's namespace (:func:`bufferbloat.netlink.nlstats.in_netn
 
 The ioctls are the ones net-tools' ifconfig and bridge-utils' brctl issue
 (include/uapi/linux/sockios.h): ``SIOCGIFFLAGS``/``SIOCSIFFLAGS``, ``SIOCSIFHWADDR``,
-``SIOCSIFADDR``/``SIOCSIFNETMASK``/``SIOCSIFBRDADDR``, ``SIOCBRADDBR``/``SIOCBRDELBR``/
+``SIOCSIFADDR``/``SIOCSIFNETMASK``, ``SIOCBRADDBR``/``SIOCBRDELBR``/
 ``SIOCBRADDIF``. Each raises OSError naming the device and what was refused.
 """
 
@@ -23,7 +23,7 @@ import struct
 from bufferbloat.netlink.nsconfig import IFNAMSIZ, IFREQ_SIZE
 
 SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
-SIOCSIFADDR, SIOCSIFBRDADDR, SIOCSIFNETMASK = 0x8916, 0x891A, 0x891C
+SIOCSIFADDR, SIOCSIFNETMASK = 0x8916, 0x891C
 SIOCSIFHWADDR = 0x8924
 SIOCBRADDBR, SIOCBRDELBR, SIOCBRADDIF = 0x89A0, 0x89A1, 0x89A2
 IFF_UP = 0x1
@@ -89,17 +89,14 @@ def set_mac(dev, mac):
 
 
 def set_ipv4(dev, ip, prefix_len, up=False):
-    """``ifconfig DEV IP/N [up]``: the address, its netmask and broadcast (as ifconfig
-    sets them for a prefix), then up if asked."""
+    """``ifconfig DEV IP/N [up]``: the address, then its netmask (as net-tools does; the
+    kernel derives the broadcast from them), then up if asked."""
     iface = ipaddress.IPv4Interface(f"{ip}/{int(prefix_len)}")
     with _socket() as sock:
         _ioctl(sock, SIOCSIFADDR, _ifreq(dev, _sockaddr_in(iface.ip)), dev,
                f"setting its address {iface}")
         _ioctl(sock, SIOCSIFNETMASK, _ifreq(dev, _sockaddr_in(iface.netmask)), dev,
                f"setting its netmask {iface.netmask}")
-        _ioctl(sock, SIOCSIFBRDADDR,
-               _ifreq(dev, _sockaddr_in(iface.network.broadcast_address)), dev,
-               f"setting its broadcast {iface.network.broadcast_address}")
         if up:
             _set_up(sock, dev, True)
 

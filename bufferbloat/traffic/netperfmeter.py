@@ -68,8 +68,10 @@ DEFRAG_TIMEOUT_MS = 600_000
 RUNTIME_SLACK_S = 5.0
 #: A part whose flows start with the traffic (its start 0) launches the tool before the
 #: clock's origin (:meth:`NetPerfMeterPart.prepare`): it connects every flow and exchanges
-#: its configuration over the control connection first, ~6 round trips per flow, one
-#: flow after the other (40 flows over C's 40 ms path: 10.5 s measured in the TCG VM, so
+#: its configuration over the control connection first, one flow after the other (~6
+#: round trips per flow while the control connection crossed the emulated path: 40 flows
+#: over C's 40 ms path took 10.5 s in the TCG VM; the data handshake's alone now, the
+#: control path being beside the emulated links, bufferbloat/net/control.py; so
 #: flows launched at the origin began 10.5 s late and the run lost a third of its
 #: traffic). Its flows then wait this long after the measurement starts, and the run's
 #: origin is set there (:attr:`NetPerfMeterPart.origin_at`): the sampler starts in
@@ -80,8 +82,8 @@ PRECONNECT_TIMEOUT_S = 180.0
 #: the tool's line when its measurement starts (after it connected every flow)
 MEASUREMENT_STARTED = re.compile(r"^Starting measurement \.\.\..*okay", re.M)
 #: grace after SIGINT for the active side to stop the measurement and download the
-#: passive side's results (over the emulated path's reverse direction: a 60 s bulk flow's
-#: messages, ~7 MB at 15 Mbit/s, take ~4 s)
+#: passive side's results (a 60 s bulk flow's messages, ~7 MB at 15 Mbit/s: ~4 s when it
+#: went over the emulated path's reverse direction; over the control path now)
 STOP_GRACE_S = 60.0
 
 
@@ -660,7 +662,7 @@ class NetPerfMeterPart(TrafficPart):
     (``on_off_s`` = (on, off) seconds); started uniformly within ``stagger_s``; with
     ``cca``, ``sndbuf_bytes``/``rcvbuf_bytes`` per socket (0: autotuning)."""
 
-    needs = ("netperfmeter", "sctp")
+    needs = ("netperfmeter", "sctp", "policy_routing")
     #: the sampler labels each flow's rows from the sockets :meth:`prepare` connects
     flows_known_after_prepare = True
     params = (

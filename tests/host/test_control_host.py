@@ -16,8 +16,9 @@ PORT = 5302          # the ruled port (a tool's control port)
 OTHER_PORT = 5301    # its data port: through the emulated path
 
 
-def iperf(net, port, seconds=2):
-    """Goodput (Mbit/s) of one iperf3 flow h1 -> h2:port."""
+def iperf(net, port, seconds=2, reverse=False):
+    """Goodput (Mbit/s) of one iperf3 flow h1 -> h2:port (``reverse``: h2 -> h1 on the
+    connection h1 opened, as a passive side's upload goes)."""
     server = net.popen("h2", ["iperf3", "-s", "-1", "-p", str(port)])
     try:
         deadline = time.monotonic() + 10
@@ -25,14 +26,14 @@ def iperf(net, port, seconds=2):
             assert time.monotonic() < deadline, "iperf3 did not listen"
             time.sleep(0.05)
         out = net.run("h1", ["iperf3", "-c", net.ip("h2"), "-p", str(port), "-t",
-                             str(seconds), "-J"], timeout=60)
+                             str(seconds), "-J", *(["-R"] if reverse else [])], timeout=60)
     finally:
         server.wait(timeout=30)
     return json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
 
 
-def veth_tx_bytes(net):
-    link = json.loads(net.run("h1", ["ip", "-s", "-j", "link", "show", "bbctl0"]))[0]
+def veth_tx_bytes(net, host="h1"):
+    link = json.loads(net.run(host, ["ip", "-s", "-j", "link", "show", "bbctl0"]))[0]
     return link["stats64"]["tx"]["bytes"]
 
 
@@ -80,3 +81,31 @@ def test_a_second_port_and_the_other_direction_share_the_pair(net_guard):
         assert " dev bbctl0 " in route
         assert len([x for x in net.run("h1", ["ip", "-o", "link", "show"]).splitlines()
                     if "bbctl" in x]) == 1
+
+
+def test_the_upload_back_to_the_client_goes_beside_it_under_a_strict_rp_filter(net_guard):
+    """The passive side's results come back over the connection the client opened: from
+    h2's port, over the veth. With rp_filter strict on both hosts (no ARP is needed: the
+    neighbours are permanent) it still goes, unshaped."""
+    topo = DumbbellTopo(bottleneck_mbit=RATE_MBIT, switch="bridge")
+    with Network(topo) as net:
+        for host in ("h1", "h2"):
+            for conf in ("all", "default"):
+                net.run(host, ["sysctl", "-qw", f"net.ipv4.conf.{conf}.rp_filter=1"])
+        net.control_path("h1", "h2", PORT)
+        for host in ("h1", "h2"):
+            assert net.run(host, ["sysctl", "-n", "net.ipv4.conf.bbctl0.rp_filter"]).strip() == "1"
+        up0, rev0 = veth_tx_bytes(net, "h2"), port_bytes(net, "h1")
+        back = iperf(net, PORT, reverse=True)
+        sent = back * 1e6 / 8 * 2
+        assert back > 3 * RATE_MBIT, back
+        assert veth_tx_bytes(net, "h2") - up0 >= 0.9 * sent
+        # the switch's port towards h1 (the emulated reverse path) carried none of it
+        assert port_bytes(net, "h1") - rev0 < 0.01 * sent
+
+
+def port_bytes(net, host):
+    """Bytes sent by the switch's port towards ``host`` (its qdiscs' largest count)."""
+    port = next(ends[1] if a == host else ends[0]
+                for (a, b), ends in net.intfs.items() if host in (a, b))
+    return max(q["bytes"] for q in net.qdisc_show(None, port))

@@ -84,3 +84,19 @@ def test_parse_modules_handles_compressed_names():
     names = parse_modules("kernel/net/sched/sch_fq_codel.ko.xz: kernel/x.ko\n"
                           "kernel/net/ipv4/tcp-vegas.ko.zst:\n", "kernel/net/sched/sch_htb.ko\n")
     assert names == {"sch_fq_codel", "tcp_vegas", "sch_htb"}
+
+
+def test_port_rules_for_the_control_path(guest_inputs):
+    """NetPerfMeter's control path needs FIB rules that match a TCP port: both recorded
+    kernels have them; a kernel without multiple tables, or older than 4.17, is named."""
+    cfg, dep, builtin = guest_inputs
+    assert assess(cfg, dep, builtin, kernel_release="6.1.0-56-amd64").has("policy_routing")
+    assert host().has("policy_routing")
+    old = assess(cfg, dep, builtin, kernel_release="4.9.0-8-amd64")
+    assert not old.has("policy_routing")
+    assert "Linux >= 4.17" in next(r.detail for r in old.rows if r.name == "policy_routing")
+    without = assess(cfg.replace("CONFIG_IP_MULTIPLE_TABLES=y", ""), dep, builtin,
+                     kernel_release="6.1.0-56-amd64")
+    assert not without.has("policy_routing")
+    assert "CONFIG_IP_MULTIPLE_TABLES is not set" in next(
+        r.detail for r in without.rows if r.name == "policy_routing")

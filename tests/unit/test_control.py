@@ -38,12 +38,17 @@ def test_the_first_port_makes_the_veth_the_routes_and_the_rules():
                    "server": "h2"}
     b = batches(net)
     assert b["h1"] == [
-        "link add bbctl0 type veth peer name bbctl0 netns 202",
-        "address add 169.254.0.1/30 dev bbctl0", "link set bbctl0 up",
+        "link add bbctl0 address 02:bb:00:00:00:01 type veth peer name bbctl0 address "
+        "02:bb:00:00:00:02 netns 202",
+        "address add 169.254.0.1/30 dev bbctl0",
+        "neighbour add 169.254.0.2 lladdr 02:bb:00:00:00:02 dev bbctl0 nud permanent",
+        "link set bbctl0 up",
         "route add 10.0.0.2/32 via 169.254.0.2 dev bbctl0 src 10.0.0.1 table 1000",
         "rule add to 10.0.0.2/32 ipproto tcp dport 5202 lookup 1000 pref 1000"]
     assert b["h2"] == [
-        "address add 169.254.0.2/30 dev bbctl0", "link set bbctl0 up",
+        "address add 169.254.0.2/30 dev bbctl0",
+        "neighbour add 169.254.0.1 lladdr 02:bb:00:00:00:01 dev bbctl0 nud permanent",
+        "link set bbctl0 up",
         "route add 10.0.0.1/32 via 169.254.0.1 dev bbctl0 src 10.0.0.2 table 1000",
         "rule add to 10.0.0.1/32 ipproto tcp sport 5202 lookup 1000 pref 1000"]
     # read back on both hosts, each for its own direction of the connection
@@ -83,3 +88,23 @@ def test_a_rule_that_does_not_apply_fails_the_read_back():
 def test_a_rule_matches_one_direction_of_a_port():
     with pytest.raises(ValueError):
         control.rule_command(0, "port", 5202, "10.0.0.1")
+
+
+def test_a_failed_set_up_is_not_taken_for_a_pair_that_exists():
+    net = FakeNet(refuse="h2")
+    paths = control.ControlPaths(net)
+    with pytest.raises(CommandError):
+        paths.add("h1", "h2", 5202)
+    net.refuse = None
+    net.calls.clear()
+    paths.add("h1", "h2", 5202)              # the veth and routes are made again
+    assert batches(net)["h1"][0].startswith("link add bbctl0 ")
+
+
+@pytest.mark.parametrize("ip", ["10.0.0.2 table 1", "10.0.0.300", ""])
+def test_an_address_that_is_not_one_never_reaches_a_batch(ip):
+    net = FakeNet()
+    net.ip = lambda host: ip if host == "h2" else "10.0.0.1"
+    with pytest.raises(ValueError):
+        control.ControlPaths(net).add("h1", "h2", 5202)
+    assert not net.calls
