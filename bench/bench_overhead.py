@@ -1,7 +1,7 @@
 """Benchmark of a point's cost beyond its traffic (not a test): where each second goes.
 
     sudo PYTHONPATH=. /usr/bin/python3 bench/bench_overhead.py [--families A,B,C,D,E]
-                                                               [--departures off]
+                                  [--departures off] [--mininet-config shell]
 
 Runs one quick point of each family (its scenario's first sweep point, quick profile)
 with ``bufferbloat run-all --quick --only SCENARIO`` semantics, in one project VM when
@@ -12,7 +12,8 @@ sampler_build, build, readback, parts, idle_rtt, prepare, sampler_start, connect
 traffic, grace, stop, collect, metrics, health, teardown, other), then the totals, and
 per point the departure-timing and sender checks (issue 28: their values, and the cost
 of the departure trace, its start/stop phases and reader CPU; ``--departures off`` runs
-the same points without it, for the side-by-side).
+the same points without it, for the side-by-side; ``--mininet-config shell`` builds with
+Mininet's own ifconfig and brctl through its shells, serially, for another).
 The VM's boot (once per command) is printed from its boots record. Asserts nothing.
 """
 
@@ -119,6 +120,9 @@ def main():
                     help="families to run, e.g. A,C (default: all five)")
     ap.add_argument("--departures", choices=("auto", "off"), default="auto",
                     help="the departure trace (env BUFFERBLOAT_DEPARTURES; default auto)")
+    ap.add_argument("--mininet-config", choices=("in-process", "shell"), default="in-process",
+                    help="how Mininet's nodes are configured (env BUFFERBLOAT_MININET_CONFIG;"
+                         " shell: Mininet's own ifconfig and brctl, to compare)")
     ap.add_argument("--inside", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     wanted = [f.strip().upper() for f in args.families.split(",") if f.strip()]
@@ -127,6 +131,7 @@ def main():
         ap.error(f"--families: unknown {bad} (valid: {', '.join(FAMILIES)})")
     scenarios = [FAMILIES[f] for f in wanted]
     os.environ["BUFFERBLOAT_DEPARTURES"] = args.departures
+    os.environ["BUFFERBLOAT_MININET_CONFIG"] = args.mininet_config
     if args.inside:                               # in the project VM
         for d in run_points(scenarios, args.inside):
             print(f"RUN {d}", flush=True)
@@ -142,9 +147,12 @@ def main():
         boots = Path(out) / "boots.jsonl"
         env = dict(os.environ, BUFFERBLOAT_VM_BOOT_LOG=str(boots))
         proc = subprocess.run([str(ROOT / "vm" / "run"), "--env",
-                               f"BUFFERBLOAT_DEPARTURES={args.departures}", "--", "python3",
-                               "bench/bench_overhead.py", "--families", ",".join(wanted),
+                               f"BUFFERBLOAT_DEPARTURES={args.departures}", "--env",
+                               f"BUFFERBLOAT_MININET_CONFIG={args.mininet_config}", "--",
+                               "python3", "bench/bench_overhead.py",
+                               "--families", ",".join(wanted),
                                "--departures", args.departures,
+                               "--mininet-config", args.mininet_config,
                                "--inside", rel], env=env, capture_output=True, text=True)
         sys.stderr.write(proc.stderr[-3000:])
         dirs = [os.path.join(str(ROOT), line.split(" ", 1)[1].removeprefix("/bb/"))
