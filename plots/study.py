@@ -328,10 +328,16 @@ def _order(groups):
     return dict(sorted(groups.items(), key=key))
 
 
+#: a reading lists each sweep point's value up to this many points; beyond, it gives
+#: the range and the points at its ends (the report's table lists every one)
+READING_LISTS_AT_MOST = 6
+
+
 def reading(points, selectors):
     """One line: each selector's label and value per sweep point (mean over its
     repetitions), with theory's range where the scenario declares one (``selectors``
-    may be a function of the points that returns the line)."""
+    may be a function of the points that returns the line). Over more than
+    :data:`READING_LISTS_AT_MOST` points: the lowest and highest value and their points."""
     degraded = "every run degraded (the emulator fell behind): no reading"
     if callable(selectors):
         return selectors(points) or ("" if any(p.averaged for p in points) else degraded)
@@ -351,8 +357,13 @@ def reading(points, selectors):
                      if headline.unit_of(p.rows, selector)), "")
         entry = entries.get(scope_metric(selector), {})
         label = entry.get("label") or selector.split(":")[-1]
-        text = ", ".join(f"{_label(k)} {headline.fmt(v, unit)}" if len(groups) > 1 else
-                         headline.fmt(v, unit) for k, v in vals)
+        if len(vals) > READING_LISTS_AT_MOST:
+            (k_lo, lo), (k_hi, hi) = min(vals, key=lambda kv: kv[1]), max(vals, key=lambda kv: kv[1])
+            text = (f"{headline.fmt(lo)}-{headline.fmt(hi, unit)} over {len(vals)} "
+                    f"configurations (lowest {_label(k_lo)}; highest {_label(k_hi)})")
+        else:
+            text = ", ".join(f"{_label(k)} {headline.fmt(v, unit)}" if len(groups) > 1
+                             else headline.fmt(v, unit) for k, v in vals)
         if entry.get("theory"):
             th = [headline.theory_value(entry["theory"], reps[0].run, reps[0].rows)[0]
                   for reps in groups.values()]

@@ -299,6 +299,23 @@ def test_the_reading_is_the_data(tmp_path):
     assert "(theory " in text
 
 
+def test_a_reading_over_many_points_gives_the_range_and_its_ends(monkeypatch):
+    from bufferbloat.plots import study, sweep
+    from bufferbloat.results import headline
+    pts = sweep.load_points(os.path.join(FIX, "sweep_fifo_buffer"))
+    means = {key: sum(headline.select(p.rows, "link:qdelay_mean_ms") for p in reps) / len(reps)
+             for key, reps in sweep.by_key(pts).items()}
+    assert len(means) >= 2
+    monkeypatch.setattr(study, "READING_LISTS_AT_MOST", len(means) - 1)
+    text = study.reading(pts, ["link:qdelay_mean_ms"])
+    lo, hi = min(means, key=means.get), max(means, key=means.get)
+    assert (f"{headline.fmt(means[lo])}-{headline.fmt(means[hi], 'ms')} over {len(means)} "
+            f"configurations (lowest {lo}; highest {hi})") in text
+    assert "(theory " in text
+    monkeypatch.setattr(study, "READING_LISTS_AT_MOST", len(means))     # listed again
+    assert all(f"{key} " in study.reading(pts, ["link:qdelay_mean_ms"]) for key in means)
+
+
 def test_a_second_report_reuses_the_figures_it_drew(tmp_path):
     d = copy_fixture("sweep_fifo_buffer", tmp_path / "sweep")
     write_report(d)
