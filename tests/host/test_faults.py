@@ -21,13 +21,11 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, _links
+from conftest import ROOT, _links, run_attempts
 
 from bufferbloat.core.signals import proc_start_time, same_process
 from bufferbloat.net.cleanup import STATE_PATH
 from bufferbloat.net.network import LOCK_PATH
-from bufferbloat.results.health import verdict_of
-from bufferbloat.run.sweep import retry_degraded_default
 
 PY = "/usr/bin/python3"
 SEED = int(os.environ.get("BUFFERBLOAT_FAULT_SEED") or time.time())
@@ -130,19 +128,10 @@ def finish(proc, timeout_s=120):
 
 
 def attempts(out):
-    """The run's attempts in ``out``, oldest first, as (directory, record). A run that
-    comes out degraded is run again (sweep.retry_degraded_default): every attempt but the last
-    must be degraded, and there are no more than the reruns allow."""
-    runs = sorted(os.path.join(dp, "result.json") for dp, _, fs in os.walk(out)
-                  if "result.json" in fs)
-    assert 1 <= len(runs) <= 1 + retry_degraded_default(), runs
-    found = []
-    for path in runs:
-        with open(path) as f:
-            found.append((os.path.dirname(path), json.load(f)))
-    for run_dir, rec in found[:-1]:
-        assert verdict_of(rec) == "degraded", f"{run_dir} was run again but was {verdict_of(rec)}"
-    return found
+    """The run's attempts in ``out``, oldest first, as (directory, record)
+    (conftest.run_attempts: all but the last degraded)."""
+    return run_attempts(os.path.join(dp, "result.json") for dp, _, fs in os.walk(out)
+                        if "result.json" in fs)
 
 
 def result(out):
