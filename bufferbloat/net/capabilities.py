@@ -174,10 +174,10 @@ def assess(config_text, modules_dep="", modules_builtin="", available_ccas="",
             return Capability(name, kind, False, "kernel configuration not readable")
         return Capability(name, kind, False, f"{symbol} is not set in this kernel")
 
+    release = _release_tuple(kernel_release)
     for name, (symbol, module, _why) in KERNEL_FEATURES.items():
         kind = "qdisc" if name.startswith("sch_") else "kernel"
         row = kernel_row(name, symbol, module, kind)
-        release = _release_tuple(kernel_release)
         if name == "policy_routing" and row.ok and release and release < PORT_RULES_KERNEL:
             row = Capability(name, kind, False, f"{symbol}=y, but Linux {kernel_release} "
                              "rules cannot match a TCP port (Linux >= 4.17)")

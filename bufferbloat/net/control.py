@@ -62,15 +62,11 @@ def peer_commands(n):
             f"link set {dev} up"]
 
 
-def route_commands(n, side, own_ip, other_ip, first_port=True):
-    """``ip -batch`` lines of one host of pair ``n`` (``side`` 1 or 2): its table's
-    route to the other host over the veth, keeping ``own_ip`` as the source (added with
-    the pair's first port only)."""
-    if not first_port:
-        return []
+def route_command(n, side, own_ip, other_ip):
+    """The ``ip -batch`` line of one host of pair ``n`` (``side`` 1 or 2): its table's
+    route to the other host over the veth, keeping ``own_ip`` as the source."""
     dev, via = DEV.format(n=n), SUBNET.format(n=n, h=3 - side)
-    return [f"route add {other_ip}/32 via {via} dev {dev} src {own_ip} "
-            f"table {TABLE_BASE + n}"]
+    return f"route add {other_ip}/32 via {via} dev {dev} src {own_ip} table {TABLE_BASE + n}"
 
 
 def rule_command(n, direction, port, other_ip):
@@ -104,7 +100,6 @@ class ControlPaths:
     def __init__(self, net):
         self.net = net
         self.pairs = {}      # frozenset({a, b}) -> (n, first host)
-        self.ports = []      # (client, server, port)
 
     def add(self, client, server, port):
         """Send TCP connections from ``client`` to ``server``:``port`` (both ways) over
@@ -122,11 +117,10 @@ class ControlPaths:
         c_ip, s_ip = (str(ipaddress.IPv4Address(net.ip(h))) for h in (client, server))
         c_side, s_side = (1, 2) if client == first else (2, 1)
         lines = {client: [], server: []}
-        if fresh:
-            lines[client] += link_commands(n, net.net[server].pid)
-            lines[server] += peer_commands(n)
-        lines[client] += route_commands(n, c_side, c_ip, s_ip, fresh)
-        lines[server] += route_commands(n, s_side, s_ip, c_ip, fresh)
+        if fresh:     # the veth and each side's route, with the pair's first port
+            lines[client] += [*link_commands(n, net.net[server].pid),
+                              route_command(n, c_side, c_ip, s_ip)]
+            lines[server] += [*peer_commands(n), route_command(n, s_side, s_ip, c_ip)]
         lines[client].append(rule_command(n, "dport", port, s_ip))
         lines[server].append(rule_command(n, "sport", port, c_ip))
         for host in (client, server):
@@ -140,6 +134,5 @@ class ControlPaths:
             self.pairs[key] = (n, first)
         check_route(net.run(client, route_get(s_ip, c_ip, "dport", port)), n, client)
         check_route(net.run(server, route_get(c_ip, s_ip, "sport", port)), n, server)
-        self.ports.append((client, server, port))
         return {"dev": DEV.format(n=n), "table": TABLE_BASE + n, "port": port,
                 "client": client, "server": server}

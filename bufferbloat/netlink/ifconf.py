@@ -69,13 +69,6 @@ def set_up(dev, up=True):
         _set_up(sock, dev, up)
 
 
-def is_up(dev):
-    """Whether ``dev`` is administratively up."""
-    with _socket() as sock:
-        raw = _ioctl(sock, SIOCGIFFLAGS, _ifreq(dev), dev, "reading its flags")
-    return bool(struct.unpack_from("=h", raw, IFNAMSIZ)[0] & IFF_UP)
-
-
 def set_mac(dev, mac):
     """``ifconfig DEV down; ifconfig DEV hw ether MAC; ifconfig DEV up``."""
     octets = bytes(int(x, 16) for x in mac.split(":"))
