@@ -2,6 +2,7 @@
 
     sudo PYTHONPATH=. /usr/bin/python3 bench/bench_overhead.py [--families A,B,C,D,E]
                                   [--departures off] [--mininet-config shell]
+                                  [--npm-per-process N]
 
 Runs one quick point of each family (its scenario's first sweep point, quick profile)
 with ``bufferbloat run-all --quick --only SCENARIO`` semantics, in one project VM when
@@ -13,7 +14,9 @@ traffic, grace, stop, collect, metrics, health, teardown, other), then the total
 per point the departure-timing and sender checks (issue 28: their values, and the cost
 of the departure trace, its start/stop phases and reader CPU; ``--departures off`` runs
 the same points without it, for the side-by-side; ``--mininet-config shell`` builds with
-Mininet's own ifconfig and brctl through its shells, serially, for another).
+Mininet's own ifconfig and brctl through its shells, serially, for another;
+``--npm-per-process 200`` connects a NetPerfMeter part's flows from one process, the
+way before 2026-11-28, for a third).
 The VM's boot (once per command) is printed from its boots record. Asserts nothing.
 """
 
@@ -123,6 +126,10 @@ def main():
     ap.add_argument("--mininet-config", choices=("in-process", "shell"), default="in-process",
                     help="how Mininet's nodes are configured (env BUFFERBLOAT_MININET_CONFIG;"
                          " shell: Mininet's own ifconfig and brctl, to compare)")
+    ap.add_argument("--npm-per-process", type=int, default=None, metavar="N",
+                    help="NetPerfMeter flows per active process (env "
+                         "BUFFERBLOAT_NPM_FLOWS_PER_PROCESS; default 10; 200: every flow "
+                         "in one process, the way before, to compare)")
     ap.add_argument("--inside", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     wanted = [f.strip().upper() for f in args.families.split(",") if f.strip()]
@@ -132,6 +139,12 @@ def main():
     scenarios = [FAMILIES[f] for f in wanted]
     os.environ["BUFFERBLOAT_DEPARTURES"] = args.departures
     os.environ["BUFFERBLOAT_MININET_CONFIG"] = args.mininet_config
+    npm_env = []
+    if args.npm_per_process is not None:
+        if not 1 <= args.npm_per_process <= 200:
+            ap.error("--npm-per-process: 1-200 flows")
+        os.environ["BUFFERBLOAT_NPM_FLOWS_PER_PROCESS"] = str(args.npm_per_process)
+        npm_env = ["--env", f"BUFFERBLOAT_NPM_FLOWS_PER_PROCESS={args.npm_per_process}"]
     if args.inside:                               # in the project VM
         for d in run_points(scenarios, args.inside):
             print(f"RUN {d}", flush=True)
@@ -148,7 +161,8 @@ def main():
         env = dict(os.environ, BUFFERBLOAT_VM_BOOT_LOG=str(boots))
         proc = subprocess.run([str(ROOT / "vm" / "run"), "--env",
                                f"BUFFERBLOAT_DEPARTURES={args.departures}", "--env",
-                               f"BUFFERBLOAT_MININET_CONFIG={args.mininet_config}", "--",
+                               f"BUFFERBLOAT_MININET_CONFIG={args.mininet_config}",
+                               *npm_env, "--",
                                "python3", "bench/bench_overhead.py",
                                "--families", ",".join(wanted),
                                "--departures", args.departures,

@@ -45,7 +45,7 @@ def _needs(names):
     from bufferbloat.net.network import Network
     caps = probe()
     needed = set()
-    from bufferbloat.traffic.base import needs_of
+    from bufferbloat.traffic.kinds import needs_of
     for name in names:
         topo, _, traffic = _scenario(name).build(hz=caps.hz)
         needed |= set(Network(topo, caps=caps).features) | set(needs_of(traffic))
@@ -321,6 +321,13 @@ def cmd_report(args):
     the command runs (it reads stored results only: no kernel piece, no VM needed)."""
     from bufferbloat.plots.commands import cli_report
     return cli_report(args.path, progress=progress)
+
+
+def cmd_cost(args):
+    """Print what the runs under a directory cost beyond their traffic, per scenario,
+    from their own records."""
+    from bufferbloat.plots.commands import cli_cost
+    return cli_cost(args.path)
 
 
 def cmd_compare(args):
@@ -663,6 +670,14 @@ def parser():
              ["bufferbloat report results/a1_fifo/RUN", "bufferbloat report results"])
     h.add_argument("path", help="a run, sweep or results directory")
     h.set_defaults(func=cmd_report)
+    o = _sub(sub, "cost", "what the runs under a directory cost beyond their traffic",
+             "Print a Markdown table, per scenario and setting: runs, healthy and "
+             "degraded, traffic, point wall time, their ratio, the median time a run "
+             "spent beyond its traffic and its costliest phases (from each run's "
+             "result.json: duration_s, wall_s, phases_s; docs/COST.md).",
+             ["bufferbloat cost results"])
+    o.add_argument("path", help="a run, sweep or results directory")
+    o.set_defaults(func=cmd_cost)
     m = _sub(sub, "compare", "runs, sweeps or results trees side by side",
              "Print the headline metrics of runs, sweeps or results trees side by side, "
              "with the differences from the first. With --html, also write a page with "

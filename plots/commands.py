@@ -1,6 +1,7 @@
-"""The ``plot`` and ``report`` commands' work: each run's figures and each set's, drawn
-in parallel (:mod:`.render`), and the report page (:mod:`.report`). On top of the
-package: nothing in ``plots`` imports this module."""
+"""The ``plot``, ``report`` and ``cost`` commands' work: each run's figures and each
+set's, drawn in parallel (:mod:`.render`), the report page (:mod:`.report`) and the
+cost table of a results tree (:mod:`bufferbloat.results.cost`). On top of the package:
+nothing in ``plots`` imports this module."""
 
 import os
 
@@ -16,7 +17,8 @@ from bufferbloat.plots import (
 )
 from bufferbloat.plots.common import FORMATS
 from bufferbloat.plots.report import write_report
-from bufferbloat.results.records import RESULT_FILE
+from bufferbloat.results import cost
+from bufferbloat.results.records import RESULT_FILE, find_runs, load_run
 
 
 def draw_sweep(path, fmt="png", out_dir=None, points=None, progress=None, reuse=False):
@@ -79,4 +81,25 @@ def cli_report(path, progress=None):
     UsageError for any other path."""
     html = write_report(path, progress=progress)
     print(html)
+    return 0
+
+
+def cost_groups(path):
+    """{set name: [records]} of the runs under ``path``, one set per scenario and
+    setting as the report groups them (:func:`sweep.by_scenario`). Raises UsageError
+    when ``path`` holds no run."""
+    found = find_runs(path) if os.path.isdir(str(path)) else []
+    if not found:
+        raise UsageError(f"{path}: no run directory (result.json) here or below")
+    points = [sweep.Point(load_run(d), {}) for d in found]
+    return {name: [p.run.record for p in pts]
+            for name, pts in sweep.by_scenario(points).items()}
+
+
+def cli_cost(path):
+    """``bufferbloat cost DIR``: print, per set of runs under DIR, what they cost beyond
+    their traffic (:mod:`bufferbloat.results.cost`) as a Markdown table; exit code 0.
+    Raises UsageError for a path holding no run."""
+    rows, total = cost.table(cost_groups(path))
+    print(cost.markdown(rows, total), end="")
     return 0

@@ -198,6 +198,25 @@ def legend(ax, **kw):
         ax.legend(fontsize=8, loc=kw.pop("loc", "best"), **kw)
 
 
+def legend_beside(fig, axes, last=()):
+    """One legend for the whole figure, right of its panels: every label of ``axes``
+    once (the labels in ``last``, e.g. the references, at its end), the panels narrowed
+    to leave it room; None when nothing is labelled. For figures with more lines than
+    a legend inside a panel can hold without hiding them."""
+    seen = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(label, handle)
+    if not seen:
+        return None
+    order = [x for x in seen if x not in last] + [x for x in seen if x in last]
+    box = fig.legend([seen[x] for x in order], order, loc="center right", fontsize=7)
+    # ~0.06 inch a character at 7 points, and the marker's room
+    room = 0.6 + 0.06 * max(len(x) for x in order)
+    fig.subplots_adjust(right=max(0.5, 1 - room / fig.get_figwidth()))
+    return box
+
+
 def finish_axes(ax, xlabel, ylabel, loc="best"):
     """Label one panel, start its y axis at 0 and give it its legend."""
     ax.set_xlabel(xlabel)

@@ -47,7 +47,7 @@ from bufferbloat.plots import study as _study
 from bufferbloat.plots import sweep as _sweep
 from bufferbloat.plots.common import caption, run_label, run_metrics
 from bufferbloat.plots.flags import flags
-from bufferbloat.results import headline
+from bufferbloat.results import cost, headline
 from bufferbloat.results.flentexport import SUFFIX, export_flent
 from bufferbloat.results.metrics import METRICS_VERSION, format_value
 from bufferbloat.results.records import load_run
@@ -236,6 +236,19 @@ def _health_html(runs, base):
             f"<ul>{items}</ul></div>")
 
 
+def _cost_html(sets):
+    """What the runs cost beyond their traffic, per set (:mod:`bufferbloat.results.cost`):
+    the point wall time against the traffic, from each run's own record."""
+    rows, total = cost.table({scn: [p.run.record for p in pts] for scn, pts in sets.items()})
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cost.fmt_row(r)) + "</tr>"
+                   for r in rows + ([total] if len(rows) > 1 else []))
+    head = "".join(f"<th>{esc(h)}</th>" for h in cost.HEADER)
+    return ("<p class=muted>Each run's wall time (set-up to last write) against its traffic "
+            "time, from its result.json (<code>wall_s</code>, <code>duration_s</code>, "
+            "<code>phases_s</code>); every attempt that ended ok counts, a degraded one run "
+            "again too; the runs that did not (failed, interrupted) are counted apart.</p>" + scroll(f"<table><tr>{head}</tr>{body}</table>"))
+
+
 def _warnings_html(items):
     """The warnings said while the report was made (records read in part, metrics
     recomputed, series or runs missing), as on stderr; '' when there were none."""
@@ -313,10 +326,7 @@ def _headline_table_html(points):
 
 
 def _scenario(points):
-    try:
-        return catalogue().get(points[0].scenario)
-    except Exception:  # noqa: BLE001 - a run of an unknown scenario still gets a section
-        return None
+    return _sweep.scenario_of(points[0].scenario)
 
 
 def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
@@ -459,7 +469,10 @@ generated {esc(now)} from the stored results only.</p>
 <h2>Health</h2>
 {_health_html(runs, path)}
 <h2>Studies</h2><ol>{"".join(toc)}</ol>
+<p><a href="#cost">What the runs cost</a> (the last section).</p>
 {chr(10).join(body)}
+<h2 id="cost">Cost</h2>
+{_cost_html(sets)}
 </body></html>
 """
     say("report: written")

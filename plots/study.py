@@ -14,7 +14,7 @@ latency            latency under load and the AQM's delay against the swept para
                    with the targets crossed + base RTT and the target (B)
 queue-vs-load      mean queue (bytes) and queueing delay against the flows, one line per
                    variant, the PI reference (C)
-cca                goodput and srtt per congestion control, one line per path (D)
+cca                goodput and srtt per congestion control, a column per path (D)
 compare-qdiscs     the qdiscs side by side (:func:`plots.sweep.draw_comparison`, E)
 metric:KEY:PARAM   :func:`plots.sweep.draw_metric` (KEY of ``KEY_METRICS`` against PARAM)
 ================== ======================================================================
@@ -32,7 +32,7 @@ from bufferbloat.plots import overlay
 from bufferbloat.plots import study_c as _study_c
 from bufferbloat.plots import study_d as _study_d
 from bufferbloat.plots import sweep as _sweep
-from bufferbloat.plots.common import legend, new_figure, series, write_csv_md
+from bufferbloat.plots.common import legend, legend_beside, new_figure, series, write_csv_md
 from bufferbloat.plots.palette import flow_color
 from bufferbloat.plots.throughput import aggregate_rate
 from bufferbloat.plots.web import warmup_cut_s
@@ -193,51 +193,125 @@ def _swept(points, prefer=None):
     return params[0] if params else None
 
 
+#: past this many lines a metric figure's panel splits into one column per value of
+#: another swept key, when one has 2 to MAX_COLUMNS values (:func:`_facet`)
+MAX_LINES = 8
+#: past this many lines (or when split in columns), the figure's legend goes beside the
+#: panels, once for all
+MAX_LEGEND_IN_PANEL = 5
+
+
+#: the most columns a split figure has
+MAX_COLUMNS = 4
+
+
+def _values_of(points, key):
+    """The values of swept ``key`` in ``points`` (as text): in the order of the
+    scenario's own sweep when it lists them (D's paths: fiber, cellular, dsl), else in
+    the order of the points' values."""
+    found = list(dict.fromkeys(str(reps[0].varied.get(key))
+                               for reps in _reps_by_key(points).values()))
+    scn = _sweep.scenario_of(points[0].scenario)
+    listed = [str(v) for v in ((getattr(scn, "sweep", None) or {}).get(key) or [])]
+    return sorted(found, key=lambda v: (listed.index(v) if v in listed else len(listed),
+                                        found.index(v)))
+
+
+def _facet(points, param):
+    """The swept key whose values get a column each, when one panel would draw more than
+    MAX_LINES lines; among the other swept keys with 2 to MAX_COLUMNS values:
+    ``variant`` (D's paths, whose scales differ) when its columns hold at most
+    MAX_LINES lines each, else the key whose columns hold the fewest. None when the
+    lines fit in one panel or no key splits them."""
+    if len(_sweep._series_of(points, param)) <= MAX_LINES:
+        return None
+    best = None
+    for key in _sweep.swept_params(points):
+        values = _values_of(points, key) if key != param else []
+        if not 2 <= len(values) <= MAX_COLUMNS:
+            continue
+        per_column = max(len(_sweep._series_of(
+            [p for p in points if str(p.varied.get(key)) == v], param, key)) for v in values)
+        if key == "variant" and per_column <= MAX_LINES:
+            return key
+        if best is None or (per_column, len(values)) < best[0]:
+            best = ((per_column, len(values)), key)
+    return best[1] if best else None
+
+
 def metrics_vs(points, param, panels, title):
-    """One panel per (selector, y label, reference(run) -> value or None, reference
-    label): the metric's mean ± std over repetitions against ``param``, one line per
-    combination of the other swept keys (gid ``metric:SELECTOR:LINE``), the reference
-    as markers (gid ``theory``)."""
+    """One row of panels per (selector, y label, reference(run) -> value or None,
+    reference label): the metric's mean ± std over repetitions against ``param``, one
+    line per combination of the other swept keys (gid ``metric:SELECTOR:LINE``), the
+    reference as markers (gid ``theory``). Past MAX_LINES lines the panels split into
+    one column per value of :func:`_facet` (each with its own y range, said in the
+    caption: paths differ by orders of magnitude; a line keeps its colour in every
+    column); categories on x are dodged so that lines do not hide each other; split, or
+    past MAX_LEGEND_IN_PANEL lines, one legend goes beside the panels (the lines, then
+    the references)."""
     if param is None:
         return None
     xs, cats = _sweep._x_positions(points, param)
-    fig, axes = new_figure(_sweep._title(points, title), _sweep._caption(points),
-                           nrows=len(panels), height=2.8)
+    facet = _facet(points, param)
+    columns = ({None: points} if facet is None else
+               {v: [p for p in points if str(p.varied.get(facet)) == v]
+                for v in _values_of(points, facet)})
+    names = list(_sweep._series_of(points, param, facet))
+    outside = facet is not None or len(names) > MAX_LEGEND_IN_PANEL
+    ncols = len(columns)
+    cap = _sweep._caption(points) + (" | each column has its own y scale" if facet else "")
+    fig, axes = new_figure(_sweep._title(points, title), cap,
+                           nrows=len(panels), ncols=ncols, height=2.8,
+                           width=8.0 if ncols == 1 else 2.0 + 4.0 * ncols)
     drawn = False
-    for ax, (selector, ylabel, ref, ref_label) in zip(axes, panels):
-        refs = []
-        for i, (line, pts) in enumerate(_sweep._series_of(points, param).items()):
-            rows = []
-            for key, reps in _reps_by_key(pts).items():
-                mean, sd = _value(reps, selector)
-                if mean is not None:
-                    rows.append((xs[key], mean, sd))
-                    value = ref(reps[0].run) if ref else None
-                    if value is not None:
-                        refs.append((xs[key], value))
-            if not rows:
-                continue
-            drawn = True
-            rows.sort()
-            ax.errorbar([r[0] for r in rows], [r[1] for r in rows],
-                        yerr=[r[2] for r in rows], marker="o", capsize=4,
-                        color=_sweep._line_color(points, pts, i),
-                        label=_label(line) or ylabel.split(" (")[0],
-                        linestyle="-" if cats is None else "none",
-                        gid=f"metric:{selector}:{_label(line)}")
-        if refs:
-            refs = sorted(set(refs))
-            mark, = ax.plot([r[0] for r in refs], [r[1] for r in refs], linestyle="none",
-                            marker="_", markersize=20, markeredgewidth=2, color="#000000",
-                            label=ref_label)
-            mark.set_gid("theory")
-        ax.set_ylabel(ylabel, fontsize=8)
-        ax.set_ylim(bottom=0)
-        legend(ax)
-        if cats is not None:
-            ax.set_xticks(range(len(cats)))
-            ax.set_xticklabels(cats, fontsize=8)
-    axes[-1].set_xlabel(param)
+    for row, (selector, ylabel, ref, ref_label) in enumerate(panels):
+        for col, (value, col_points) in enumerate(columns.items()):
+            ax = axes[row * ncols + col]
+            refs = []
+            for name, pts in _sweep._series_of(col_points, param, facet).items():
+                i = names.index(name)
+                shift = (i - (len(names) - 1) / 2) * min(0.6 / len(names), 0.15) \
+                    if cats is not None else 0.0
+                rows = []
+                for key, reps in _reps_by_key(pts).items():
+                    mean, sd = _value(reps, selector)
+                    if mean is not None:
+                        rows.append((xs[key] + shift, mean, sd))
+                        value_ref = ref(reps[0].run) if ref else None
+                        if value_ref is not None:
+                            refs.append((xs[key], value_ref))
+                if not rows:
+                    continue
+                drawn = True
+                rows.sort()
+                full = ",".join(x for x in (
+                    f"{facet}={value}" if facet else "", name) if x)
+                ax.errorbar([r[0] for r in rows], [r[1] for r in rows],
+                            yerr=[r[2] for r in rows], marker="o", capsize=4,
+                            color=_sweep._line_color(points, pts, i),
+                            label=_label(name) or ylabel.split(" (")[0],
+                            linestyle="-" if cats is None else "none",
+                            gid=f"metric:{selector}:{_label(full)}")
+            if refs:
+                refs = sorted(set(refs))
+                mark, = ax.plot([r[0] for r in refs], [r[1] for r in refs],
+                                linestyle="none", marker="_", markersize=20,
+                                markeredgewidth=2, color="#000000", label=ref_label)
+                mark.set_gid("theory")
+            if col == 0:
+                ax.set_ylabel(ylabel, fontsize=8)
+            ax.set_ylim(bottom=0)
+            if facet is not None and row == 0:
+                ax.set_title(_label(f"{facet}={value}"), fontsize=9)
+            if not outside:
+                legend(ax)
+            if cats is not None:
+                ax.set_xticks(range(len(cats)))
+                ax.set_xticklabels(cats, fontsize=8)
+    for ax in axes[-ncols:]:
+        ax.set_xlabel(param)
+    if outside and drawn:
+        legend_beside(fig, axes, last={ref_label for _, _, _, ref_label in panels})
     return fig if drawn else None
 
 
@@ -260,7 +334,8 @@ def queue_vs_load(points):
 
 
 def cca(points):
-    """D: goodput and srtt per congestion control, one line per path/traffic."""
+    """D: goodput and srtt per congestion control: a column per path (past MAX_LINES
+    lines), one line per load and send buffer."""
     return metrics_vs(points, _swept(points, "cca") if "cca" in _sweep.swept_params(points)
                       else None, [
         ("network:all:aggregate_throughput_mbit", "goodput (Mbit/s)",
@@ -305,10 +380,7 @@ def declared(points):
     """The study plots of a set: its scenario's ``reproduce`` entries with a ``plot``,
     else ``timeseries`` for 2 to :data:`MAX_OVERLAY` points (one point: its runs' own
     figures stand for it)."""
-    try:
-        scn = catalogue().get(points[0].scenario)
-    except Exception:  # noqa: BLE001 - a run of an unknown scenario still gets a figure
-        scn = None
+    scn = _sweep.scenario_of(points[0].scenario)
     names = [e["plot"] for e in (scn.reproduce if scn else ()) if e.get("plot")]
     if names:
         return names

@@ -32,6 +32,7 @@ from bufferbloat.plots.common import (
     full_queue_rtt_ms,
     hline,
     legend,
+    legend_beside,
     metric_values,
     new_figure,
     run_metrics,
@@ -55,6 +56,7 @@ from bufferbloat.run.sweep import (
     INDEX_FILE,  # noqa: F401 (plots.render, plots.__init__ use it)
     read_index,
 )
+from bufferbloat.scenarios import catalogue
 
 #: Env: 1 puts degraded runs (the emulator fell behind) into means and figures too.
 INCLUDE_DEGRADED_ENV = "BUFFERBLOAT_INCLUDE_DEGRADED"
@@ -257,42 +259,100 @@ def _index_fields(index, where):
 
 def _fill_varied(points, vary=None):
     """Set each point's ``varied``: the keys in ``vary``, else the override keys whose
-    values differ among the points of the same scenario and setting. Runs whose varied
-    values agree but whose recorded configurations differ (``config_key``: e.g. the
-    scenario was edited in between) are told apart by a varied ``config`` (the short
-    key), so that they are never averaged as repetitions of one point."""
+    values differ among the points of the same scenario and setting, less the
+    scenario's derived knobs that follow from them (:func:`_follows`: D's streams take
+    ``bulk_goodput_mbit`` from their own repetition of the bulk point; a value set by
+    hand that varies on its own stays a key). Runs whose varied values agree but whose
+    recorded configurations differ (``config_key``, derived knobs masked: e.g. the
+    scenario was edited in between) are told apart by a varied ``config`` (the
+    parameters that differ, or the short key), so that they are never averaged as
+    repetitions of one point."""
     for group in by_scenario(points).values():
+        derived = _derived_knobs(group[0].scenario)
         keys = vary
         if keys is None:
-            all_keys = sorted({k for p in group for k in p.overrides})
-            keys = [k for k in all_keys
-                    if len({str(p.overrides.get(k)) for p in group}) > 1]
+            differ = [k for k in sorted({k for p in group for k in p.overrides})
+                      if len({str(p.overrides.get(k)) for p in group}) > 1]
+            plain = [k for k in differ if k not in derived]
+            keys = [k for k in differ if k in plain or not _follows(group, k, plain)]
+        plain = [k for k in keys if k not in derived]
+        masked = {k for k in derived if k not in keys and _follows(group, k, plain)}
         for p in group:
             p.varied = {k: p.overrides.get(k) for k in keys}
+        config = [_config_of(p, masked) for p in group]
         configs = {}
-        for p in group:
-            configs.setdefault(p.key, set()).add(p.run.config_key)
+        for p, key in zip(group, config):
+            configs.setdefault(p.key, set()).add(key)
         if any(len(c) > 1 for c in configs.values()):
-            labels = _config_labels(group, configs, keys)
-            for p in group:
-                p.varied["config"] = labels[p.run.config_key]
+            labels = _config_labels(group, config, configs, keys)
+            for p, key in zip(group, config):
+                p.varied["config"] = labels[key]
+
+
+def scenario_of(name):
+    """The catalogue's scenario ``name``, or None when it is unknown or the catalogue
+    cannot be read (a broken scenario module must not stop a figure, a table or a
+    report section of runs already recorded)."""
+    try:
+        return catalogue().get(name)
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
+
+
+def _derived_knobs(name):
+    """The knobs scenario ``name`` fills in from another point's result (its
+    ``derived``), or none (:func:`scenario_of`)."""
+    return set(getattr(scenario_of(name), "derived", None) or {})
+
+
+def _follows(group, knob, keys):
+    """Whether ``knob``'s value is one per combination of ``keys`` and repetition in
+    ``group``: it adds no sweep point of its own."""
+    seen = {}
+    for p in group:
+        at = (tuple(str(p.overrides.get(k)) for k in keys), p.rep)
+        seen.setdefault(at, set()).add(str(p.overrides.get(knob)))
+    return all(len(v) == 1 for v in seen.values())
+
+
+#: what a masked derived value reads in a configuration compared across runs
+MASKED = "<derived>"
+
+
+def _config_of(p, masked=()):
+    """The key of a run's recorded configuration (``config_key``), with the values of
+    the ``masked`` knobs (and traffic fields holding one of them: a stream's rate) put
+    aside when the record holds the configuration (``run_config``): two repetitions of
+    one stream point differ only there."""
+    cfg = p.run.record.get("run_config")
+    if not masked or not isinstance(cfg, dict) or not isinstance(cfg.get("knobs"), dict):
+        return p.run.config_key
+    values = {cfg["knobs"][k] for k in masked
+              if isinstance(cfg["knobs"].get(k), (int, float))
+              and not isinstance(cfg["knobs"].get(k), bool)}
+    knobs = {k: (MASKED if k in masked else v) for k, v in cfg["knobs"].items()}
+    traffic = [{k: (MASKED if isinstance(v, (int, float)) and not isinstance(v, bool)
+                    and v in values else v) for k, v in part.items()}
+               if isinstance(part, dict) else part for part in cfg.get("traffic") or []]
+    return identity.config_key(dict(cfg, knobs=knobs, traffic=traffic))
 
 
 #: at most this many of the parameters told apart in a configuration's label
 CONFIG_LABEL_PARAMS = 3
 
 
-def _config_labels(group, configs, varied=()):
-    """{config_key: label} of the group's configurations (``configs``: {point: its
-    configuration keys}): the recorded parameters, other than the ``varied`` ones, whose
+def _config_labels(group, config, configs, varied=()):
+    """{config_key: label} of the group's configurations (``config``: each point's key,
+    :func:`_config_of`; ``configs``: {point: its configuration keys}): the recorded
+    parameters, other than the ``varied`` ones, whose
     values differ among them (a scenario whose defaults changed between runs: B's
     dumbbell before its testbed), so that the points of one configuration share a label
     and a reader sees what it is; the short key where no parameter differs (the
     scenario's code changed), or beside them where two configurations of one point
     would share a label."""
     params = {}
-    for p in group:
-        params.setdefault(p.run.config_key, p.run.record.get("params") or {})
+    for p, key in zip(group, config):
+        params.setdefault(key, p.run.record.get("params") or {})
     names = sorted({k for rec in params.values() for k in rec} - set(varied))
     differ = [k for k in names
               if len({repr(rec.get(k)) for rec in params.values()}) > 1]
@@ -388,12 +448,13 @@ def _x_positions(points, param):
     return {k: float(cats.index(str(v))) for k, v in vals.items()}, cats
 
 
-def _series_of(points, param):
+def _series_of(points, param, facet=None):
     """{label of the other varied values: [points]}: one line per combination of the
-    varied keys other than ``param``."""
+    varied keys other than ``param`` (and ``facet``, the key a split figure gives a
+    column each), in the order the points come."""
     out = {}
     for p in points:
-        rest = ",".join(f"{k}={v}" for k, v in p.varied.items() if k != param)
+        rest = ",".join(f"{k}={v}" for k, v in p.varied.items() if k not in (param, facet))
         out.setdefault(rest, []).append(p)
     return out
 
@@ -425,6 +486,11 @@ def mathis_mbit(mss_bytes, rtt_ms, loss_pct, c=MATHIS_C):
     return mss_bytes * 8 / (rtt_ms / 1e3) * c / math.sqrt(p) / 1e6
 
 
+#: a metric-vs-parameter figure keeps its legend inside its panel up to this many lines
+#: (beyond, :func:`bufferbloat.plots.common.legend_beside`: D's 24 lines)
+LEGEND_IN_PANEL_AT_MOST = 8
+
+
 def draw_metric(points, param, key):
     """KEY_METRICS ``key`` vs swept ``param``: mean over repetitions with 1-std error
     bars, one line per combination of the other varied keys (gid ``metric:LABEL``).
@@ -437,10 +503,12 @@ def draw_metric(points, param, key):
     if not any(p.value(key) is not None for p in points):
         return None
     xs, cats = _x_positions(points, param)
+    lines = _series_of(points, param)
+    beside = len(lines) > LEGEND_IN_PANEL_AT_MOST
     fig, (ax,) = new_figure(_title(points, f"{ylabel.split(' (')[0]} vs {param}"),
-                            _caption(points))
+                            _caption(points), width=11.0 if beside else 8.0)
     theory_pts, target_pts = [], []
-    for i, (label, pts) in enumerate(_series_of(points, param).items()):
+    for i, (label, pts) in enumerate(lines.items()):
         rows = []
         for k, reps in by_key(pts).items():
             mean, sd, n = stats([p.value(key) for p in reps])
@@ -496,7 +564,14 @@ def draw_metric(points, param, key):
     if cats is not None:
         ax.set_xticks(range(len(cats)))
         ax.set_xticklabels(cats)
-    finish_axes(ax, param, ylabel)
+    if beside:
+        ax.set_xlabel(param)
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(bottom=0)
+        legend_beside(fig, [ax], last={h.get_label() for h in ax.lines
+                                       if h.get_gid() in (THEORY_GID, TARGET_GID, LINK_GID)})
+    else:
+        finish_axes(ax, param, ylabel)
     return fig
 
 

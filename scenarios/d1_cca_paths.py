@@ -104,8 +104,8 @@ SCENARIO = Scenario(
         {"figure": "the TCP RTT next to the application's one-way delay, per run",
          "command": "bufferbloat run d1_cca_paths --set cca=CCA --set variant=PATH",
          "files": "results/d1_cca_paths/STAMP/figures/owd.png"},
-        {"figure": "goodput and srtt per CCA (mean ± std over runs), one line per path and "
-                   "traffic",
+        {"figure": "goodput and srtt per CCA (mean ± std over runs), a column per path, "
+                   "one line per load and send buffer",
          "command": "bufferbloat sweep d1_cca_paths",
          "plot": "cca"},
         {"figure": "the bag plot of srtt against one-way delay per CCA, every message of "

@@ -59,7 +59,7 @@ import numpy as np
 from bufferbloat.core import paths
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.signals import die_with_parent, stop_process
-from bufferbloat.core.stats import percentile
+from bufferbloat.core.stats import percentiles
 from bufferbloat.measure.sampler import compiled_helper
 
 ENV = "BUFFERBLOAT_DEPARTURES"
@@ -424,12 +424,16 @@ def timing_summary(t, length, sojourn_ms, backlogged, rate_mbit):
     out = {"departures": int(n), "backlogged_gaps": int(bl.sum()),
            "ideal_gap_ms_p50": round(float(np.median(ideal_all)) * 1e3, 4)}
     if bl.any():
+        # each array sorted once for its percentiles (the health check reads them for
+        # every run: 100k departures a minute at 15 Mbit/s)
+        err50, err99 = percentiles(err_ms, (50, 99))
+        dev50, dev99 = percentiles(dev, (50, 99))
         out.update({
-            "gap_error_ms_p50": round(percentile(err_ms, 50), 4),
-            "gap_error_ms_p99": round(percentile(err_ms, 99), 4),
+            "gap_error_ms_p50": round(err50, 4),
+            "gap_error_ms_p99": round(err99, 4),
             "gap_error_ms_max": round(float(err_ms.max()), 4),
-            "deviation_p50": round(percentile(dev, 50), 4),
-            "deviation_p99": round(percentile(dev, 99), 4),
+            "deviation_p50": round(dev50, 4),
+            "deviation_p99": round(dev99, 4),
             "within_10pct": round(float(np.mean(dev <= 0.10)), 4)})
     # per packet: its sojourn (enqueue to departure) beyond the ideal link's, which
     # sends it once the packet on the wire at its enqueue has finished and every packet
@@ -447,10 +451,11 @@ def timing_summary(t, length, sojourn_ms, backlogged, rate_mbit):
                            0.0)
         ideal_soj = (np.maximum(ahead, 0) + np.maximum(on_wire, 0)) * 1e3
         excess = (soj - ideal_soj)[have]
-        out.update({"sojourn_excess_ms_p1": round(percentile(excess, 1), 4),
-                    "sojourn_excess_ms_p50": round(percentile(excess, 50), 4),
-                    "sojourn_excess_ms_p95": round(percentile(excess, 95), 4),
-                    "sojourn_excess_ms_p99": round(percentile(excess, 99), 4)})
+        p1, p50, p95, p99 = percentiles(excess, (1, 50, 95, 99))
+        out.update({"sojourn_excess_ms_p1": round(p1, 4),
+                    "sojourn_excess_ms_p50": round(p50, 4),
+                    "sojourn_excess_ms_p95": round(p95, 4),
+                    "sojourn_excess_ms_p99": round(p99, 4)})
     return out
 
 

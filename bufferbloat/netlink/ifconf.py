@@ -20,7 +20,7 @@ import ipaddress
 import socket
 import struct
 
-from bufferbloat.netlink.nsconfig import IFNAMSIZ, IFREQ_SIZE
+from bufferbloat.netlink.nsconfig import IFNAMSIZ, IFREQ_SIZE, ifname
 
 SIOCGIFFLAGS, SIOCSIFFLAGS = 0x8913, 0x8914
 SIOCSIFADDR, SIOCSIFNETMASK = 0x8916, 0x891C
@@ -30,14 +30,8 @@ IFF_UP = 0x1
 ARPHRD_ETHER = 1
 
 
-def _name(dev):
-    if not dev or len(dev.encode()) >= IFNAMSIZ or "/" in dev or any(c.isspace() for c in dev):
-        raise ValueError(f"not an interface name: {dev!r}")
-    return dev.encode()
-
-
 def _ifreq(dev, payload=b""):
-    return struct.pack(f"{IFNAMSIZ}s", _name(dev)) + payload.ljust(IFREQ_SIZE - IFNAMSIZ, b"\0")
+    return struct.pack(f"{IFNAMSIZ}s", ifname(dev)) + payload.ljust(IFREQ_SIZE - IFNAMSIZ, b"\0")
 
 
 def _ioctl(sock, request, arg, dev, what):
@@ -97,7 +91,7 @@ def set_ipv4(dev, ip, prefix_len, up=False):
 def bridge_start(bridge, ports):
     """What Mininet's LinuxBridge.start runs through its shell, without STP: the bridge
     down and deleted if it exists, added, each port added, up."""
-    name = _name(bridge).ljust(IFNAMSIZ, b"\0")
+    name = ifname(bridge).ljust(IFNAMSIZ, b"\0")
     with _socket() as sock:
         try:
             _set_up(sock, bridge, False)

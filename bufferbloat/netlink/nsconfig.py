@@ -65,12 +65,23 @@ def active_features(sock, dev, words):
                for w in range(words))
 
 
+def ifname(dev):
+    """``dev`` as the bytes of an ifreq's name; ValueError, before any ioctl, when the
+    kernel could hold no interface by that name (its dev_valid_name: empty, IFNAMSIZ
+    bytes or more, ``.``, ``..``, a ``/`` or whitespace) or the ioctl would read another
+    (a NUL ends it early). A ``:`` passes: ifconfig's address labels (``eth0:1``) are
+    ifreq names, though no interface's."""
+    if (not dev or len(dev.encode()) >= IFNAMSIZ or dev in (".", "..") or "/" in dev
+            or "\0" in dev or any(c.isspace() for c in dev)):
+        raise ValueError(f"not an interface name: {dev!r}")
+    return dev.encode()
+
+
 def offloads_off(dev, offloads=tuple(FEATURES)):
     """Turn ``offloads`` (ethtool -K's names) of ``dev`` off, in this thread's namespace,
     then read them back: {offload: [its feature names still on]} of those not done
     (empty: done). OSError naming ``dev`` when the device or a command is refused."""
-    if not dev or len(dev.encode()) >= IFNAMSIZ or "/" in dev:
-        raise ValueError(f"not an interface name: {dev!r}")
+    ifname(dev)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         try:
             names = feature_names(sock, dev)

@@ -9,6 +9,7 @@
 ``theory``      closed-form expectations (full-queue RTT, Mathis, goodput ceiling)
 ``headline``    the headline metrics a scenario declares, with theory
 ``flentexport`` a run as flent's .flent.gz
+``cost``        what runs cost beyond their traffic, from their records (``bufferbloat cost``)
 ==============  ===========================================================================
 
 Imports ``core`` (and ``net``'s qdisc registry, for theory); knows no engine: results are read back from disk.

@@ -386,7 +386,13 @@ NPM_STREAM_OFFSET = 26
 
 
 def _leaf_backlog(run):
-    """(t, backlog bytes) of the bottleneck's AQM leaf, or None."""
+    """(t, backlog bytes) of the bottleneck's AQM leaf, or None (computed once per run:
+    every flow's delay parts read it)."""
+    return run.derived(("leaf_backlog", str(run.bottleneck_dev)),
+                       lambda: _read_leaf_backlog(run))
+
+
+def _read_leaf_backlog(run):
     if not run.has("qdisc"):
         return None
     q = run.series("qdisc")

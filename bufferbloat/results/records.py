@@ -652,6 +652,16 @@ class Run:
                                f"(it has: {', '.join(self.series_names()) or 'none'})")
         return self._cache[name]
 
+    def derived(self, key, make):
+        """``make()``, computed once per run and ``key`` and kept with its series (which
+        are read once per Run too): a value several metrics read (e.g. the bottleneck
+        leaf's backlog, once per flow). ``key`` names everything the value depends on
+        beyond the series (e.g. the device)."""
+        slot = ("derived", key)
+        if slot not in self._cache:
+            self._cache[slot] = make()
+        return self._cache[slot]
+
     def metrics(self):
         """The metric rows the run stored (metrics.json, written once when the run ended
         ok, or by ``show --recompute``), or None when it has none or they cannot be
@@ -729,7 +739,7 @@ RECORD_TYPES = {
     "config_key": str, "duration_s": _NUMBER, "warmup_s": _NUMBER,
     "base_rtt_ms": _NUMBER, "sample_period_s": _NUMBER, "t0_realtime": _NUMBER,
     "realtime_minus_monotonic": _NUMBER, "wall_s": _NUMBER,
-    "traffic_start_s": _NUMBER, "traffic_overrun_s": _NUMBER,
+    "traffic_start_s": _NUMBER, "traffic_overrun_s": _NUMBER, "phases_s": dict,
 }
 REQUIRED_FIELDS = ("status",)
 
@@ -810,11 +820,35 @@ def label_groups(data, key):
     return {str(label): labels == label for label in dict.fromkeys(labels.tolist())}
 
 
+#: A recorded run a fix made obsolete, kept beside its point under this suffix: reports
+#: and sweeps no longer read it (:func:`superseded_why`, :func:`find_runs`).
+SUPERSEDED_SUFFIX = re.compile(r"\.superseded-\d+$")
+
+
+def superseded_why(record):
+    """Why a recorded run no longer measures what its configuration says (a fix changed
+    what the same configuration runs, so its key stayed the same), or None. A sweep runs
+    such a point again and keeps the old run aside (``rep-N.superseded-K``).
+
+    * A UDP stream recorded without ``t_launch`` (before 2026-11-28) began at the run's
+      t0 + its start: 2-4 s before its time in the traffic (a.5's stream at 7-8 s of a
+      30 s run, not 10 s)."""
+    for entry in (record or {}).get("traffic_results") or []:
+        if isinstance(entry, dict) and entry.get("kind") == "UdpStream" \
+                and "t_launch" not in entry:
+            return ("its UDP stream began 2-4 s before its time (at the run's t0 + its "
+                    "start, not the traffic's; fixed 2026-11-28)")
+    return None
+
+
 def find_runs(root):
     """Run directories under ``root`` (each holding a result.json), sorted; ``root``
-    itself counts when it is one."""
+    itself counts when it is one. A run set aside as superseded is not one of them."""
     found = []
     for dirpath, dirnames, filenames in os.walk(str(root)):
+        if SUPERSEDED_SUFFIX.search(os.path.normpath(dirpath)):
+            dirnames[:] = []
+            continue
         if RESULT_FILE in filenames:
             found.append(dirpath)
             dirnames[:] = []  # a run does not contain runs (series/, raw/)

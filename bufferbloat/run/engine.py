@@ -44,6 +44,7 @@ from bufferbloat.results import metrics as mx
 from bufferbloat.results.records import RunWriter, load_run
 from bufferbloat.run import identity
 from bufferbloat.traffic import base as traffic_base
+from bufferbloat.traffic import kinds as traffic_kinds
 from bufferbloat.traffic.ping import idle_rtt
 
 SAMPLE_PERIOD_S = 0.01
@@ -69,7 +70,7 @@ def sampler_rt_priority():
 def build_parts(net, traffic, duration_s, t0, rmm, raw_dir=None):
     """The traffic parts of the resolved specs ``traffic`` (through the registry)."""
     ctx = traffic_base.PartContext(net, duration_s, t0, rmm, raw_dir)
-    return [traffic_base.build(spec, ctx) for spec in traffic]
+    return [traffic_kinds.build(spec, ctx) for spec in traffic]
 
 
 def sampler_flows(parts):
@@ -207,7 +208,7 @@ def resolve(scn, overrides, options):
                   "--out" if run_dir is None else "run_dir")
     net = Network(topo, caps=caps)
     net.check()
-    caps.require(traffic_base.needs_of(traffic))  # the traffic's tools and kernel features
+    caps.require(traffic_kinds.needs_of(traffic))  # the traffic's tools and kernel features
     if run_dir is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_dir = os.path.join(options.out_root, scn.name, f"{stamp}-{os.getpid()}")

@@ -35,7 +35,8 @@ from bufferbloat.net.qdiscs import KINDS
 from bufferbloat.net.scaling import scale_to_rate, scale_traffic_rates
 from bufferbloat.net.topology import TOPOLOGIES, make_topo
 from bufferbloat.results import headline
-from bufferbloat.traffic.base import HOST_FIELDS, part_class
+from bufferbloat.traffic.base import HOST_FIELDS
+from bufferbloat.traffic.kinds import part_class
 
 #: Knobs a scenario may declare: their types and ranges.
 KNOBS = {k.name: k for k in (
@@ -54,7 +55,8 @@ KNOBS = {k.name: k for k in (
     Param("mss_bytes", int, None, "TCP maximum segment size of the iperf3 flows, bytes",
           lo=88, hi=1460),
     Param("tool", str, "iperf", "the long flows' tool: iperf (iperf3, a client and a "
-          "server process per flow) or netperfmeter (every flow in one process each side)",
+          "server process per flow) or netperfmeter (one passive process, active ones of at "
+          "most 10 flows)",
           choices=("iperf", "netperfmeter")),
     Param("extra", str, "none", "additional traffic next to the main load",
           choices=("none", "udp", "tcp")),

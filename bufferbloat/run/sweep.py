@@ -37,7 +37,7 @@ from bufferbloat.core.errors import UsageError
 from bufferbloat.core.params import REPEAT_LIMITS, check_range, env_number
 from bufferbloat.core.signals import alarm
 from bufferbloat.results.health import headline, verdict_of
-from bufferbloat.results.records import RESULT_FILE
+from bufferbloat.results.records import RESULT_FILE, superseded_why
 from bufferbloat.run import derive, identity
 from bufferbloat.run.executor import Job, SerialExecutor
 
@@ -97,8 +97,13 @@ def set_aside(path):
 def set_aside_degraded(path):
     """Rename the degraded run in ``path`` to ``path.degraded-K`` (the first K free);
     returns the new directory."""
+    return set_aside_as(path, "degraded")
+
+
+def set_aside_as(path, why):
+    """Rename the run in ``path`` to ``path.WHY-K`` (the first K free); returns it."""
     for k in itertools.count(1):
-        target = f"{path}.degraded-{k}"
+        target = f"{path}.{why}-{k}"
         if not os.path.exists(target):
             os.rename(path, target)
             return target
@@ -272,9 +277,40 @@ def read_record(path):
 
 def recorded(path):
     """(status, run_key) recorded in ``path``/result.json; (None, None) when there is
-    no readable record."""
+    no readable record. An ``ok`` run a fix made obsolete reads ``superseded``
+    (:func:`~bufferbloat.results.records.superseded_why`)."""
     rec = read_record(path)
-    return rec.get("status"), rec.get("run_key")
+    status = rec.get("status")
+    if status == "ok" and superseded_why(rec):
+        status = "superseded"
+    return status, rec.get("run_key")
+
+
+def _candidates(path):
+    """``path``, ``path.2``, ``path.3``...: where a point's run may be."""
+    yield path
+    for n in itertools.count(2):
+        yield f"{path}.{n}"
+
+
+def recorded_ok(path, key):
+    """The directory (``path``, ``path.2``...) holding the run ``key`` recorded ``ok``,
+    or None; reads only (:func:`place` decides, and clears failed attempts)."""
+    for candidate in _candidates(path):
+        if not os.path.exists(candidate):
+            return None
+        if recorded(candidate) == ("ok", key):
+            return candidate
+
+
+def overhead_of(rec, duration_s):
+    """What a recorded run cost beyond its traffic (its ``wall_s`` - ``duration_s``), s,
+    or None when its record has no finite wall time. (The run's own wall time, its
+    last attempt's: a sweep's entry also counts degraded attempts and dispatch.)"""
+    wall = rec.get("wall_s")
+    if isinstance(wall, bool) or not isinstance(wall, (int, float)) or not math.isfinite(wall):
+        return None
+    return max(0.0, float(wall) - float(duration_s))
 
 
 def place(path, key):
@@ -282,8 +318,7 @@ def place(path, key):
     when a directory holds this run recorded ``ok``; a directory holding an attempt of
     this run that did not end ok (or no readable record) is emptied and used; one
     holding another run is skipped (``path.2``, ``path.3``...), never overwritten."""
-    for n in itertools.count(1):
-        candidate = path if n == 1 else f"{path}.{n}"
+    for candidate in _candidates(path):
         if not os.path.exists(candidate):
             return candidate, False
         status, rec_key = recorded(candidate)
@@ -293,6 +328,9 @@ def place(path, key):
         if rec_key == key:
             if status == "ok":
                 return candidate, True
+            if status == "superseded":          # kept, out of the way and unread
+                set_aside_as(candidate, "superseded")
+                return candidate, False
             shutil.rmtree(candidate)            # a failed or interrupted attempt
             return candidate, False
 
@@ -385,17 +423,39 @@ def run_one(run, label, limit, retries, log=print, set_aside=None):
 POINT_OVERHEAD_S = 15.0
 
 
-def time_left(durations, overheads):
-    """(seconds, how) the points still to run will take: the sum of their traffic
-    durations (``durations``, s, known from their configurations) plus, for each, the
-    median overhead of the points run so far (``overheads``: wall time - duration, s),
-    or :data:`POINT_OVERHEAD_S` before any; ``how`` says so in words."""
-    per = statistics.median(overheads) if overheads else POINT_OVERHEAD_S
-    traffic = float(sum(durations))
-    basis = (f"median of {len(overheads)} run" if overheads else "assumed")
-    return traffic + per * len(durations), (
-        f"{len(durations)} points: {traffic:.0f} s of traffic + {per:.0f} s each "
-        f"beyond it, {basis}")
+def time_left(waiting, overheads):
+    """(seconds, how) the points still to run will take. ``waiting``: [(scenario,
+    duration_s)] of those points (durations known from their configurations);
+    ``overheads``: [(scenario, s)] of the points run or recorded so far (wall time -
+    duration). Each waiting point costs its traffic plus the median overhead of its own
+    scenario's points (a C point at 20-80 flows costs 30-70 s beyond its traffic, an A
+    point 8-16), else of all points, else :data:`POINT_OVERHEAD_S`; ``how`` says so in
+    words."""
+    by_scn = {}
+    for name, over in overheads:
+        by_scn.setdefault(name, []).append(over)
+    every = [over for _, over in overheads]
+    per_all = statistics.median(every) if every else POINT_OVERHEAD_S
+    pers = [statistics.median(by_scn[name]) if by_scn.get(name) else per_all
+            for name, _ in waiting]
+    traffic = float(sum(d for _, d in waiting))
+    if not pers:
+        return 0.0, "no points left"
+    lo, hi = min(pers), max(pers)
+    each = f"{lo:.0f} s" if round(lo) == round(hi) else f"{lo:.0f}-{hi:.0f} s"
+    names = {name for name, _ in waiting}
+    if not every:
+        basis = "assumed"
+    elif all(by_scn.get(name) for name in names):
+        basis = (f"median of {len(by_scn[next(iter(names))])} run" if len(names) == 1
+                 else "its scenario's median")
+    elif any(by_scn.get(name) for name in names):
+        basis = "its scenario's median, else of all"
+    else:
+        basis = f"median of {len(every)} run"
+    return traffic + sum(pers), (
+        f"{len(waiting)} points: {traffic:.0f} s of traffic + {each} each beyond it, "
+        f"{basis}")
 
 
 def run_points(todo, out_root, run_point, index_path, meta, quick=False, duration_s=None,
@@ -436,8 +496,25 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
                                            wall_s=time.monotonic() - t0, done=index,
                                            configs=group_configs(index)))
 
+    # the points recorded already (read only; a derived point's key is known only once
+    # its provider ran): they are not waiting, and what they cost tells what the rest
+    # will, wherever they sit in the order
+    done_before = set()
+    for pos, ((scn, overrides, varied, rep), config) in enumerate(zip(todo, configs)):
+        if derive.needs(scn, overrides):
+            continue
+        found = recorded_ok(point_dir(os.path.join(out_root, scn.name, "sweep"), varied,
+                                      rep, config), identity.run_key(config))
+        if found:
+            done_before.add(pos)
+            over = overhead_of(read_record(found), config["duration_s"])
+            if over is not None:
+                overheads.append((scn.name, over))
+
     def left_text(pos):
-        waiting = [float(c["duration_s"]) for c in configs[pos:]]
+        waiting = [(scn.name, float(c["duration_s"]))
+                   for k, ((scn, *_), c) in enumerate(zip(todo, configs))
+                   if k >= pos and k not in done_before]
         left, how = time_left(waiting, overheads)
         slots = max(1, executor.room() + executor.busy())
         if slots > 1:
@@ -473,8 +550,13 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
         label = f"{scn.name} {_fmt(varied)} rep {rep}"
         tag = config_dir_name(config)
         if reuse:
-            entries[pos] = dict(entry, status="ok", resumed=True,
-                                health=verdict_of(read_record(path)))
+            rec = read_record(path)
+            entries[pos] = dict(entry, status="ok", resumed=True, health=verdict_of(rec))
+            # what it cost when it ran tells what the points left will cost (counted
+            # up front, unless its key was known only now)
+            over = overhead_of(rec, config["duration_s"])
+            if pos not in done_before and over is not None:
+                overheads.append((scn.name, over))
             log(f"[{i}/{n}] {label}: already recorded ({tag})")
             return None
         limit = stall_limit(config) if stall_limit else None
@@ -526,7 +608,7 @@ def run_points(todo, out_root, run_point, index_path, meta, quick=False, duratio
             log(f"  FAILED{where}: {job.label}: {entry['error']}")
         entry["wall_s"] = round(time.monotonic() - job.started, 3)
         if entry["status"] == "ok":   # a failed point's time says little of the next
-            overheads.append(max(0.0, entry["wall_s"] - job.duration_s))
+            overheads.append((job.scn.name, max(0.0, entry["wall_s"] - job.duration_s)))
         entries[job.pos] = entry
         # every point's outcome, as it ends: its health and what it cost beyond its traffic
         outcome = entry["status"] + (f", {entry['health']}" if entry.get("health") else "")

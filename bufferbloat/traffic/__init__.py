@@ -1,8 +1,8 @@
 """Traffic parts: the interface and registry (:mod:`.base`) and one module per kind.
 
-Importing the package registers every kind below; a new kind is one module with a
-:class:`~bufferbloat.traffic.base.TrafficPart` subclass decorated with
-``@register("name")``, and one line here (or an import of its module by whoever uses
-it, e.g. a test)."""
-
-from bufferbloat.traffic import iperf, irtt, netperfmeter, ping, rrul, udpstream, web  # noqa: F401  (they register)
+The kinds register when :mod:`.kinds` is imported, where the registry's lookups are
+(:func:`~bufferbloat.traffic.kinds.part_class`): importing the package imports
+nothing, so that a tool process started in a namespace (``python3 -m
+bufferbloat.traffic.udptool``: 1-2 s of imports under TCG) loads only what it uses. A
+new kind is one module with a :class:`~bufferbloat.traffic.base.TrafficPart` subclass
+decorated with ``@register("name")``, and one line in :mod:`.kinds`."""

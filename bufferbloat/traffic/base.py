@@ -374,22 +374,3 @@ def register(kind):
         KINDS[kind] = cls
         return cls
     return deco
-
-
-def part_class(kind):
-    """The class registered under ``kind`` (UsageError naming the known kinds)."""
-    try:
-        return KINDS[kind]
-    except KeyError:
-        raise UsageError(f"unknown traffic kind {kind!r} (known: "
-                         f"{', '.join(sorted(KINDS))})") from None
-
-
-def needs_of(specs):
-    """The capabilities the kinds of resolved traffic ``specs`` need (sorted)."""
-    return sorted({n for spec in specs for n in part_class(spec["kind"]).needs})
-
-
-def build(spec, ctx):
-    """The part of a resolved traffic ``spec`` in the run context ``ctx``."""
-    return part_class(spec["kind"])(spec, ctx)

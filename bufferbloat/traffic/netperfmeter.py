@@ -1,9 +1,12 @@
-"""NetPerfMeter flows (the tool study D generated its traffic with): many TCP flows in
-one process, on-off on one connection, frame-rate x frame-size paced streams, per-flow
-start times, CCAs and socket buffers; per-message one-way delay from its vector files.
+"""NetPerfMeter flows (the tool study D generated its traffic with): many TCP flows (in
+active processes of at most :data:`FLOWS_PER_PROCESS`), on-off on one connection,
+frame-rate x frame-size paced streams, per-flow start times, CCAs and socket buffers;
+per-message one-way delay from its vector files.
 
 The passive side (``netperfmeter PORT``) runs on the far host ``dst``, the active side on
-the near host ``src`` with one ``-tcp FLOWSPEC`` per flow and ``-control-over-tcp``.
+the near host ``src`` with one ``-tcp FLOWSPEC`` per flow and ``-control-over-tcp`` (more
+than :data:`FLOWS_PER_PROCESS` flows: several active processes, their files
+``NAME-pK-...``, K = 2, 3..., beside the first one's ``NAME-...``).
 NetPerfMeter 1.9.4's passive side always opens an SCTP control socket too, so the kernel
 must have SCTP (the project VM's has; this machine kind's host kernel has not:
 ``bufferbloat check`` says so). Its outputs (``-vector``/``-scalar``, plain text, both
@@ -77,6 +80,19 @@ RUNTIME_SLACK_S = 5.0
 #: origin is set there (:attr:`NetPerfMeterPart.origin_at`): the sampler starts in
 #: between (1-2 s in the TCG VM).
 PRECONNECT_LEAD_S = 4.0
+#: flows per active process (:class:`NetPerfMeterRun`): the passive side takes a new
+#: data connection's identification only at its receive thread's next 250 ms poll
+#: timeout (NetPerfMeter 1.9.4, flow.cc FlowManager::run: nothing wakes it), and an
+#: active process sets its flows up one after the other, so one process of N flows
+#: needs N ticks before its measurement starts (0.26 s a flow measured in the TCG VM:
+#: 5.7 s at 20 flows, 21 s at 80). Several active processes served by the one passive
+#: side are identified in the same ticks: N flows take as many ticks as the largest
+#: process has flows, at most this (80 flows: 10 ticks, not 80; 40 flows prepared in
+#: 4.1 s, not 10.9).
+FLOWS_PER_PROCESS = 10
+#: the environment variable that sets another (e.g. 200: every flow in one process, the
+#: way before 2026-11-28, for bench/bench_overhead.py --npm-per-process to compare)
+FLOWS_PER_PROCESS_ENV = "BUFFERBLOAT_NPM_FLOWS_PER_PROCESS"
 #: the longest the tool may take to connect its flows before the measurement starts
 PRECONNECT_TIMEOUT_S = 180.0
 #: the tool's line when its measurement starts (after it connected every flow)
@@ -291,25 +307,68 @@ class NpmFlow:
         return ":".join(parts)
 
 
+class _Active:
+    """One active process of a :class:`NetPerfMeterRun`: its ``flows``, output ``stem``,
+    process, output files, watcher, and when it launched, saw its measurement start and
+    ended (monotonic)."""
+
+    def __init__(self, flows, stem):
+        self.flows, self.stem = flows, stem
+        self.proc = self.aout = self.aerr = self.watcher = None
+        self.launched_mono = self.seen_mono = self.exit_mono = None
+        self.measuring = threading.Event()
+        self.stdout = self.stderr = ""
+
+
+def flows_per_process():
+    """Flows per active process: :data:`FLOWS_PER_PROCESS`, or the environment's
+    :data:`FLOWS_PER_PROCESS_ENV` (UsageError unless a whole number 1-200)."""
+    raw = os.environ.get(FLOWS_PER_PROCESS_ENV, "").strip()
+    if not raw:
+        return FLOWS_PER_PROCESS
+    if not re.fullmatch(r"[0-9]{1,3}", raw) or not 1 <= int(raw) <= 200:
+        raise UsageError(f"invalid value for {FLOWS_PER_PROCESS_ENV}: {raw!r} (allowed: a "
+                         "whole number of flows per NetPerfMeter process, 1-200)")
+    return int(raw)
+
+
+def flow_groups(flows, per_process):
+    """``flows`` cut into consecutive groups of at most ``per_process``, as even as the
+    count allows (45 flows at 10 a process: 9, 9, 9, 9, 9; not 10, 10, 10, 10, 5)."""
+    flows = list(flows)
+    n = max(1, -(-len(flows) // per_process))
+    size, extra = divmod(len(flows), n)
+    out, i = [], 0
+    for g in range(n):
+        k = size + (1 if g < extra else 0)
+        out.append(flows[i:i + k])
+        i += k
+    return [g for g in out if g]
+
+
 class NetPerfMeterRun(Timed):
     """One NetPerfMeter measurement: the passive side on ``dst`` (:meth:`prepare`), the
-    active side on ``src`` with ``flows`` (:class:`NpmFlow`) for ``runtime_s``.
+    active side on ``src`` with ``flows`` (:class:`NpmFlow`) for ``runtime_s``, in
+    groups of at most ``per_process`` flows, one active process each, all served by the
+    one passive side (:data:`FLOWS_PER_PROCESS`: the tool sets its flows up one 250 ms
+    tick at a time, per passive side and in parallel across active sides).
 
     ``out_dir``: where the tool writes its vector and scalar files (the run's raw/;
     default a temporary directory, removed by :meth:`cleanup`); ``stem``: their name
-    stem. :meth:`start` returns at once; :meth:`wait` waits for the measurement to end
-    by itself; :meth:`stop` ends it early (SIGINT: the tool stops its flows and
-    downloads the passive side's results) and both processes."""
+    stem (the first process's; the others' ``STEM-pK``, K = 2, 3...). :meth:`start`
+    returns at once; :meth:`wait` waits for the measurement to end by itself;
+    :meth:`stop` ends it early (SIGINT: the tool stops its flows and downloads the
+    passive side's results) and every process."""
 
     def __init__(self, net, src, dst, port, flows, runtime_s, *, name, out_dir=None,
-                 t0=None, realtime_minus_monotonic=None):
+                 t0=None, realtime_minus_monotonic=None, per_process=None):
         self.net, self.src, self.dst, self.port = net, src, dst, int(port)
         #: every flow's instants come this much later than its own (a pre-connected
         #: start, :meth:`preconnect`); 0: the flows' instants as they are
         self.lead_s = 0.0
-        #: monotonic time the tool's measurement was seen to start (by the watcher)
+        #: monotonic time the last process's measurement was seen to start (by the
+        #: watchers: set by :meth:`preconnect`, else once the processes end)
         self.measurement_seen_mono = None
-        self._measuring = threading.Event()
         self.flows = list(flows)
         self.runtime_s = check_number("runtime_s", runtime_s, 0, 86_400, lo_open=True)
         self.name = name
@@ -319,10 +378,16 @@ class NetPerfMeterRun(Timed):
         # often relative (the default --out results)
         self.out_dir = os.path.abspath(out_dir or tempfile.mkdtemp(prefix="npm-"))
         self.stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name) + "-npm"
-        self.passive = self.active = None
-        self.launched_mono = self.exit_mono = None
+        per = flows_per_process() if per_process is None else int(per_process)
+        self.actives = [_Active(group, self.stem if k == 0 else f"{self.stem}-p{k + 1}")
+                        for k, group in enumerate(flow_groups(self.flows, max(1, per)))]
+        self.passive = None
+        #: the run time the part's timeline started this tool at (TrafficPart.start);
+        #: None while it has not (a run interrupted while the flows connect)
+        self.scheduled_s = None
+        self.launched_mono = None
         self.sockets = {}          # flow id -> (local port, remote port)
-        self._watcher = None
+        self._sockets_lock = threading.Lock()
         self._lock = threading.Lock()
         self._stop_lock = threading.Lock()
         self._stopped = False
@@ -330,15 +395,27 @@ class NetPerfMeterRun(Timed):
         self.stdout = self.stderr = self.passive_out = ""
         self.control = None        # the control connection's path (prepare)
 
+    @property
+    def active(self):
+        """The first active process (the only one of a run of at most
+        :data:`FLOWS_PER_PROCESS` flows)."""
+        return self.actives[0].proc
+
+    def _launched(self, g):
+        """When process ``g`` launched (monotonic s), else the run's first launch."""
+        return g.launched_mono if g.launched_mono is not None else self.launched_mono
+
     # ------------------------------------------------------------ running
-    def active_args(self):
-        """The active side's argument list (without the namespace prefix)."""
-        base = os.path.join(self.out_dir, self.stem)
+    def active_args(self, group=0):
+        """An active process's argument list (without the namespace prefix): the first
+        one's, or ``group``'s (0, 1...)."""
+        g = self.actives[group]
+        base = os.path.join(self.out_dir, g.stem)
         args = ["netperfmeter", f"{self.net.ip(self.dst)}:{self.port}", "-control-over-tcp",
                 f"-runtime={self.runtime_s:.6g}", f"-vector={base}.vec",
                 f"-scalar={base}.sca", f"-config={base}.config",
                 f"-activenodename={self.src}", f"-passivenodename={self.dst}"]
-        for flow in self.flows:
+        for flow in g.flows:
             args += ["-tcp", flow.spec(self.lead_s)]
         return args
 
@@ -358,122 +435,172 @@ class NetPerfMeterRun(Timed):
 
     def preconnect(self, lead_s, timeout_s=PRECONNECT_TIMEOUT_S):
         """Start the active side now with every flow ``lead_s`` later than its own
-        instants, and return once its measurement has started (its flows connected):
-        the monotonic time from which the flows' own instants count (the measurement's
-        start + ``lead_s``). RuntimeError when the tool ends or takes longer than
-        ``timeout_s`` to connect."""
+        instants, and return once every process's measurement has started (its flows
+        connected): the monotonic time from which the flows' own instants count (the
+        last process's measurement start + ``lead_s``; the processes set their flows up
+        in the same ticks of the passive side, a process now and then a tick late, and
+        start within a tick or two of each other: 0.17 s measured at 40 flows, 0.27-0.49
+        s at 60, recorded in :meth:`summary`; an earlier process's flows start that much
+        before the origin, their lateness negative). RuntimeError when a process ends or they
+        take longer than ``timeout_s`` to connect."""
         self.lead_s = float(lead_s)
         self.start()
         deadline = time.monotonic() + timeout_s
-        # the watcher reads the tool's output: it sets the event once the measurement
-        # has started, and has mapped every flow's socket by then (the sampler then
-        # labels each flow's rows from its first sample)
-        while not self._measuring.wait(0.05):
-            if self.active is None or (self.active.poll() is not None
-                                       and not self._measuring.is_set()):
-                raise RuntimeError(f"netperfmeter {self.name}: the active side ended "
-                                   f"before its measurement started (raw/{self.stem}"
-                                   ".stdout.txt)")
+        # each watcher reads its process's output: it sets its event once the
+        # measurement has started, and has mapped every flow's socket by then (the
+        # sampler then labels each flow's rows from its first sample); every process is
+        # watched on every round, so one that dies is seen at once
+        while True:
+            waiting = [g for g in self.actives if not g.measuring.is_set()]
+            if not waiting:
+                break
+            for g in waiting:
+                if g.proc is None or (g.proc.poll() is not None and not g.measuring.is_set()):
+                    raise RuntimeError(f"netperfmeter {self.name}: the active side ended "
+                                       f"before its measurement started (raw/{g.stem}"
+                                       ".stdout.txt)")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"netperfmeter {self.name}: its {len(self.flows)} "
-                                   f"flows did not connect within {timeout_s:g} s")
+                raise RuntimeError(
+                    f"netperfmeter {self.name}: its {len(self.flows)} flows did not connect "
+                    f"within {timeout_s:g} s (still connecting: "
+                    + ", ".join(f"raw/{g.stem}.stdout.txt" for g in waiting) + ")")
+            waiting[0].measuring.wait(0.05)
+        self.measurement_seen_mono = max(g.seen_mono for g in self.actives)
         return self.measurement_seen_mono + self.lead_s
 
     def start(self):
         """Start the active side (its flows connect, then the measurement begins); a
         no-op once started (:meth:`preconnect`)."""
-        if self.active is not None:
+        if self.actives[0].proc is not None:
             return self
         if self.passive is None:
             self.prepare()
-        self._aout = open(os.path.join(self.out_dir, f"{self.stem}.stdout.txt"), "w+")
-        self._aerr = tempfile.TemporaryFile(mode="w+")
-        with self._lock:
-            if self._stopped:
-                return self
-            self.launched_mono = time.monotonic()
-            self.active = self.net.popen(self.src, self.active_args(), stdout=self._aout,
-                                         stderr=self._aerr, cwd=self.out_dir)
-        self._watcher = threading.Thread(target=self._watch, daemon=True,
-                                         name=f"npm-watch-{self.name}")
-        self._watcher.start()
+        for k, g in enumerate(self.actives):
+            g.aout = open(os.path.join(self.out_dir, f"{g.stem}.stdout.txt"), "w+")
+            g.aerr = tempfile.TemporaryFile(mode="w+")
+            with self._lock:
+                if self._stopped:
+                    return self
+                g.launched_mono = time.monotonic()
+                if self.launched_mono is None:
+                    self.launched_mono = g.launched_mono
+                g.proc = self.net.popen(self.src, self.active_args(k), stdout=g.aout,
+                                        stderr=g.aerr, cwd=self.out_dir)
+            g.watcher = threading.Thread(target=self._watch, args=(g,), daemon=True,
+                                         name=f"npm-watch-{g.stem}")
+            g.watcher.start()
         return self
 
-    def _watch(self):
-        """Read the tool's output while it runs: map each flow's socket descriptor (it
-        prints them as the flows connect) to its TCP ports, from /proc/PID/fd and
-        /proc/PID/net/tcp (the active side's namespace), and note when the measurement
-        starts (``measurement_seen_mono``, the event :meth:`preconnect` waits on), set
-        once the sockets are mapped (or given up on, after 10 s more)."""
-        proc, want = self.active, {f.flow_id for f in self.flows}
-        deadline, seen = time.monotonic() + PRECONNECT_TIMEOUT_S, None
+    def _watch(self, g):
+        """Read one process's output while it runs: map each of its flows' socket
+        descriptors (it prints them as the flows connect) to its TCP ports, from
+        /proc/PID/fd and /proc/PID/net/tcp (the active side's namespace), and note when
+        the measurement starts (``seen_mono``, the event :meth:`preconnect` waits on),
+        set once the sockets are mapped (or given up on, after 10 s more)."""
+        proc, want = g.proc, {f.flow_id for f in g.flows}
+        deadline, seen, known = time.monotonic() + PRECONNECT_TIMEOUT_S, None, set()
         while proc.poll() is None and time.monotonic() < deadline:
             try:
-                with open(self._aout.name) as f:
+                with open(g.aout.name) as f:
                     text = f.read()
-                if set(self.sockets) != want:
-                    self.sockets.update(socket_ports(proc.pid, parse_connections(text),
-                                                     set(self.sockets)))
+                with self._sockets_lock:    # one watcher per process updates it
+                    known = set(self.sockets)
+                if not want <= known:
+                    found = socket_ports(proc.pid, parse_connections(text), known)
+                    with self._sockets_lock:
+                        self.sockets.update(found)
+                        known = set(self.sockets)
                 if seen is None and MEASUREMENT_STARTED.search(text):
                     seen = time.monotonic()
             except OSError:
                 pass
-            if seen is not None and (set(self.sockets) == want
-                                     or time.monotonic() > seen + 10.0):
-                self.measurement_seen_mono = seen
-                self._measuring.set()
+            if seen is not None and (want <= known or time.monotonic() > seen + 10.0):
+                g.seen_mono = seen
+                g.measuring.set()
                 break
             time.sleep(0.02)
         proc.wait()
-        self.exit_mono = time.monotonic()
+        g.exit_mono = time.monotonic()
 
     def wait(self, timeout_s=None):
         """Wait for the active side to end by itself (its runtime, then the download)."""
-        if self.active is None:
+        if self.actives[0].proc is None:
             return
         try:
-            self.active.wait(timeout=timeout_s or self.runtime_s + 60)
+            deadline = time.monotonic() + (timeout_s or self.runtime_s + 60)
+            for g in self.actives:
+                if g.proc is not None:
+                    g.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         finally:
             self.stop()
 
     def stop(self):
-        """End the measurement (SIGINT, then by PID after STOP_GRACE_S) and the passive
-        side; read the outputs. Idempotent, and safe from two threads (the part's
-        schedule and the run's teardown)."""
+        """End the measurement (SIGINT to every active process, then by PID after
+        STOP_GRACE_S) and the passive side; read the outputs. Idempotent, and safe from
+        two threads (the part's schedule and the run's teardown)."""
         with self._stop_lock:
             self._stop()
 
     def _stop(self):
         with self._lock:
             self._stopped = True
-        if self.active is not None and self.active.poll() is None:
+        running = [g.proc for g in self.actives
+                   if g.proc is not None and g.proc.poll() is None]
+        for proc in running:        # all at once: each stops its flows and downloads
             try:
-                os.kill(self.active.pid, 2)           # SIGINT: stop and download results
-                self.active.wait(timeout=STOP_GRACE_S)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.kill(proc.pid, 2)
+            except ProcessLookupError:
                 pass
-            stop_process(self.active)
-        if self.passive is not None and self.passive.poll() is None:
-            try:
-                os.kill(self.passive.pid, 2)
-                self.passive.wait(timeout=3)
-            except (ProcessLookupError, subprocess.TimeoutExpired):
-                pass
-            stop_process(self.passive)
-        self._finish()
+        deadline = time.monotonic() + STOP_GRACE_S
+        errors = []
+        try:
+            for proc in running:      # each one ended, whatever ending another one does
+                try:
+                    try:
+                        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                    except subprocess.TimeoutExpired:
+                        pass
+                    stop_process(proc)
+                except Exception as exc:  # noqa: BLE001 - raised once all are ended
+                    errors.append(exc)
+            if self.passive is not None and self.passive.poll() is None:
+                try:
+                    try:
+                        os.kill(self.passive.pid, 2)
+                        self.passive.wait(timeout=3)
+                    except (ProcessLookupError, subprocess.TimeoutExpired):
+                        pass
+                    stop_process(self.passive)
+                except Exception as exc:  # noqa: BLE001
+                    errors.append(exc)
+        finally:
+            self._finish()
+        if errors:
+            raise errors[0]
 
     def _finish(self):
         if self._finished:
             return
         self._finished = True
-        if self._watcher is not None:
-            self._watcher.join(timeout=5)
-        for attr, out in (("_aout", "stdout"), ("_aerr", "stderr"), ("_pout", "passive_out")):
-            f = getattr(self, attr, None)
-            if f is not None and not f.closed:
-                f.seek(0)
-                setattr(self, out, f.read())
-                f.close()
+        for g in self.actives:
+            if g.watcher is not None:
+                g.watcher.join(timeout=5)
+            for attr, out in (("aout", "stdout"), ("aerr", "stderr")):
+                f = getattr(g, attr)
+                if f is not None and not f.closed:
+                    f.seek(0)
+                    setattr(g, out, f.read())
+                    f.close()
+        self.stdout = "\n".join(g.stdout for g in self.actives)
+        self.stderr = "\n".join(g.stderr for g in self.actives)
+        if self.measurement_seen_mono is None and all(g.seen_mono for g in self.actives):
+            # a part started at its own time (not pre-connected): its last process's
+            self.measurement_seen_mono = max(g.seen_mono for g in self.actives)
+        f = getattr(self, "_pout", None)
+        if f is not None and not f.closed:
+            f.seek(0)
+            self.passive_out = f.read()
+            f.close()
 
     # ------------------------------------------------------------ results
     def _read(self, filename):
@@ -484,25 +611,32 @@ class NetPerfMeterRun(Timed):
             return ""
 
     def files(self):
-        """The names of the tool's output files in ``out_dir``."""
+        """The names of the tool's output files in ``out_dir`` (every process's)."""
         try:
             return sorted(n for n in os.listdir(self.out_dir) if n.startswith(self.stem))
         except OSError:
             return []
 
     def scalars(self, node):
-        """{flow id: {name: value}} of ``node``'s (active/passive) scalar file."""
-        return flow_scalars(parse_scalars(self._read(f"{self.stem}-{node}.sca")), node)
+        """{flow id: {name: value}} of ``node``'s (active/passive) scalar files."""
+        out = {}
+        for g in self.actives:
+            mine = {f.flow_id for f in g.flows}
+            out.update((k, v) for k, v in flow_scalars(parse_scalars(
+                self._read(f"{g.stem}-{node}.sca")), node).items() if k in mine)
+        return out
 
-    def measurement_start_real(self):
-        """Wall-clock time (s) of the measurement's start: the active side's first
-        statistics event (its scalar file), else its launch."""
-        text = self._read(f"{self.stem}-active.sca")
+    def measurement_start_real(self, group=0):
+        """Wall-clock time (s) of a process's measurement start (the first's, or
+        ``group``'s): its first statistics event (its scalar file), else its launch."""
+        g = self.actives[group]
+        text = self._read(f"{g.stem}-active.sca")
         m = re.search(r'"netPerfMeter\.active\.total"\s+"First Statistics Event"\s+(\d+)',
                       text)
         if m and int(m[1]) > 0:
             return int(m[1]) / 1e6
-        return None if self.launched_mono is None else self.launched_mono + self.rmm
+        launched = self._launched(g)
+        return None if launched is None else launched + self.rmm
 
     def _run_time_us(self, abs_us):
         return abs_us / 1e6 - self.rmm - self.t0
@@ -510,30 +644,30 @@ class NetPerfMeterRun(Timed):
     def rows(self):
         """{"npm": interval rows, "npm_msg": message rows as their cells
         (:func:`message_cells`; :func:`message_rows` reads them as dicts)} (run time, s)."""
-        names = {f.flow_id: f.name for f in self.flows}
-        intervals = []
-        for node in ("active", "passive"):
-            by_key = {}
-            for r in parse_summary_vector(self._read(f"{self.stem}-{node}.vec")):
-                if r["flow_id"] not in names:
+        intervals, msgs, names_now = [], CellRows(), self.files()
+        for g in self.actives:         # each process's files, for its own flows
+            names = {f.flow_id: f.name for f in g.flows}
+            for node in ("active", "passive"):
+                by_key = {}
+                for r in parse_summary_vector(self._read(f"{g.stem}-{node}.vec")):
+                    if r["flow_id"] not in names:
+                        continue
+                    key = (r["flow_id"], r["abs_time_us"])
+                    row = by_key.setdefault(key, {
+                        "flow": names[r["flow_id"]], "node": node,
+                        "t_start": round(self._run_time_us(r["abs_time_us"])
+                                         - r["interval_s"], 6),
+                        "t_end": round(self._run_time_us(r["abs_time_us"]), 6),
+                        "sent_bytes": None, "received_bytes": None, "lost_bytes": None})
+                    col = {"Sent": "sent_bytes", "Received": "received_bytes",
+                           "Lost": "lost_bytes"}.get(r["action"])
+                    if col:
+                        row[col] = r["rel_bytes"]
+                intervals += by_key.values()
+            for (node, flow_id), fname in sorted(vector_files(names_now, g.stem).items()):
+                if flow_id not in names:
                     continue
-                key = (r["flow_id"], r["abs_time_us"])
-                row = by_key.setdefault(key, {
-                    "flow": names[r["flow_id"]], "node": node,
-                    "t_start": round(self._run_time_us(r["abs_time_us"])
-                                     - r["interval_s"], 6),
-                    "t_end": round(self._run_time_us(r["abs_time_us"]), 6),
-                    "sent_bytes": None, "received_bytes": None, "lost_bytes": None})
-                col = {"Sent": "sent_bytes", "Received": "received_bytes",
-                       "Lost": "lost_bytes"}.get(r["action"])
-                if col:
-                    row[col] = r["rel_bytes"]
-            intervals += by_key.values()
-        msgs = CellRows()
-        for (node, flow_id), fname in sorted(vector_files(self.files(), self.stem).items()):
-            if flow_id not in names:
-                continue
-            msgs += message_cells(self._read(fname), names[flow_id], self.rmm, self.t0)
+                msgs += message_cells(self._read(fname), names[flow_id], self.rmm, self.t0)
         return {"npm": intervals, "npm_msg": msgs}
 
     def raw_outputs(self):
@@ -546,53 +680,72 @@ class NetPerfMeterRun(Timed):
         out = {fname: None if not self._own_dir else self._read(fname)
                for fname in self.files()}
         out[f"{self.stem}.passive.txt"] = self.passive_out
-        if self.stderr.strip():
-            out[f"{self.stem}.stderr.txt"] = self.stderr
+        for g in self.actives:
+            if g.stderr.strip():
+                out[f"{g.stem}.stderr.txt"] = g.stderr
         return out
 
     def summary(self):
         """One entry per flow (``flows``): name, ids, sockets, the launch of its process
         plus its first "on" (``t_launch``) and its first transmission (``t_start``), run
         time; bytes sent and received by the application, goodput over its reception
-        span; and the tool's error."""
-        start_real = self.measurement_start_real()
+        span; and the tool's error. ``processes``: each active process's flows, launch
+        and measurement start (run time, s)."""
+        starts = [self.measurement_start_real(k) for k in range(len(self.actives))]
         sent = self.scalars("active")
         recv = self.scalars("passive")
         flows = []
-        for f in self.flows:
-            tx, rx = (sent, recv) if f.direction == "up" else (recv, sent)
-            s, r = tx.get(f.flow_id, {}), rx.get(f.flow_id, {})
-            first_tx = s.get("First Transmission") or 0
-            entry = {"flow": f.name, "flow_id": f.flow_id, "direction": f.direction,
-                     "sender": self.src if f.direction == "up" else self.dst,
-                     "cca_requested": f.cca, "rate_mbit": f.rate_mbit,
-                     # saturated and, once on, never off (a staggered start is one
-                     # "on" instant): means to send all the time
-                     "greedy": f.rate_mbit is None and (f.onoff is None
-                                                        or len(f.onoff) == 1),
-                     "sport": (self.sockets.get(f.flow_id) or (None,))[0],
-                     "bytes_sent": s.get("Transmitted Bytes"),
-                     "bytes_received": r.get("Received Bytes"),
-                     "goodput_mbit": (r.get("Received Bit Rate") or 0) / 1e6 or None,
-                     "t_start": round(first_tx / 1e6 - self.rmm - self.t0, 6)
-                     if first_tx else None}
-            # launched: the active side's process start plus the flow's first "on" (as
-            # iperf3's client launch); its first transmission (t_start) follows once the
-            # tool has connected its flows (a handshake through the path's queue) and
-            # exchanged their configuration over the control connection (the control
-            # path: prepare) (recorded, as iperf3's handshake is)
-            entry["t_launch"] = (None if self.launched_mono is None else
-                                 round(self.launched_mono - self.t0 + f.start_s, 6))
-            if start_real is not None:
-                entry["first_on_s"] = round(start_real - self.rmm - self.t0 + self.lead_s
-                                            + f.start_s, 6)
-            flows.append(entry)
+        # the processes hold consecutive slices of self.flows: the flows in their order
+        for g, start_real in zip(self.actives, starts):
+            launched = self._launched(g)
+            for f in g.flows:
+                tx, rx = (sent, recv) if f.direction == "up" else (recv, sent)
+                s, r = tx.get(f.flow_id, {}), rx.get(f.flow_id, {})
+                first_tx = s.get("First Transmission") or 0
+                entry = {"flow": f.name, "flow_id": f.flow_id, "direction": f.direction,
+                         "sender": self.src if f.direction == "up" else self.dst,
+                         "cca_requested": f.cca, "rate_mbit": f.rate_mbit,
+                         # saturated and, once on, never off (a staggered start is one
+                         # "on" instant): means to send all the time
+                         "greedy": f.rate_mbit is None and (f.onoff is None
+                                                            or len(f.onoff) == 1),
+                         "sport": (self.sockets.get(f.flow_id) or (None,))[0],
+                         "bytes_sent": s.get("Transmitted Bytes"),
+                         "bytes_received": r.get("Received Bytes"),
+                         "goodput_mbit": (r.get("Received Bit Rate") or 0) / 1e6 or None,
+                         "t_start": round(first_tx / 1e6 - self.rmm - self.t0, 6)
+                         if first_tx else None}
+                # launched: the active side's process start plus the flow's first "on" (as
+                # iperf3's client launch); its first transmission (t_start) follows once the
+                # tool has connected its flows (a handshake through the path's queue) and
+                # exchanged their configuration over the control connection (the control
+                # path: prepare) (recorded, as iperf3's handshake is)
+                entry["t_launch"] = (None if launched is None else
+                                     round(launched - self.t0 + f.start_s, 6))
+                if start_real is not None:
+                    entry["first_on_s"] = round(start_real - self.rmm - self.t0 + self.lead_s
+                                                + f.start_s, 6)
+                flows.append(entry)
+        codes = [None if g.proc is None else g.proc.poll() for g in self.actives]
+        processes = [
+            {"stem": g.stem, "flows": len(g.flows),
+             "launched_s": None if g.launched_mono is None else
+             round(g.launched_mono - self.t0, 6),
+             "measurement_seen_s": None if g.seen_mono is None else
+             round(g.seen_mono - self.t0, 6),
+             "measurement_start_s": None if start is None else
+             round(start - self.rmm - self.t0, 6),
+             "returncode": code}
+            for g, start, code in zip(self.actives, starts, codes)]
         return {"flows": flows, "port": self.port, "control_path": self.control,
                 "runtime_s": self.runtime_s,
                 "preconnect_lead_s": self.lead_s,
                 "measurement_seen_s": (None if self.measurement_seen_mono is None else
                                        round(self.measurement_seen_mono - self.t0, 6)),
-                "returncode": None if self.active is None else self.active.poll(),
+                "processes": processes,
+                # the first non-zero code of the processes, else 0 once all ended, else
+                # None (one still running, or not started)
+                "returncode": next((c for c in codes if c), None if None in codes else 0),
                 "error": tool_error(self.stdout, self.stderr)}
 
     def cleanup(self):
@@ -656,9 +809,10 @@ def match_sockets(links, tables):
 
 @register("netperfmeter")
 class NetPerfMeterPart(TrafficPart):
-    """``count`` TCP flows of one NetPerfMeter process, active side on ``src``, passive
-    on ``dst``: saturated (default), paced at ``rate_mbit`` (x ``rate_scale``) in frames
-    of ``frame_bytes`` (frame rate = rate / frame size), or on-off on ONE connection
+    """``count`` TCP flows of one NetPerfMeter measurement (active processes of at most
+    :data:`FLOWS_PER_PROCESS` flows on ``src``, one passive side on ``dst``): saturated
+    (default), paced at ``rate_mbit`` (x ``rate_scale``) in frames of ``frame_bytes``
+    (frame rate = rate / frame size), or on-off on ONE connection
     (``on_off_s`` = (on, off) seconds); started uniformly within ``stagger_s``; with
     ``cca``, ``sndbuf_bytes``/``rcvbuf_bytes`` per socket (0: autotuning)."""
 
@@ -668,7 +822,8 @@ class NetPerfMeterPart(TrafficPart):
     params = (
         Param("src", str, None, "the active side (near host)"),
         Param("dst", str, None, "the passive side (far host)"),
-        Param("count", int, 1, "flows (all in one process)", lo=1, hi=200),
+        Param("count", int, 1, "flows (in active processes of at most 10 flows, one "
+              "passive side)", lo=1, hi=200),
         Param("direction", str, "up", "up: src sends; down: dst sends",
               choices=("up", "down")),
         Param("cca", str, None, "congestion control (default: the sender's)"),
@@ -695,6 +850,7 @@ class NetPerfMeterPart(TrafficPart):
         """Also: ``rate_scale`` needs its reference ``rate_mbit`` (e.g. the matching bulk
         run's goodput): a missing reference is an error, never a guess."""
         super().check_spec(spec, where, resolved)
+        flows_per_process()       # a bad BUFFERBLOAT_NPM_FLOWS_PER_PROCESS, before a network
         if resolved and spec.get("rate_scale") is not None and spec.get("rate_mbit") is None:
             raise UsageError(
                 f"{where}traffic {spec.get('name', cls.kind)}: rate_scale "
@@ -770,12 +926,23 @@ class NetPerfMeterPart(TrafficPart):
         traffic the run waits for (:meth:`stop` completes it)."""
         return []
 
+    def stop(self):
+        """The timeline's tools, and the measurement's processes whatever the timeline
+        reached: a pre-connected part starts them in :meth:`prepare`, before its
+        timeline exists, and a run that fails or is interrupted in between still stops
+        them by PID, downloads what they measured and keeps their output."""
+        super().stop()
+        run = getattr(self, "run", None)
+        if run is not None:
+            run.stop()
+
     def tool_problem(self, tool):
-        running = tool.active is not None and tool.active.poll() is None
+        running = any(g.proc is not None and g.proc.poll() is None for g in tool.actives)
         return (exit_problem(f"netperfmeter passive side of {tool.name}", tool.passive,
                              expect_running=running)
-                or exit_problem(f"netperfmeter active side of {tool.name} "
-                                f"(raw/{tool.stem}.stdout.txt)", tool.active))
+                or next((p for g in tool.actives if (p := exit_problem(
+                    f"netperfmeter active side of {tool.name} (raw/{g.stem}.stdout.txt)",
+                    g.proc))), None))
 
     def reported_error(self):
         err = tool_error(self.run.stdout, self.run.stderr)

@@ -66,19 +66,28 @@ class UdpStream:
     """A UDP stream ``src`` -> ``dst`` at ``rate_kbit`` in ``size_bytes`` datagrams
     (UDP payload), from ``start_s`` after ``t0`` for ``duration_s``.
 
-    ``start()`` starts the receiver on dst (waits for its READY line) and the sender on
-    src, and returns at once: no thread is needed, the sender process sleeps until
-    ``t0 + start_s`` (``--start-at-monotonic``) itself. ``wait()`` waits for the sender to
-    finish; ``stop()`` ends both (a stopped sender still reports what it sent) and
-    parses. ``t0``: the run's ``time.monotonic()`` (default: when the object is created);
-    ``rows()`` are udp.csv rows with t_sent/t_recv in run time (CLOCK_MONOTONIC needs no
-    realtime conversion). ``rate_kbit`` counts UDP payload bits (a 1200-byte payload is a
-    1242-byte Ethernet frame at the bottleneck). ``port``: the receiver's UDP port (one per
-    stream).
+    :meth:`prepare` starts the receiver on dst and the sender on src and returns once
+    both are up (their interpreters take seconds under TCG): the sender then waits for
+    its start time on stdin. :meth:`start` (which prepares first if that was not done)
+    tells it the time and returns at once: ``t0 + start_s``, or, with ``send_on_start``,
+    now (a schedule calls ``start()`` at the stream's time: a traffic part, whose
+    times count from the traffic's origin, not from ``t0``). ``wait()`` waits for the
+    sender to finish; ``stop()`` ends both (a stopped sender still reports what it sent)
+    and parses. ``t0``: the run's ``time.monotonic()`` (default: when the object is
+    created); ``rows()`` are udp.csv rows with t_sent/t_recv in run time
+    (CLOCK_MONOTONIC needs no realtime conversion). ``rate_kbit`` counts UDP payload bits
+    (a 1200-byte payload is a 1242-byte Ethernet frame at the bottleneck). ``port``: the
+    receiver's UDP port (one per stream).
     """
 
+    #: how long the receiver outlives the stream's planned end if stop() never comes (a
+    #: prepared stream's start is not known yet: the traffic's origin comes after it)
+    RECV_SPARE_S = 2.0
+    PREPARED_SPARE_S = 120.0
+
     def __init__(self, net, src, dst, rate_kbit, size_bytes=1200, start_s=0.0,
-                 duration_s=10.0, t0=None, port=5600, name=None, work_dir=None):
+                 duration_s=10.0, t0=None, port=5600, name=None, work_dir=None,
+                 send_on_start=False):
         self.work_dir = work_dir   # the receiver's CSV goes there (e.g. the run's raw/)
         self.rate_kbit, self.size_bytes, self.duration_s, self.port = check_stream_params(
             rate_kbit, size_bytes, duration_s, port)
@@ -86,14 +95,21 @@ class UdpStream:
         self.net, self.src, self.dst = net, src, dst
         self.t0 = time.monotonic() if t0 is None else t0
         self.name = name or f"udp-{src}-{dst}-{self.port}"
+        self.send_on_start = send_on_start
+        # when it was due (s since t0); a schedule sets the run time of its offset
+        self.scheduled_s = None if send_on_start else self.start_s
+        self.start_at = None       # the CLOCK_MONOTONIC time the sender was told
         self.sender = self.receiver = None
         self.packets = []
-        self.sent = None
+        self.sent = self.t_first_send = None
         self.raw = {}
 
-    def start(self):
-        """Start the receiver on dst (wait until bound), then the sender on src. The
-        sender begins at t0 + start_s (it sleeps in its own process until then)."""
+    def prepare(self):
+        """Start the receiver on dst and the sender on src side by side; return once the
+        receiver is bound and the sender's interpreter is up (it then waits for
+        :meth:`start`)."""
+        if self.sender is not None:
+            return self
         if self.work_dir:
             # in the run directory: a run killed with SIGKILL keeps what was received
             # there, and no temporary file is left behind
@@ -106,32 +122,56 @@ class UdpStream:
             self._recv_path = tmp.name
         os.chmod(self._recv_path, 0o666)
         self._recv_log = tempfile.TemporaryFile(mode="w+")
-        now = time.monotonic()
-        wait_s = max(0.0, self.t0 + self.start_s - now)
-        recv_dur = wait_s + self.duration_s + 2.0  # ends by itself if stop() never comes
+        wait_s = max(0.0, self.t0 + self.start_s - time.monotonic())
+        spare = self.PREPARED_SPARE_S if self.send_on_start else self.RECV_SPARE_S
+        recv_dur = wait_s + self.duration_s + spare   # ends by itself if stop() never comes
         self.receiver = self.net.popen(
             self.dst, [sys.executable, "-m", "bufferbloat.traffic.udptool", "recv", "--port",
                        self.port, "--out", self._recv_path, "--duration", f"{recv_dur:.3f}"],
             stdout=subprocess.PIPE, stderr=self._recv_log, cwd=REPO_ROOT)
-        line = self.receiver.stdout.readline()
-        if not line.startswith("READY"):
-            self.receiver.wait(timeout=5)
-            self._recv_log.seek(0)
-            raise RuntimeError(f"UDP receiver on {self.dst}:{self.port} did not start: "
-                               f"{self._recv_log.read().strip()[:500]}")
-        self._send_out = tempfile.TemporaryFile(mode="w+")
+        # both interpreters start side by side (1-2 s each under TCG); the sender sends
+        # nothing before start(), by which time the receiver is bound
+        self._send_log = tempfile.TemporaryFile(mode="w+")
         self.sender = self.net.popen(
             self.src, [sys.executable, "-m", "bufferbloat.traffic.udptool", "send", "--dst",
                        self.net.ip(self.dst), "--port", self.port, "--rate-kbit",
                        f"{self.rate_kbit:g}", "--size", self.size_bytes, "--duration",
-                       f"{self.duration_s:g}", "--start-at-monotonic",
-                       f"{self.t0 + self.start_s:.6f}"],
-            stdout=self._send_out, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+                       f"{self.duration_s:g}", "--start-at-stdin"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._send_log,
+            cwd=REPO_ROOT, text=True)
+        try:
+            self._await_ready(self.receiver, f"UDP receiver on {self.dst}:{self.port}",
+                              self._recv_log)
+            self._await_ready(self.sender, f"UDP sender on {self.src}", self._send_log)
+        except RuntimeError:
+            self.sender.stdin.close()
+            stop_process(self.sender)
+            stop_process(self.receiver)
+            raise
+        return self
+
+    def _await_ready(self, proc, what, log):
+        line = proc.stdout.readline()
+        if not line.startswith("READY"):
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                stop_process(proc)
+            log.seek(0)
+            raise RuntimeError(f"{what} did not start: {log.read().strip()[:500]}")
+
+    def start(self):
+        """Tell the sender when to send (preparing first if needed); returns at once."""
+        self.prepare()
+        now = time.monotonic()
+        self.start_at = now if self.send_on_start else max(now, self.t0 + self.start_s)
+        self.sender.stdin.write(f"START_AT {self.start_at:.6f}\n")
+        self.sender.stdin.close()
         return self
 
     def wait(self, timeout_s=None):
         """Wait for the sender to finish, give the last packets 0.5 s, then stop."""
-        left = self.t0 + self.start_s + self.duration_s - time.monotonic()
+        left = (self.start_at or time.monotonic()) + self.duration_s - time.monotonic()
         self.sender.wait(timeout=timeout_s or max(0, left) + 30)
         time.sleep(0.5)
         return self.stop()
@@ -140,12 +180,17 @@ class UdpStream:
         """End sender and receiver (by PID), parse; returns :meth:`summary`."""
         if self.sender is None:
             return self.summary()
+        if not self.sender.stdin.closed:
+            # never told when to send (the run ended first): end of input ends it
+            self.sender.stdin.close()
         stop_process(self.sender)
         stop_process(self.receiver)
         self.receiver.stdout.close()
-        self._send_out.seek(0)
-        send_text = self._send_out.read()
-        self._send_out.close()
+        send_text = self.sender.stdout.read()
+        self.sender.stdout.close()
+        self._send_log.seek(0)
+        send_text += self._send_log.read()
+        self._send_log.close()
         with open(self._recv_path) as f:
             recv_text = f.read()
         if not self.work_dir:
@@ -158,6 +203,8 @@ class UdpStream:
             self.raw[f"{self.name}.recv.log"] = recv_log
         self.sent = parse_sent(send_text)
         self.send_failed = parse_failed(send_text)
+        first = parse_start(send_text)
+        self.t_first_send = None if first is None else first - self.t0
         self.packets = parse_recv_csv(recv_text)
         self.sender = None
         return self.summary()
@@ -175,12 +222,17 @@ class UdpStream:
     def summary(self):
         """sent, received, loss_pct, throughput_kbit, jitter_ms, latency mean/p50/p95/p99
         (ms) (see :func:`stream_stats`), send_failed (sends the sender's own socket
-        refused: not in ``sent``, not counted as loss), and the configuration."""
+        refused: not in ``sent``, not counted as loss), and the configuration; as a flow
+        of the run's health check (``flow``, ``scheduled_s``, ``t_launch``: when it was
+        due and when its sender began, s since t0)."""
         out = stream_stats(self.packets, self.sent or 0)
         out.update({"send_failed": getattr(self, "send_failed", None), "stream": self.name,
+                    "flow": self.name, "udp": True, "t_launch": self.t_first_send,
                     "src": self.src, "dst": self.dst,
                     "rate_kbit": self.rate_kbit, "size_bytes": self.size_bytes,
                     "start_s": self.start_s, "duration_s": self.duration_s})
+        if self.scheduled_s is not None:    # not before a schedule set it
+            out["scheduled_s"] = self.scheduled_s
         return out
 
 
@@ -189,22 +241,28 @@ def parse_sent(text):
     return _report_value(text, "SENT")
 
 
+def parse_start(text):
+    """The sender's ``START <CLOCK_MONOTONIC s>`` line (its first send) -> s, or None."""
+    return _report_value(text, "START", float)
+
+
 def parse_failed(text):
     """The sender's ``FAILED n`` line (sends refused locally) -> n (None if missing)."""
     return _report_value(text, "FAILED")
 
 
-def _report_value(text, key):
+def _report_value(text, key, conv=int):
     for line in reversed(text.splitlines()):
         if line.startswith(key + " "):
-            return int(line.split()[1])
+            return conv(line.split()[1])
     return None
 
 
 @register("udp")
 class UdpPart(TrafficPart):
     """A UDP stream ``src`` -> ``dst`` at ``rate_kbit`` in ``size_bytes`` datagrams from
-    the part's start to its stop (the sender waits for its start in its own process)."""
+    the part's start to its stop: sender and receiver start before the clock
+    (:meth:`prepare`), the schedule tells the sender to send at the part's start."""
 
     params = (
         Param("src", str, None, "the sending host"),
@@ -221,8 +279,15 @@ class UdpPart(TrafficPart):
                                 spec.get("size_bytes", 1200), start_s=self.start_s,
                                 duration_s=self.stop_s - self.start_s, t0=self.ctx.t0,
                                 port=self.ctx.ports("udp"), name=spec["name"],
-                                work_dir=self.ctx.raw_dir)
-        return [(self.stream, 0.0, None)]
+                                work_dir=self.ctx.raw_dir, send_on_start=True)
+        return [(self.stream, self.start_s, None)]
+
+    def prepare(self):
+        self.stream.prepare()
+
+    def stop(self):
+        super().stop()
+        self.stream.stop()      # a stream the run ended before its time is ended too
 
     def tool_problem(self, tool):
         if tool.sender is None:

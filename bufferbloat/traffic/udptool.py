@@ -5,7 +5,7 @@ namespace imports nothing else.
 
 Command line (each runs inside one host's namespace)::
 
-    python3 -m bufferbloat.traffic.udptool send --dst IP --port P --rate-kbit R --size BYTES --duration S
+    python3 -m bufferbloat.traffic.udptool send --dst IP --port P --rate-kbit R --size BYTES --duration S [--start-at-stdin]
     python3 -m bufferbloat.traffic.udptool recv --port P --out FILE --duration S
 
 The sender paces packets on an absolute CLOCK_MONOTONIC schedule: packet ``i`` is due at
@@ -14,6 +14,11 @@ the schedule is not shifted). Each payload (``size`` bytes of UDP payload, >= 16
 with ``seq`` (uint64) and its send time (``time.monotonic_ns()``, uint64), big endian.
 CLOCK_MONOTONIC is one clock for every network namespace of a machine, so the receiver's
 ``t_recv - t_sent`` is the one-way latency.
+
+With ``--start-at-stdin`` the sender is launched before the run's clock starts: it
+prints ``READY`` once its interpreter is up, then reads one line from stdin,
+``START_AT <CLOCK_MONOTONIC s>``, and sends from then (end of input: it sends nothing).
+Its interpreter's start-up (seconds under TCG) is then not in the stream's start.
 
 The receiver writes one CSV row per packet received: ``seq,t_sent,t_recv,size`` (seconds
 of CLOCK_MONOTONIC; size = UDP payload bytes). It prints ``READY`` once its socket is bound
@@ -131,6 +136,18 @@ def recv(port, out, duration_s, ready=sys.stdout):
     return n
 
 
+def read_start_at(stream):
+    """The ``START_AT <s>`` line from ``stream`` -> s (CLOCK_MONOTONIC), or None at the
+    end of input (the run ended before the stream's time)."""
+    line = stream.readline()
+    if not line:
+        return None
+    word, _, value = line.strip().partition(" ")
+    if word != "START_AT":
+        raise ParameterError("stdin", line.strip(), "'START_AT <seconds>'")
+    return check_number("START_AT", value, 0, float("inf"))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python3 -m bufferbloat.traffic.udptool",
                                  description="paced UDP sender / recording receiver")
@@ -141,8 +158,8 @@ def main(argv=None):
     s.add_argument("--rate-kbit", type=float, required=True)
     s.add_argument("--size", type=int, default=1200)
     s.add_argument("--duration", type=float, required=True)
-    s.add_argument("--start-at-monotonic", type=float, default=None,
-                   help="sleep until this CLOCK_MONOTONIC time (s) before sending")
+    s.add_argument("--start-at-stdin", action="store_true",
+                   help="print READY, then read 'START_AT <CLOCK_MONOTONIC s>' from stdin")
     r = sub.add_parser("recv")
     r.add_argument("--port", type=int, required=True)
     r.add_argument("--out", required=True)
@@ -152,8 +169,13 @@ def main(argv=None):
         if args.cmd == "send":
             check_stream_params(args.rate_kbit, args.size, args.duration, args.port)
             stop = stop_requests()
-            if args.start_at_monotonic is not None:
-                time.sleep(max(0.0, args.start_at_monotonic - time.monotonic()))
+            if args.start_at_stdin:
+                print("READY", flush=True)
+                start_at = read_start_at(sys.stdin)
+                if start_at is None:
+                    print("SENT 0", flush=True)
+                    return 0
+                time.sleep(max(0.0, start_at - time.monotonic()))
             t_start = time.monotonic()
             n, failed = send(args.dst, args.port, args.rate_kbit, args.size, args.duration,
                              stopped=lambda: bool(stop))

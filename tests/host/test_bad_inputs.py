@@ -269,6 +269,10 @@ CASES = [
     (["plot", "/nonexistent-run", "--format", "$(id)"], "--format"),
     (["report", "/nonexistent-run"], "/nonexistent-run"),
     (["report"], "path"),
+    (["cost", "/nonexistent-run"], "/nonexistent-run"),
+    (["cost"], "path"),
+    (["cost", "@run-notjson"], "@run-notjson/result.json"),
+    (["cost", "@run-phases-list"], "@run-phases-list/result.json"),
     (["compare", "/nonexistent-a", "/nonexistent-b"], "/nonexistent-a"),
     (["compare"], "PATH"),
     (["export", "--flent", "/nonexistent-run"], "/nonexistent-run"),
@@ -342,6 +346,8 @@ ENV_CASES = [
     (R + ["--set", "bottleneck_mbit="], {"BUFFERBLOAT_MAX_MBIT": "20"}, "bottleneck_mbit"),
     (R, {"BUFFERBLOAT_RETRY_DEGRADED": "x"}, "BUFFERBLOAT_RETRY_DEGRADED"),
     (R, {"BUFFERBLOAT_RETRY_DEGRADED": "11"}, "BUFFERBLOAT_RETRY_DEGRADED"),
+    (D1, {"BUFFERBLOAT_NPM_FLOWS_PER_PROCESS": "ten"}, "BUFFERBLOAT_NPM_FLOWS_PER_PROCESS"),
+    (D1, {"BUFFERBLOAT_NPM_FLOWS_PER_PROCESS": "0"}, "BUFFERBLOAT_NPM_FLOWS_PER_PROCESS"),
 ]
 
 
@@ -378,6 +384,7 @@ CORRUPT = {
     "run-no-schema": ("a1_fifo", "result.json", lambda p: _edit(p, schema_version=KeyError)),
     "run-series-int": ("a1_fifo", "result.json", lambda p: _edit(p, series=5)),
     "run-series-list": ("a1_fifo", "result.json", lambda p: _edit(p, series=["tcp"])),
+    "run-phases-list": ("a1_fifo", "result.json", lambda p: _edit(p, phases_s=["build"])),
     "run-scenario-text": ("a1_fifo", "result.json", lambda p: _edit(p, scenario="a1")),
     "run-params-array": ("a1_fifo", "result.json", lambda p: _edit(p, params=[1])),
     "run-status-int": ("a1_fifo", "result.json", lambda p: _edit(p, status=3)),

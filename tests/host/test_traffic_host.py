@@ -104,6 +104,42 @@ def test_udp_streams_under_and_over_the_bottleneck(net_guard):
     assert summ["latency_p95_ms"] == pytest.approx(199, rel=0.15)
 
 
+def test_a_prepared_udp_stream_sends_at_its_schedules_time(net_guard):
+    """A traffic part's stream is prepared before the run's clock starts (its two
+    interpreters take seconds under TCG) and sends when its schedule starts it, at the
+    traffic's origin + its start, not at t0 + its start (the origin comes seconds after
+    t0): its first packet leaves within 20 ms of that time on a real-time host (0.5 s
+    under TCG), and its record says when it was due and when it began, for the health
+    check. A prepared stream the run ends before its time sends nothing, and both its
+    processes end."""
+    with dumbbell() as net:
+        t0 = time.monotonic()
+        kw = dict(rate_kbit=1000, size_bytes=1200, duration_s=1, t0=t0, send_on_start=True)
+        sent = UdpStream(net, "h1", "h2", port=5602, name="sent", **kw).prepare()
+        never = UdpStream(net, "h1", "h2", port=5603, name="never", **kw).prepare()
+        procs = [sent.sender, sent.receiver, never.sender, never.receiver]
+        assert all(p.poll() is None for p in procs)
+        origin = time.monotonic() + 0.5        # seconds after t0 under TCG
+        schedule = Schedule(origin)
+        schedule.add(sent, 0.7)
+        sent.scheduled_s = origin + 0.7 - t0     # what a part's start() sets
+        schedule.start()
+        time.sleep(max(0.0, origin + 0.7 - time.monotonic()) + 0.1)
+        summ = sent.wait()
+        quiet = never.stop()
+        schedule.stop()
+        assert all(p.poll() is not None for p in procs)
+    slack = 0.5 if EMULATED_CPU else START_SLACK_S["udp"]
+    due = origin + 0.7 - t0
+    assert summ["scheduled_s"] == pytest.approx(due, abs=1e-6)
+    assert 0 <= summ["t_launch"] - due <= slack, (summ["t_launch"], due)
+    rows = sent.rows()
+    assert 0 <= rows[0]["t_sent"] - due <= slack, (rows[0]["t_sent"], due)
+    assert summ["sent"] == 104 and summ["received"] == 104   # 1 s / 9.6 ms
+    assert quiet["sent"] == 0 and quiet["received"] == 0 and quiet["t_launch"] is None
+    assert "scheduled_s" not in quiet
+
+
 def test_iperf3_flows_rows_streams_directions_ccas(net_guard):
     with dumbbell() as net:
         t0 = time.monotonic()

@@ -92,13 +92,28 @@ def test_describe_into_a_closed_pipe_has_no_traceback(tmp_path):
 
 def test_time_left_sums_the_remaining_points_durations():
     # before any point: the durations plus the assumed overhead each
-    secs, how = time_left([20.0, 20.0, 60.0], [])
+    secs, how = time_left([("a1", 20.0), ("a1", 20.0), ("c1", 60.0)], [])
     assert secs == pytest.approx(100 + 3 * POINT_OVERHEAD_S)
     assert "3 points" in how and "assumed" in how
     # then the median measured overhead, whatever the order the points came in
-    secs, how = time_left([30.0, 30.0], [4.0, 100.0, 6.0])
+    secs, how = time_left([("a1", 30.0), ("a1", 30.0)], [("a1", 4.0), ("a1", 100.0),
+                                                          ("a1", 6.0)])
     assert secs == pytest.approx(60 + 2 * 6.0)
     assert "median of 3" in how
+
+
+def test_time_left_takes_each_points_own_scenarios_median():
+    """A C point at 80 flows costs ~70 s beyond its traffic where an A point costs ~10:
+    the points left cost their own scenario's median, a scenario not yet measured the
+    median of all."""
+    done = [("a1", 10.0), ("a1", 12.0), ("a1", 8.0), ("c1", 50.0), ("c1", 70.0)]
+    secs, how = time_left([("c1", 120.0), ("c1", 120.0)], done)
+    assert secs == pytest.approx(240 + 2 * 60.0)
+    assert "+ 60 s each" in how and "median of 2" in how
+    secs, how = time_left([("a1", 30.0), ("c1", 120.0), ("e1", 10.0)], done)
+    assert secs == pytest.approx(160 + 10.0 + 60.0 + 12.0)   # e1: the median of all 5
+    assert "10-60 s each" in how and "else of all" in how
+    assert time_left([], done) == (0.0, "no points left")
 
 
 def test_the_estimate_does_not_jump_when_a_point_is_slow(tmp_path):

@@ -24,7 +24,7 @@ def test_any_other_form_goes_to_the_shell(args):
     assert fastmn.ifconfig_job("h1-eth0", args) is None
 
 
-@pytest.mark.parametrize("dev", ["", "a" * 16, "a/b", "a b"])
+@pytest.mark.parametrize("dev", ["", "a" * 16, "a/b", "a b", ".", "..", "a\0b"])
 def test_a_bad_interface_name_is_refused_before_any_ioctl(dev):
     with pytest.raises(ValueError, match="not an interface name"):
         ifconf.set_up(dev)

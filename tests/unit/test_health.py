@@ -204,6 +204,25 @@ def test_a_tools_own_clock_is_judged_when_it_has_one(tmp_path):
     assert not check["ok"] and check["early"] == 1 and "started early" in check["what"]
 
 
+def test_a_udp_stream_is_judged_by_its_first_send(tmp_path):
+    """a.5's stream once began 2-4 s before its time (at the run's t0 + its start) with
+    every run healthy: its record had no ``flow``. It is now a flow of the check: its
+    sender's first send against the time its schedule gave it."""
+    run = _write(tmp_path / "r")
+    stream = {"name": "video", "kind": "UdpStream", "stream": "video", "flow": "video",
+              "udp": True, "scheduled_s": 13.0, "t_launch": 13.01, "sent": 520,
+              "received": 510, "bytes_received": 612_000}
+    run.record["traffic_results"].append(stream)
+    check = hl.assess(run)["checks"]["flows_on_time"]
+    assert check["ok"] and check["flows"] == len(run.record["traffic_results"])
+    stream["t_launch"] = 10.0                                   # 3 s before its time
+    check = hl.assess(run)["checks"]["flows_on_time"]
+    assert not check["ok"] and check["early"] == 1 and "video" in check["what"]
+    stream["t_launch"] = None                                   # it never sent
+    check = hl.assess(run)["checks"]["flows_on_time"]
+    assert not check["ok"] and check["never_started"] == 1
+
+
 def test_overrun_beyond_the_flows_start_up_is_judged(tmp_path):
     run = _write(tmp_path / "r")
     run.record["traffic_overrun_s"] = 4.5

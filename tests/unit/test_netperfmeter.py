@@ -6,6 +6,7 @@ download 2.5-3.5 s)."""
 import json
 import os
 import re
+import subprocess
 
 import pytest
 from conftest import FIXTURES
@@ -14,7 +15,7 @@ from bufferbloat.core.errors import UsageError
 from bufferbloat.core.series import CellRows
 from bufferbloat.results.records import format_cell
 from bufferbloat.traffic import netperfmeter as npm
-from bufferbloat.traffic.base import part_class
+from bufferbloat.traffic.kinds import part_class
 
 D = os.path.join(FIXTURES, "tools", "netperfmeter")
 META = json.load(open(os.path.join(D, "meta.json")))
@@ -249,3 +250,144 @@ def test_message_cells_are_the_rows_of_the_parser_formatted_cell_by_cell():
             nonempty += 1
             assert npm.message_rows(got)[0]["t_recv"] == float(want[0][3])
     assert nonempty == 4
+
+
+# ----------------------------------------------------------------------------- processes
+
+def test_flows_are_cut_into_even_groups_of_at_most_the_process_size():
+    """The passive side identifies one new flow per active process per 250 ms tick: a
+    run's flows go to processes of at most FLOWS_PER_PROCESS, as even as the count
+    allows, every flow in exactly one, in order."""
+    for n, per, sizes in ((1, 10, [1]), (7, 10, [7]), (10, 10, [10]), (20, 10, [10, 10]),
+                          (45, 10, [9, 9, 9, 9, 9]), (80, 10, [10] * 8),
+                          (21, 10, [7, 7, 7]), (5, 2, [2, 2, 1])):
+        groups = npm.flow_groups(list(range(n)), per)
+        assert [len(g) for g in groups] == sizes, (n, per)
+        assert [x for g in groups for x in g] == list(range(n))
+    flows = [npm.NpmFlow(i + 1, f"f{i + 1}") for i in range(25)]
+    run = npm.NetPerfMeterRun(StubNet(), "near", "far", 9000, flows, 5, name="c")
+    assert [g.stem for g in run.actives] == ["c-npm", "c-npm-p2", "c-npm-p3"]
+    seen = []
+    for k, g in enumerate(run.actives):
+        args = run.active_args(k)
+        assert f"-vector={os.path.join(run.out_dir, g.stem)}.vec" in args
+        assert args[1] == "10.0.0.2:9000"        # the one passive side, every process
+        seen += [int(re.search(r":id=(\d+):", a)[1]) for a in args if ":id=" in a]
+    assert seen == list(range(1, 26))
+    run.cleanup()
+
+
+def test_a_run_split_over_processes_reads_the_same_rows_as_one_process(tmp_path):
+    """Two processes' files (the capture's, given to flows 1-2 and 3-4 by name) read
+    back to the same interval rows, messages, scalars and summary as the one process
+    that wrote them: each process's files count for its own flows only."""
+    one = fixture_run()
+    for name in os.listdir(D):
+        if name.startswith("cap-npm"):
+            for stem in ("cap-npm", "cap-npm-p2"):
+                with open(os.path.join(D, name)) as src, \
+                        open(tmp_path / name.replace("cap-npm", stem, 1), "w") as dst:
+                    dst.write(src.read())
+    two = npm.NetPerfMeterRun(StubNet(), "near", "far", 9000, one.flows, META["runtime_s"],
+                              name="cap", out_dir=str(tmp_path), t0=META["t0"],
+                              realtime_minus_monotonic=META["realtime_minus_monotonic"],
+                              per_process=2)
+    two.launched_mono = META["launched_mono"]
+    assert [[f.flow_id for f in g.flows] for g in two.actives] == [[1, 2], [3, 4]]
+
+    def key(rows):
+        return sorted(tuple(sorted((k, str(v)) for k, v in r.items())) for r in rows)
+    a, b = one.rows(), two.rows()
+    assert key(a["npm"]) == key(b["npm"])
+    assert sorted(a["npm_msg"]) == sorted(b["npm_msg"]) and len(b["npm_msg"]) > 1000
+    assert one.scalars("passive") == two.scalars("passive")
+    sa, sb = one.summary(), two.summary()
+    assert sa["flows"] == sb["flows"]
+    assert [p["flows"] for p in sb["processes"]] == [2, 2]
+
+
+def test_the_process_size_from_the_environment_is_checked(monkeypatch):
+    cls = part_class("netperfmeter")
+    spec = {"kind": "netperfmeter", "name": "bulk", "src": "h1", "dst": "h2",
+            "start": 0.0, "stop": 1.0, "count": 20}
+    monkeypatch.setenv(npm.FLOWS_PER_PROCESS_ENV, "200")     # the old way: one process
+    cls.check_spec(spec)
+    run = npm.NetPerfMeterRun(StubNet(), "near", "far", 9000,
+                              [npm.NpmFlow(i + 1, f"f{i}") for i in range(20)], 5, name="c")
+    assert len(run.actives) == 1
+    run.cleanup()
+    for bad in ("0", "201", "ten", "5; reboot", "-3"):
+        monkeypatch.setenv(npm.FLOWS_PER_PROCESS_ENV, bad)
+        with pytest.raises(UsageError, match=npm.FLOWS_PER_PROCESS_ENV):
+            cls.check_spec(spec)
+
+
+class _Proc:
+    """A process that ignores SIGINT (its wait times out) until stopped."""
+    def __init__(self, pid):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired("netperfmeter", timeout)
+        return self.returncode
+
+
+def test_stop_ends_every_process_even_when_one_will_not_end(monkeypatch):
+    """stop(): every active process and the passive side are ended by PID, and the
+    outputs read, even when ending one of them fails (the others are not left running)."""
+    run = npm.NetPerfMeterRun(StubNet(), "near", "far", 9000,
+                              [npm.NpmFlow(i + 1, f"f{i}") for i in range(20)], 5, name="s")
+    assert len(run.actives) == 2
+    for k, g in enumerate(run.actives):
+        g.proc = _Proc(1000 + k)
+    run.passive = _Proc(2000)
+    ended, signalled = [], []
+    monkeypatch.setattr(npm.os, "kill", lambda pid, sig: signalled.append((pid, sig)))
+    monkeypatch.setattr(npm, "STOP_GRACE_S", 0.01)
+
+    def stop_process(proc):
+        ended.append(proc.pid)
+        proc.returncode = -9
+        if proc.pid == 1000:
+            raise subprocess.TimeoutExpired("netperfmeter", 1)
+    monkeypatch.setattr(npm, "stop_process", stop_process)
+    with pytest.raises(subprocess.TimeoutExpired):
+        run.stop()
+    assert ended == [1000, 1001, 2000]
+    assert (1000, 2) in signalled and (1001, 2) in signalled   # SIGINT to each first
+    assert run._finished
+    run.stop()                                   # idempotent: nothing ended twice
+    assert ended == [1000, 1001, 2000]
+    run.cleanup()
+
+
+def test_a_part_stops_its_processes_before_its_timeline_exists():
+    """A pre-connected part starts its processes in prepare(); a run that fails before
+    the part's timeline starts (the sampler, an interrupt) still stops them."""
+    stopped = []
+
+    class Run:
+        def stop(self):
+            stopped.append(True)
+    part = part_class("netperfmeter").__new__(part_class("netperfmeter"))
+    part._schedule, part.run = None, Run()
+    part.stop()
+    assert stopped == [True]
+
+
+def test_a_part_interrupted_before_its_timeline_still_summarises():
+    """Ctrl-C while the flows connect (found in the VM, tmux): the part's timeline never
+    started, and its summary must still be recorded (it raised AttributeError on
+    scheduled_s, and the record lost the processes and the tool's error)."""
+    run = fixture_run()
+    assert run.scheduled_s is None
+    part = part_class("netperfmeter").__new__(part_class("netperfmeter"))
+    part.run, part.name = run, "cap"
+    entry = part.summary()[0]
+    assert entry["kind"] == "NetPerfMeterRun" and len(entry["flows"]) == 4
+    assert all("scheduled_s" not in f for f in entry["flows"])
+    assert [p["flows"] for p in entry["processes"]] == [4]

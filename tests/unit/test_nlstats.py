@@ -302,24 +302,49 @@ def test_control_connection_rule():
     from bufferbloat.measure.sampler import _FlowGroup
     g = _FlowGroup.__new__(_FlowGroup)
     g.host, g.labels, g.min_bytes, g.hold_s = "h1", {"40001": "h1-1"}, 65536, 2.0
-    g.by_dport, g.by_sport = {}, {}
+    g.by_dport, g.by_sport, g.sports = {}, {}, set()
     g.data, g.ignored, g.pending, g.all_data = set(), set(), {}, set()
-    # control (40000) stays at 300 B; data (40001) passes 64 KiB at its third sample
-    script = [[_sock(40000, 300, 1), _sock(40001, acked, 2)]
+    # control (40000) stays at 300 B; data (40003, unlabelled: one stream, by its
+    # dport) passes 64 KiB at its third sample; the labelled stream (40001, a --cport
+    # stream) is starved: 1 kB, a data flow all the same
+    script = [[_sock(40000, 300, 1), _sock(40003, acked, 2), _sock(40001, 1000, 3)]
               for acked in (0, 20000, 70000, 90000)]
-    script += [[_sock(40000, 300, 1), _sock(40001, 100000, 2)] for _ in range(30)]
+    script += [[_sock(40000, 300, 1), _sock(40003, 100000, 2), _sock(40001, 1000, 3)]
+               for _ in range(30)]
     g.reader = _FakeReader(script)
     out = []
     for k in range(34):
         g.sample(k * 0.1, k * 0.1, out)
-        if k == 1:
-            assert out == [] and g.horizon() == 0.0  # both held
-    assert g.data == {2} and g.ignored == {1} and g.pending == {}
+        if k == 1:   # the labelled stream written at once; the two others held
+            assert [r[1] for r in out] == ["h1-1"] * 2 and g.horizon() == 0.0
+    assert g.data == {2, 3} and g.ignored == {1} and g.pending == {}
     assert g.horizon() == float("inf")
-    assert [r[1] for r in out] == ["h1-1"] * 34  # every sample of the data flow, labelled
-    assert [r[0] for r in out] == sorted(r[0] for r in out)
+    # every sample of each data flow
+    assert sorted(r[1] for r in out) == ["h1-1"] * 34 + ["h1:40003"] * 34
+    for label in ("h1-1", "h1:40003"):       # each flow's rows in time order
+        times = [r[0] for r in out if r[1] == label]
+        assert times == sorted(times)
     first = out[0]
     assert first[10] is None and first[18] is None  # infinite ssthresh, unlimited pacing
+
+
+def test_a_servers_labelled_listening_port_keeps_the_control_rule():
+    """A download is sampled at its server by the listening port (``sports``), which its
+    control connection has as its source port too: a label there names the flow but does
+    not make every socket on it data; the 64 KiB rule still tells them apart."""
+    from bufferbloat.measure.sampler import _FlowGroup
+    g = _FlowGroup.__new__(_FlowGroup)
+    g.host, g.labels, g.min_bytes, g.hold_s = "h2", {"5221": "down"}, 65536, 2.0
+    g.by_dport, g.by_sport, g.sports = {}, {5221: "down"}, {5221}
+    g.data, g.ignored, g.pending, g.all_data = set(), set(), {}, set()
+    g.reader = _FakeReader([[_sock(5221, 300, 1), _sock(5221, acked, 2)]
+                            for acked in (0, 70000)] +
+                           [[_sock(5221, 300, 1), _sock(5221, 90000, 2)]] * 30)
+    out = []
+    for k in range(32):
+        g.sample(k * 0.1, k * 0.1, out)
+    assert g.data == {2} and g.ignored == {1} and len(out) == 32
+    assert not g.stream_port(5221) and g.stream_port(20000) is False
 
 
 def test_flow_labels_are_given_before_sampling():
@@ -356,7 +381,7 @@ def test_ports_without_control_connections_are_written_from_the_first_sample():
     g = _FlowGroup.__new__(_FlowGroup)
     g.host, g.labels, g.min_bytes, g.hold_s = "h1", {}, 65536, 2.0
     g.data, g.ignored, g.pending = set(), set(), {}
-    g.by_dport, g.by_sport = {}, {}
+    g.by_dport, g.by_sport, g.sports = {}, {}, set()
     g.all_data = {("d", 5201)}
     g.reader = _FakeReader([[_sock(40002, 0, 3)], [_sock(40002, 300, 3)]])
     out = []

@@ -21,7 +21,7 @@ def test_a_key_that_is_not_a_dotted_sysctl_is_refused_before_any_write(key, monk
         nsconfig.read_sysctls([key])
 
 
-@pytest.mark.parametrize("dev", ["", "a/b", "x" * 16])
+@pytest.mark.parametrize("dev", ["", "a/b", "x" * 16, "a b", "..", "eth0\n", "eth0\0x"])
 def test_a_name_that_is_no_interface_name_is_refused(dev):
     with pytest.raises(ValueError, match="not an interface name"):
         nsconfig.offloads_off(dev)

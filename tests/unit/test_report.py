@@ -129,6 +129,14 @@ def test_report_of_a_study_d_sweep_links_both_tables(tmp_path):
     with open(os.path.join(d, TABLES_DIR, "d1_cca_paths-study-d.csv")) as f:
         rows = f.read().splitlines()
     assert len(rows) == 3 and {"reno", "cubic"} <= {c for r in rows[1:] for c in r.split(",")}
+    # what the two runs cost, from their records: the table at the page's end
+    recs = [json.load(open(os.path.join(r, "result.json"))) for r in runs]
+    traffic = sum(r["duration_s"] for r in recs)
+    wall = sum(r["wall_s"] for r in recs)
+    table = dom.split('<h2 id="cost">Cost</h2>', 1)[1].split("</table>", 1)[0]
+    cells = re.findall(r"<td>([^<]*)</td>", table)
+    assert cells[:7] == ["d1_cca_paths", "2", "2", "0", f"{traffic:,.0f} s",
+                         f"{wall:,.0f} s", f"{wall / traffic:.2f}"]
 
 
 @needs_chromium

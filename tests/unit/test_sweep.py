@@ -473,3 +473,92 @@ def test_every_point_says_how_it_ended_its_health_and_its_cost(tmp_path):
                   r"its 7 s of traffic", done[0])
     assert m and int(m.group(1)) - int(m.group(2)) in (6, 7, 8), done[0]   # rounding
     assert "loss_pct=1" in done[1] and ": ok, degraded, " in done[1], done[1]
+
+
+def _set_walls(entries, walls):
+    """Give the recorded runs of ``entries`` these wall times (their record's wall_s)."""
+    for d, wall in zip(entries, walls):
+        path = os.path.join(d["run_dir"], "result.json")
+        with open(path) as f:
+            rec = json.load(f)
+        rec["wall_s"] = wall
+        with open(path, "w") as f:
+            json.dump(rec, f)
+
+
+def _first_estimate_on_resume(tmp_path, vary):
+    """Run the quick 7 s sweep ``vary`` again in ``tmp_path``: its first progress line
+    with a time left."""
+    lines = []
+    sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner([]), quick=True,
+                    duration_s=7, log=lines.append)
+    return next(line for line in lines if " s left" in line)
+
+
+def test_a_resumed_sweep_estimates_from_what_its_recorded_points_cost(tmp_path):
+    """Resuming (C's 60 points over several sessions): the points already recorded say
+    what the rest will cost (their record's wall time beyond its traffic), not the
+    assumed 15 s a point."""
+    vary = {"loss_pct": ["0.5", "1", "2", "4"]}
+    first = []
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run_sweep(SCN, vary, 1, str(tmp_path), fake_runner(first, interrupt_at=3),
+                        quick=True, duration_s=7, **QUIET)
+    index = os.path.join(str(tmp_path), SCN.name, "sweep", "index.json")
+    done = [d for d in _index(index)["done"] if d["status"] == "ok"]
+    assert len(done) == 2
+    _set_walls(done, (47.0, 67.0))                 # 40 and 60 s beyond their 7 s
+    first_left = _first_estimate_on_resume(tmp_path, vary)
+    assert "~114 s left: 2 points: 14 s of traffic + 50 s each beyond it, median of 2" \
+        in first_left, first_left
+
+
+def test_recorded_points_after_a_failed_one_are_not_counted_as_waiting(tmp_path):
+    """Resuming a sweep whose first point failed: the three points recorded after it
+    are not waiting (their traffic is not counted again), and their cost sets the
+    estimate from the first line on."""
+    vary = {"loss_pct": ["0.5", "1", "2", "4"]}
+    sweep.run_sweep(SCN, vary, 1, str(tmp_path),
+                    fake_runner([], fail=lambda ov: ov["loss_pct"] == "0.5"),
+                    quick=True, duration_s=7, **QUIET)
+    index = os.path.join(str(tmp_path), SCN.name, "sweep", "index.json")
+    done = [d for d in _index(index)["done"] if d["status"] == "ok"]
+    assert len(done) == 3
+    _set_walls(done, (27.0, 37.0, float("nan")))   # 20, 30, and no wall time
+    first_left = _first_estimate_on_resume(tmp_path, vary)
+    assert "~32 s left: 1 points: 7 s of traffic + 25 s each beyond it, median of 2" \
+        in first_left, first_left
+
+
+def _ok_record(path, key, **extra):
+    os.makedirs(path)
+    with open(os.path.join(path, "result.json"), "w") as f:
+        json.dump({"status": "ok", "run_key": key, **extra}, f)
+
+
+def test_a_run_a_fix_made_obsolete_is_run_again_and_kept_aside_unread(tmp_path):
+    """a.5's UDP stream once began at the run's t0 + its start, 2-4 s before its time
+    (its key did not change with the fix): a record of it, an ok run whose stream entry
+    has no t_launch, is no longer reused: the point runs again in its place, the old run
+    is kept as rep-N.superseded-K, and reports no longer find it."""
+    from bufferbloat.results.records import find_runs, superseded_why
+    old_stream = {"kind": "UdpStream", "name": "video", "sent": 520}
+    path = str(tmp_path / "variant=fifo" / "rep-1")
+    _ok_record(path, "k1", traffic_results=[{"kind": "Iperf3Flow", "flow": "long"},
+                                         old_stream])
+    assert superseded_why(sweep.read_record(path))
+    assert sweep.recorded(path) == ("superseded", "k1")
+    assert sweep.recorded_ok(path, "k1") is None
+    assert find_runs(tmp_path) == [path]
+    assert sweep.place(path, "k1") == (path, False)
+    assert not os.path.exists(path) and os.path.isdir(path + ".superseded-1")
+    assert find_runs(tmp_path) == []                      # set aside: not read
+    # the rerun records its stream's launch: reused from then on
+    _ok_record(path, "k1", traffic_results=[dict(old_stream, t_launch=12.0, scheduled_s=12.0)])
+    assert superseded_why(sweep.read_record(path)) is None
+    assert sweep.recorded_ok(path, "k1") == path and sweep.place(path, "k1") == (path, True)
+    assert find_runs(tmp_path) == [path]
+    # a run without a UDP stream is never superseded by this fix
+    other = str(tmp_path / "other")
+    _ok_record(other, "k2", traffic_results=[{"kind": "Iperf3Flow", "flow": "long"}])
+    assert sweep.recorded(other) == ("ok", "k2")

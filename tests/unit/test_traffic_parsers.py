@@ -2,6 +2,7 @@
 (tests/fixtures/tools/, see its README): iperf3 3.12 -J (one reno flow, -P 3 cubic, -R,
 connection refused), iputils ping -D -O with a 1 s outage, curl -w; and the UDP stream
 statistics on synthetic packets whose answers are known in closed form."""
+import io
 import json
 import os
 
@@ -23,9 +24,10 @@ from bufferbloat.traffic.udpstream import (
     parse_failed,
     parse_recv_csv,
     parse_sent,
+    parse_start,
     stream_stats,
 )
-from bufferbloat.traffic.udptool import check_stream_params
+from bufferbloat.traffic.udptool import check_stream_params, read_start_at
 from bufferbloat.traffic.web import WebFetcher, parse_curl_w
 
 TOOLS = os.path.join(FIXTURES, "tools")
@@ -293,11 +295,20 @@ def test_udp_stats_closed_form():
     assert stream_stats([], 4)["loss_pct"] == 100.0
 
 
+def test_udp_sender_reads_its_start_time_from_stdin():
+    assert read_start_at(io.StringIO("START_AT 12.5\n")) == 12.5
+    assert read_start_at(io.StringIO("")) is None        # the run ended first: no send
+    for bad in ("GO\n", "START_AT soon\n", "START_AT -1\n", "START_AT nan\n"):
+        with pytest.raises(ParameterError):
+            read_start_at(io.StringIO(bad))
+
+
 def test_udp_receiver_csv_and_sender_report():
     text = "seq,t_sent,t_recv,size\n0,1.000000000,1.000200000,1200\n1,1.010,1.0103,1200\n"
     assert parse_recv_csv(text) == [(0, 1.0, 1.0002, 1200), (1, 1.01, 1.0103, 1200)]
     report = "START 1.0\nEND 2.0\nFAILED 3\nSENT 42\n"
     assert parse_sent(report) == 42 and parse_failed(report) == 3 and parse_sent("") is None
+    assert parse_start(report) == 1.0 and parse_start("SENT 0\n") is None
     for bad in ((0, 1200, 1), (100, 8, 1), (100, 1200, 0), (100, 70000, 1)):
         with pytest.raises(ParameterError):
             check_stream_params(*bad)
