@@ -143,6 +143,10 @@ def cmd_run(args):
         run_dir = done.run_dir
         if done.health == "degraded":
             degraded.append(run_dir)
+        elif done.health == "faulty":   # a part began early: the run's fault (exit 1)
+            failed += 1
+            print(f"bufferbloat: run faulty: a part started before its due time "
+                  f"({run_dir}/result.json: health.faults)", file=sys.stderr)
         if note_run(run_dir):       # in the VM for a host: the host draws and summarises
             print(f"recorded in the VM: {run_dir}", flush=True)
             continue
@@ -200,6 +204,16 @@ def progress(text):
     if now - _PROGRESS["t"] >= 1.0 or (done and done.group(1) == done.group(2)):
         _PROGRESS["t"] = now
         print(text, file=sys.stderr, flush=True)
+
+
+def _report_faulty(entries):
+    """Print the runs whose health is faulty (a part began before its due time: the
+    run's own fault, which no rerun clears); returns how many (they count as failed)."""
+    if entries:
+        print(f"faulty ({len(entries)}): a part started before its due time; kept, "
+              "marked, left out of means and figures:\n  "
+              + "\n  ".join(e["run_dir"] for e in entries), file=sys.stderr)
+    return len(entries)
 
 
 def _end_status(failed, degraded_dirs):
@@ -261,10 +275,11 @@ def cmd_sweep(args):
     if not args.no_figures:
         from bufferbloat.summary import finish_sweep
         print("\n".join(finish_sweep(os.path.dirname(index), progress=progress)))
-    from bufferbloat.run.sweep import degraded
+    from bufferbloat.run.sweep import degraded, faulty
     with open(index) as f:
         entries = json.load(f).get("done", [])
-    return _end_status(failed, [e["run_dir"] for e in degraded(entries)])
+    return _end_status(failed + _report_faulty(faulty(entries)),
+                       [e["run_dir"] for e in degraded(entries)])
 
 
 def cmd_show(args):
@@ -393,9 +408,10 @@ def cmd_run_all(args):
         if executor is not None:
             executor.close()
     ok = sum(1 for e in index if e["status"] == "ok")
-    from bufferbloat.run.sweep import degraded
-    bad = degraded(index)
-    print(f"done: {ok}/{len(todo)} runs ok ({ok - len(bad)} healthy, {len(bad)} degraded); "
+    from bufferbloat.run.sweep import degraded, faulty
+    bad, wrong = degraded(index), faulty(index)
+    print(f"done: {ok}/{len(todo)} runs ok ({ok - len(bad) - len(wrong)} healthy, "
+          f"{len(bad)} degraded{f', {len(wrong)} faulty' if wrong else ''}); "
           f"index: {index_path}")
     cost = cost_line(index)
     if cost:
@@ -405,7 +421,7 @@ def cmd_run_all(args):
             f"{e['run_dir']}: {e.get('error', '')}" for e in index
             if e["status"] in ("failed", "stalled")),
             file=sys.stderr)
-    return _end_status(failed, [e["run_dir"] for e in bad])
+    return _end_status(failed + _report_faulty(wrong), [e["run_dir"] for e in bad])
 
 
 def _executor(args, builds):

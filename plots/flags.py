@@ -85,6 +85,10 @@ def flags(run, rows=None):
         out.append(f"run status {run.status!r}"
                    + (f": {run.error}" if run.error else ""))
     health = run.health
+    if run.verdict == "faulty":
+        out.append("a part started before its due time (health: faulty), a fault of the "
+                   "run, not the emulator: " + "; ".join(health.get("faults", [])))
+        return out
     if run.verdict == "degraded":
         out.append("the emulator fell behind (health: degraded), so this run measured the "
                    "emulator, not the network: " + "; ".join(health.get("problems", [])))

@@ -49,6 +49,7 @@ from bufferbloat.plots.common import caption, run_label, run_metrics
 from bufferbloat.plots.flags import flags
 from bufferbloat.results import cost, headline
 from bufferbloat.results.flentexport import SUFFIX, export_flent
+from bufferbloat.results.health import NOT_MEASURED
 from bufferbloat.results.metrics import METRICS_VERSION, format_value
 from bufferbloat.results.records import load_run
 from bufferbloat.run import identity
@@ -218,19 +219,26 @@ def _verdicts(runs):
     return ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
 
 
+def _health_lines(run):
+    """What a run's health names: its faults (a part began early), then its problems."""
+    health = run.record.get("health") or {}
+    return health.get("faults", []) + health.get("problems", [])
+
+
 def _health_html(runs, base):
     """The report's first word: did the emulator keep up in every run?"""
     text = _verdicts(runs)
-    bad = [r for r in runs if _verdict(r) == "degraded"]
+    bad = [r for r in runs if _verdict(r) in NOT_MEASURED]
     if not bad:
         return f"<p class=ok>Health: {esc(text)}.</p>"
     items = "".join(
         f"<li>{esc(run_label(r))} <span class=muted>({esc(os.path.relpath(r.dir, base))})"
         f"</span>{' (set aside: its point was run again)' if set_aside(r.dir) else ''}: "
-        f"{esc('; '.join((r.record.get('health') or {}).get('problems', [])))}</li>"
+        f"{esc('; '.join(_health_lines(r)))}</li>"
         for r in bad)
     return (f"<div class=flags><p><b>Health: {esc(text)}.</b> In a degraded run the "
-            "emulator fell behind: it measured the emulator, not the network. Such runs are "
+            "emulator fell behind: it measured the emulator, not the network; in a faulty "
+            "run a part began before its due time. Such runs are "
             "shown and marked here, and left out of every mean, table and sweep figure "
             "(set BUFFERBLOAT_INCLUDE_DEGRADED=1 to include them).</p>"
             f"<ul>{items}</ul></div>")
@@ -344,7 +352,7 @@ def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
     if scn is not None and scn.expect:
         parts.append(f"<p><b>Expected:</b> {esc(scn.expect)}</p>")
     health = _verdicts([p.run for p in pts])
-    cls = ("flags" if "degraded" in health else
+    cls = ("flags" if any(v in health for v in NOT_MEASURED) else
            "ok" if all(_verdict(p.run) == "healthy" for p in pts) else "muted")
     parts.append(f"<p class={cls}>Health: {esc(health)}.</p>")
     what = {e["plot"]: e for e in (scn.reproduce if scn else ()) if e.get("plot")}

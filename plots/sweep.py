@@ -49,6 +49,7 @@ from bufferbloat.plots.palette import (
     qdisc_kind,
 )
 from bufferbloat.plots.throughput import aggregate_rate
+from bufferbloat.results.health import NOT_MEASURED
 from bufferbloat.results.metrics import flow_directions, link_direction, traffic_start_s
 from bufferbloat.results.records import Run, find_runs, is_run_dir, load_run
 from bufferbloat.run import identity
@@ -118,8 +119,9 @@ class Point:
 
     @property
     def degraded(self):
-        """The emulator fell behind in this run (bufferbloat/results/health.py)."""
-        return self.run.verdict == "degraded"
+        """The run did not measure the network (bufferbloat/results/health.py): the
+        emulator fell behind (degraded), or a part started before its due time (faulty)."""
+        return self.run.verdict in NOT_MEASURED
 
     @property
     def averaged(self):

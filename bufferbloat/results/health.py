@@ -5,13 +5,16 @@ sends below its rate, a sampler that skips ticks, a flow that starts late. Those
 measured the emulator, not the network. :func:`assess` reads a stored run (its record
 and its series; it never asks the tools again) and returns::
 
-    {"verdict": "healthy" | "degraded" | "unknown",
+    {"verdict": "healthy" | "degraded" | "faulty" | "unknown",
+     "faults": ["1 part(s) started before their due time, a fault of the run (...)"],
      "problems": ["work conservation 0.62 on s0-eth2:pie (>= 0.95 required)", ...],
      "checks": {name: {"value": ..., "limit": ..., "ok": True | False | None, ...}}}
 
 ``ok`` None means the check could not be made (e.g. no backlogged time to judge work
-conservation on); such a check does not make a run degraded. The thresholds below are
-justified by measurements in docs/HEALTH.md.
+conservation on); such a check does not make a run degraded. A failed check marked
+``fault`` (a part that began before its due time) is the run's own fault, never the
+emulator's: the run is ``faulty`` (listed in ``faults``), which a rerun does not clear.
+The thresholds below are justified by measurements in docs/HEALTH.md.
 """
 
 import math
@@ -42,6 +45,17 @@ MAX_MISSED_TICKS = 0.05
 #: 49-53 s late). iperf3's own time zero comes a few round trips after the launch (its
 #: control exchange; behind a bloated queue, seconds): physics, recorded, not judged.
 MAX_START_LATE_S = 2.0
+#: A part may begin at most this long before its due time (the traffic's origin + its
+#: start): an early start is a fault of the run, never the emulator's (see
+#: :func:`check_early_starts`). Launches are stamped by our own clocks, read at the
+#: launch (monotonic, or wall clock converted once per run: within milliseconds).
+MAX_START_EARLY_S = 0.2
+#: ... and by a tool's own clock (NetPerfMeter's ``first_on_s``): a pre-connected part's
+#: active processes start their measurements within a tick or two of each other (its
+#: passive side's 250 ms poll), and the origin waits for the last one, so the earlier
+#: processes' flows begin that much before it (0.17 s measured at 40 flows, 0.27-0.49 s
+#: at 60, netperfmeter.py's preconnect).
+MAX_OWN_CLOCK_EARLY_S = 1.0
 #: The idle RTT before traffic may exceed the configured base RTT by at most
 #: max(IDLE_RTT_SLACK_MS, IDLE_RTT_SLACK_SHARE x base) at its median (TCG adds
 #: 0.8-1.1 ms of its own and ~0.3 ms per netem stage).
@@ -92,6 +106,8 @@ THRESHOLDS = {"work_conservation_min": MIN_WORK_CONSERVATION,
               "controller_rate_share_min": MIN_CONTROLLER_RATE_SHARE,
               "backlog_bytes": BACKLOG_BYTES, "min_backlogged_s": MIN_BACKLOGGED_S,
               "missed_ticks_max": MAX_MISSED_TICKS, "start_late_max_s": MAX_START_LATE_S,
+              "start_early_max_s": MAX_START_EARLY_S,
+              "start_early_own_clock_max_s": MAX_OWN_CLOCK_EARLY_S,
               "idle_rtt_slack_ms": IDLE_RTT_SLACK_MS,
               "idle_rtt_slack_share": IDLE_RTT_SLACK_SHARE,
               "goodput_share_max": MAX_GOODPUT_SHARE, "overrun_max_s": MAX_OVERRUN_S,
@@ -374,58 +390,111 @@ def check_sampler(record):
         "what": f"the sampler missed {missed} of {samples + missed} ticks"}}
 
 
-def check_flows(record):
-    """Every scheduled flow started on time and moved data."""
-    late, early, never, empty, total = [], [], [], [], 0
-    worst = handshake = 0.0
-    summaries = []
+def scheduled_entries(record):
+    """[(part name, entry)] of every ``traffic_results`` entry that has a schedule
+    (``scheduled_s``): each tool's, and each flow nested in one (``flows``)."""
+    out = []
     for s in record.get("traffic_results") or []:
-        if isinstance(s, dict):
-            summaries += [s] + [f for f in s.get("flows") or [] if isinstance(f, dict)]
-    for s in summaries:
-        if "scheduled_s" not in s or "flow" not in s:
+        if not isinstance(s, dict):
             continue
+        for e in [s] + [f for f in s.get("flows") or [] if isinstance(f, dict)]:
+            if "scheduled_s" in e:
+                out.append((s.get("name") or e.get("flow") or "?", e))
+    return out
+
+
+def entry_label(part, entry):
+    """How an entry is named in a verdict: its part, and its flow (probe, fetch loop)
+    when that is another name."""
+    own = next((entry[k] for k in ("flow", "probe", "fetch", "stream") if entry.get(k)),
+               None)
+    return part if own in (None, part) else f"{part} ({own})"
+
+
+def began_s(entry):
+    """(when the entry began to send, run time s; the key it came from), or (None,
+    None): by its tool's own clock when it has one (NetPerfMeter: its measurement's start
+    + the flow's first "on", ``first_on_s``; the connecting before that is the tool's),
+    else its launch (iperf3's client, ping, irtt's client, the first fetch, the UDP
+    sender's first send: ``t_launch``; iperf3's handshake behind the queue is physics,
+    see MAX_START_LATE_S), else its first transmission (``t_start``)."""
+    return next(((entry[k], k) for k in ("first_on_s", "t_launch", "t_start")
+                 if _num(entry.get(k))), (None, None))
+
+
+def check_flows(record):
+    """Every scheduled part (its flows, probes, fetch loops, streams) started no later
+    than MAX_START_LATE_S after its due time; every flow started and moved data. A start
+    before its due time is :func:`check_early_starts`' (a fault of the run)."""
+    late, never, empty, total = [], [], [], 0
+    worst = handshake = 0.0
+    for part, s in scheduled_entries(record):
         total += 1
-        # when the flow was due to send by its tool's own clock (NetPerfMeter: its
-        # measurement's start + the flow's first "on"; the connecting before that is the
-        # tool's), else its client's launch (iperf3: its handshake behind the queue is
-        # physics, see MAX_START_LATE_S), else its first transmission
-        started = next((s[k] for k in ("first_on_s", "t_launch", "t_start")
-                        if _num(s.get(k))), None)
-        if not _num(started):
-            never.append(s["flow"])
+        name = s.get("flow") or entry_label(part, s)
+        started, _ = began_s(s)
+        if started is None:
+            never.append(name)
             continue
         lag = started - s["scheduled_s"]
         if _num(s.get("t_start")):
             handshake = max(handshake, s["t_start"] - started)
         worst = max(worst, lag)
         if lag > MAX_START_LATE_S:
-            late.append(f"{s['flow']} +{lag:.1f} s")
-        elif lag < -MAX_START_LATE_S:    # a pre-connected tool's schedule ran ahead
-            early.append(f"{s['flow']} {lag:.1f} s")
+            late.append(f"{name} +{lag:.1f} s")
         moved = s.get("bytes_received") or s.get("bytes_sent")
-        if not moved:
-            empty.append(s["flow"])
+        if "flow" in s and not moved:      # a flow carries data; a probe's are its rows
+            empty.append(name)
     if not total:
         return {}
-    ok = not (late or early or never or empty)
+    ok = not (late or never or empty)
     parts = []
     if late:
         parts.append(f"{len(late)} started late ({', '.join(late[:4])}"
                      f"{', ...' if len(late) > 4 else ''})")
-    if early:
-        parts.append(f"{len(early)} started early ({', '.join(early[:4])})")
     if never:
         parts.append(f"{len(never)} never started ({', '.join(never[:4])})")
     if empty:
         parts.append(f"{len(empty)} carried no data ({', '.join(empty[:4])})")
     return {"flows_on_time": {
         "value": round(worst, 3), "limit": f"start <= {MAX_START_LATE_S} s late",
-        "ok": ok, "flows": total, "late": len(late), "early": len(early),
-        "never_started": len(never),
+        "ok": ok, "flows": total, "late": len(late), "never_started": len(never),
         "no_data": len(empty), "time_zero_after_launch_max_s": round(handshake, 3),
         "what": "; ".join(parts) or f"all {total} flows started within "
                                     f"{MAX_START_LATE_S:g} s of their schedule"}}
+
+
+def check_early_starts(record):
+    """``starts_not_early``: no scheduled part began before its due time (beyond
+    MAX_START_EARLY_S; MAX_OWN_CLOCK_EARLY_S for a tool's own clock). An early start is
+    the run's fault, not the emulator's (an emulator that falls behind is late, never
+    early): the part ran on another schedule than the traffic's origin (A.5's stream sent
+    at the run's t0 + its start, 2.7-3.0 s early, issue 38). Each is named with its
+    offset: how early, and its due time and start against the traffic's origin."""
+    origin = record.get("traffic_start_s")
+    origin = origin if _num(origin) else 0.0
+    early, worst, total = [], 0.0, 0
+    for part, s in scheduled_entries(record):
+        started, key = began_s(s)
+        if started is None:
+            continue
+        total += 1
+        lag = started - s["scheduled_s"]
+        worst = min(worst, lag)
+        slack = MAX_OWN_CLOCK_EARLY_S if key == "first_on_s" else MAX_START_EARLY_S
+        if lag < -slack:
+            early.append(f"{entry_label(part, s)} {-lag:.2f} s early (due at origin + "
+                         f"{s['scheduled_s'] - origin:.2f} s, began at origin + "
+                         f"{started - origin:.2f} s)")
+    if not total:
+        return {}
+    return {"starts_not_early": {
+        "value": round(worst, 3), "ok": not early, "fault": True, "early": len(early),
+        "parts": total,
+        "limit": f"start >= {MAX_START_EARLY_S:g} s before its due time "
+                 f"({MAX_OWN_CLOCK_EARLY_S:g} s by a tool's own clock)",
+        "what": (f"{len(early)} part(s) started before their due time, a fault of the "
+                 f"run ({'; '.join(early[:4])}{'; ...' if len(early) > 4 else ''})"
+                 if early else f"none of {total} scheduled parts started early")}}
 
 
 def idle_rtt_limits(base_ms):
@@ -503,20 +572,29 @@ def assess(run, metrics_rows=None):
     checks.update(check_senders(run))
     checks.update(check_sampler(rec))
     checks.update(check_flows(rec))
+    checks.update(check_early_starts(rec))
     checks.update(check_idle_rtt(rec))
     checks.update(check_overrun(rec, checks.get("flows_on_time", {}).get(
         "time_zero_after_launch_max_s", 0.0)))
     checks.update(check_goodput(run, metrics_rows))
-    problems = [f"{c['what']}: {c['value']} (required {c['limit']})"
-                for c in checks.values() if c["ok"] is False]
+    failed = {name: f"{c['what']}: {c['value']} (required {c['limit']})"
+              for name, c in checks.items() if c["ok"] is False}
+    faults = [line for name, line in failed.items() if checks[name].get("fault")]
+    problems = [line for name, line in failed.items() if not checks[name].get("fault")]
     judged = [c for c in checks.values() if c["ok"] is not None]
-    verdict = "degraded" if problems else ("healthy" if judged else "unknown")
-    return {"verdict": verdict, "problems": problems, "checks": checks,
+    verdict = ("faulty" if faults else "degraded" if problems
+               else "healthy" if judged else "unknown")
+    return {"verdict": verdict, "faults": faults, "problems": problems, "checks": checks,
             "thresholds": THRESHOLDS}
 
 
+#: Verdicts of runs that did not measure the network: left out of means and figures.
+NOT_MEASURED = ("degraded", "faulty")
+
+
 def verdict_of(record):
-    """The verdict a record holds ('healthy', 'degraded', 'unknown'), 'unknown' if none."""
+    """The verdict a record holds ('healthy', 'degraded', 'faulty', 'unknown'),
+    'unknown' if none."""
     h = record.get("health") if isinstance(record, dict) else None
     return (h or {}).get("verdict", "unknown")
 
@@ -536,6 +614,9 @@ def headline(health):
     line = f"health: {health['verdict']}"
     if figs:
         line += f" ({', '.join(figs[:6])})"
+    if health.get("faults"):
+        line += ("\n  a fault of the run (its schedule, not the emulator):\n    "
+                 + "\n    ".join(health["faults"]))
     if health.get("problems"):
         line += "\n  the emulator fell behind:\n    " + "\n    ".join(health["problems"])
     return line

@@ -594,7 +594,7 @@ class Run:
 
     @property
     def verdict(self):
-        """'healthy', 'degraded', or 'unknown' (not assessed)."""
+        """'healthy', 'degraded', 'faulty', or 'unknown' (not assessed)."""
         return self.health.get("verdict", "unknown")
 
     @property

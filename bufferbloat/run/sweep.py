@@ -657,6 +657,12 @@ def degraded(index):
     return [e for e in index if e.get("status") == "ok" and e.get("health") == "degraded"]
 
 
+def faulty(index):
+    """The entries of ``index`` whose run is ok but faulty (a part began before its due
+    time: the run's fault, not the emulator's; a rerun would not clear it)."""
+    return [e for e in index if e.get("status") == "ok" and e.get("health") == "faulty"]
+
+
 def group_configs(entries):
     """{config_key: {scenario, varied, profile, duration_s, scaling, runs: [{rep,
     run_dir, status}]}}: the index's runs grouped by configuration."""

@@ -81,6 +81,16 @@ def exit_problem(what, proc, expect_running=False):
     return f"{what} {how} (pid {proc.pid})"
 
 
+def due_s(origin, at_s):
+    """When a tool at offset ``at_s`` (s) of the traffic is due: ``origin`` + ``at_s``,
+    in the origin's clock (monotonic s for a :class:`Schedule`, run time s for a record's
+    ``scheduled_s``). The one place a due time is computed: every kind's tools are started
+    there by their part's schedule (never against the run's t0 or a clock of their own,
+    issue 38: A.5's stream once sent at t0 + its start, 2.7-3.0 s early), and health
+    judges each start against it."""
+    return origin + at_s
+
+
 class Schedule:
     """Starts tools at offsets from ``t0`` in one thread, and stops them.
 
@@ -116,7 +126,7 @@ class Schedule:
 
     def _run(self):
         for t_s, _, action, obj in sorted(self.events, key=lambda e: (e[0], e[1])):
-            if self._halt.wait(max(0.0, self.t0 + t_s - time.monotonic())):
+            if self._halt.wait(max(0.0, due_s(self.t0, t_s) - time.monotonic())):
                 return
             with self._lock:
                 if self._halt.is_set():
@@ -277,12 +287,14 @@ class TrafficPart:
         return None
 
     def start(self, origin):
-        """Start the part's timeline at ``origin`` (monotonic s); returns at once."""
+        """Start the part's timeline at ``origin`` (monotonic s); returns at once. Each
+        tool is started at, and records as its ``scheduled_s`` (run time), its due time
+        (:func:`due_s`: the origin + its offset)."""
         self.scheduled_s = origin - self.ctx.t0
         self._schedule = Schedule(origin)
         for tool, at, stop in self.plan:
             self._schedule.add(tool, at, stop)
-            tool.scheduled_s = self.scheduled_s + at
+            tool.scheduled_s = due_s(self.scheduled_s, at)
         self._schedule.start()
 
     def waited(self):
@@ -339,8 +351,9 @@ class TrafficPart:
 
     def summary(self):
         """result.json's ``traffic_results`` entries of the part: one per tool, with
-        ``name`` and ``kind`` (the tool's class); every flow's (the top entry and its
-        nested ``flows``) with the run time it was scheduled at, ``scheduled_s``."""
+        ``name`` and ``kind`` (the tool's class); every entry that records when it began
+        (``t_start`` or ``t_launch``: the top entry and its nested ``flows``) with the run
+        time it was due, ``scheduled_s``, so that health judges its start."""
         out = []
         for tool, _, _ in self.plan:
             summary = (tool.summary() if hasattr(tool, "summary") else {}) or {}
@@ -348,7 +361,7 @@ class TrafficPart:
                      **summary}
             if getattr(tool, "scheduled_s", None) is not None:
                 for flow in [entry] + list(summary.get("flows") or []):
-                    if isinstance(flow, dict) and "t_start" in flow:
+                    if isinstance(flow, dict) and ("t_start" in flow or "t_launch" in flow):
                         flow["scheduled_s"] = tool.scheduled_s
             out.append(entry)
         return out

@@ -47,6 +47,7 @@ from bufferbloat.core.signals import stop_process
 from bufferbloat.traffic.base import (
     Timed,
     TrafficPart,
+    due_s,
     exit_problem,
     register,
     wait_listening,
@@ -958,7 +959,7 @@ class NetPerfMeterPart(TrafficPart):
             # the process took to connect its flows before the measurement began counts
             # as lateness
             for flow, spec in zip(entry["flows"], self.run.flows):
-                flow["scheduled_s"] = round(self.run.scheduled_s + spec.start_s, 6)
+                flow["scheduled_s"] = round(due_s(self.run.scheduled_s, spec.start_s), 6)
         return [entry]
 
     def sampled_flows(self):

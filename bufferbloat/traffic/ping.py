@@ -4,6 +4,7 @@ probe of a run, and the ``ping`` traffic kind."""
 import re
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 
 from bufferbloat.core.params import Param, check_number
@@ -51,6 +52,7 @@ class PingProbe(Timed):
         self.name = name or f"ping-{src}-{dst}"
         self._init_clock(t0, realtime_minus_monotonic)
         self.proc = None
+        self.launched_mono = None   # when ping was launched (monotonic s)
         self.result = None
         self.raw = ""
 
@@ -61,6 +63,7 @@ class PingProbe(Timed):
             args += ["-c", self.count]
         # a file, not a pipe: nobody reads while ping runs, and a full pipe would block it
         self.out = tempfile.TemporaryFile(mode="w+")
+        self.launched_mono = time.monotonic()
         self.proc = self.net.popen(self.src, args + [self.net.ip(self.dst)],
                                    stdout=self.out, stderr=subprocess.STDOUT)
         return self
@@ -102,10 +105,14 @@ class PingProbe(Timed):
         return {f"{self.name}.txt": self.raw}
 
     def summary(self):
-        """sent, received, loss_pct and RTT statistics (ms) of answered probes."""
+        """sent, received, loss_pct and RTT statistics (ms) of answered probes; when
+        ping was launched (``t_launch``, s since t0: health judges it against the time
+        its schedule gave it)."""
         probes = self.probes()
         rtts = sorted(r for _, _, r in probes if r is not None)
         out = {"probe": self.name, "src": self.src, "dst": self.dst,
+               "t_launch": (None if self.launched_mono is None
+                            else self.launched_mono - self.t0),
                "interval_s": self.interval_s, "sent": len(probes), "received": len(rtts),
                "loss_pct": 100.0 * (len(probes) - len(rtts)) / len(probes) if probes
                else None}

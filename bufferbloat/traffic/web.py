@@ -127,6 +127,7 @@ class WebFetcher(Timed):
         self._killed = None
         self._lock = threading.Lock()
         self.path = path
+        self.launched_mono = None   # when its first fetch was launched (monotonic s)
 
     @property
     def url(self):
@@ -165,6 +166,8 @@ class WebFetcher(Timed):
             if self._halt.is_set():
                 return
             t_start = time.monotonic()
+            if self.launched_mono is None:
+                self.launched_mono = t_start
             err = _tempfile()
             proc = self.net.popen(self.client, self.argv(), stdout=subprocess.PIPE,
                                   stderr=err)
@@ -222,9 +225,13 @@ class WebFetcher(Timed):
         return {f"{self.name}.curl.txt": "".join(self.raw_lines)}
 
     def summary(self):
-        """Fetch count, failures, total time statistics (s) of the successful fetches."""
+        """Fetch count, failures, total time statistics (s) of the successful fetches;
+        when the first fetch was launched (``t_launch``, s since t0: health judges it
+        against the time its schedule gave the loop)."""
         ok = sorted(r["total_s"] for r in self.fetches if r["ok"])
         return {"fetch": self.name, "client": self.client, "url": getattr(self, "_url", None),
+                "t_launch": (None if self.launched_mono is None
+                             else self.launched_mono - self.t0),
                 "every_s": self.every_s, "fetches": len(self.fetches), "ok": len(ok),
                 "failed": sum(1 for r in self.fetches if not r["ok"] and not r["cut"]),
                 "incomplete": sum(1 for r in self.fetches if r["incomplete"]),

@@ -200,8 +200,10 @@ def test_a_tools_own_clock_is_judged_when_it_has_one(tmp_path):
     check = hl.assess(run)["checks"]["flows_on_time"]
     assert not check["ok"] and check["late"] == 1 and check["value"] == 10.5
     run.record["traffic_results"][1]["first_on_s"] = -2.5        # 3.5 s before it was due
-    check = hl.assess(run)["checks"]["flows_on_time"]
-    assert not check["ok"] and check["early"] == 1 and "started early" in check["what"]
+    h = hl.assess(run)
+    assert h["checks"]["flows_on_time"]["ok"] and h["verdict"] == "faulty"
+    check = h["checks"]["starts_not_early"]
+    assert not check["ok"] and check["early"] == 1 and "f2 3.50 s early" in check["what"]
 
 
 def test_a_udp_stream_is_judged_by_its_first_send(tmp_path):
@@ -216,8 +218,10 @@ def test_a_udp_stream_is_judged_by_its_first_send(tmp_path):
     check = hl.assess(run)["checks"]["flows_on_time"]
     assert check["ok"] and check["flows"] == len(run.record["traffic_results"])
     stream["t_launch"] = 10.0                                   # 3 s before its time
-    check = hl.assess(run)["checks"]["flows_on_time"]
+    h = hl.assess(run)
+    check = h["checks"]["starts_not_early"]
     assert not check["ok"] and check["early"] == 1 and "video" in check["what"]
+    assert h["verdict"] == "faulty" and h["problems"] == []
     stream["t_launch"] = None                                   # it never sent
     check = hl.assess(run)["checks"]["flows_on_time"]
     assert not check["ok"] and check["never_started"] == 1

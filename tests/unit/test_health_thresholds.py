@@ -24,7 +24,9 @@ BACKLOG_BYTES = 3000               # an interval counts when the leaf held >= 30
 MIN_BACKLOGGED_S = 1.0             # ... judged when backlogged >= 1 s
 MISSED_TICKS_MAX = 0.05            # sampler_missed_ticks <= 5 %
 CONTROLLER_RATE_MIN = 0.95         # controller_rate:DEV:pi >= 0.95
-START_LATE_MAX_S = 2.0             # flows_on_time: start <= 2 s late (and > 2 s early)
+START_LATE_MAX_S = 2.0             # flows_on_time: start <= 2 s late
+START_EARLY_MAX_S = 0.2            # starts_not_early: >= 0.2 s before its due time
+OWN_CLOCK_EARLY_MAX_S = 1.0        # ... 1 s by a tool's own clock (first_on_s)
 IDLE_BELOW_MS = 0.5                # idle_rtt within [base - 0.5 ms,
 IDLE_SLACK_MS, IDLE_SLACK_SHARE = 3.0, 0.10     # base + max(3 ms, 10 %)]
 OVERRUN_MAX_S = 3.0                # traffic_overrun <= 3 s
@@ -38,7 +40,9 @@ def test_the_documented_table_holds_these_numbers():
     want = {"`work_conservation:DEV:KIND`": [">= 0.95", ">= 3000 B", "backlogged >= 1 s"],
             "`sampler_missed_ticks`": ["<= 5 %"],
             "`controller_rate:DEV:pi`": [">= 0.95"],
-            "`flows_on_time`": ["start <= 2 s late", "more than 2 s early"],
+            "`flows_on_time`": ["start <= 2 s late"],
+            "`starts_not_early`": ["at most 0.2 s before", "1 s by a tool's own clock",
+                                   "faulty"],
             "`idle_rtt`": ["[base - 0.5 ms, base + max(3 ms, 10 %)]"],
             "`traffic_overrun`": ["<= 3 s"],
             "`goodput_possible:DIR`": ["<= 1.02"],
@@ -166,13 +170,19 @@ def test_flow_lateness_boundary(tmp_path, late_s, ok):
     assert hl.assess(run)["checks"]["flows_on_time"]["late"] == (0 if ok else 1)
 
 
-@pytest.mark.parametrize("early_s, ok", [(START_LATE_MAX_S - 0.01, True),
-                                         (START_LATE_MAX_S + 0.01, False)])
-def test_flow_earliness_boundary(tmp_path, early_s, ok):
+@pytest.mark.parametrize("key, early_s, ok", [
+    ("t_launch", START_EARLY_MAX_S - 0.01, True),
+    ("t_launch", START_EARLY_MAX_S + 0.01, False),
+    ("first_on_s", OWN_CLOCK_EARLY_MAX_S - 0.01, True),
+    ("first_on_s", OWN_CLOCK_EARLY_MAX_S + 0.01, False)])
+def test_flow_earliness_boundary(tmp_path, key, early_s, ok):
+    """Early beyond the slack is a fault of the run (faulty), never degraded."""
     run = _write(tmp_path / "r")
-    run.record["traffic_results"][0]["first_on_s"] = 1.0 - early_s   # scheduled at 1.0
-    check = hl.assess(run)["checks"]["flows_on_time"]
+    run.record["traffic_results"][0][key] = 1.0 - early_s   # scheduled at 1.0
+    h = hl.assess(run)
+    check = h["checks"]["starts_not_early"]
     assert check["ok"] is ok and check["early"] == (0 if ok else 1), check
+    assert h["verdict"] == ("healthy" if ok else "faulty"), h
 
 
 def test_a_flow_that_never_started_or_moved_nothing_fails(tmp_path):
