@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# The test command: unit and host-kernel tests on this machine, then the full-kernel
-# tests inside the project VM (built on first use, cached afterwards).
-#   sudo ./run_tests.sh            everything
-#   sudo ./run_tests.sh --host     unit + host-kernel tests only
-#   sudo ./run_tests.sh --vm       VM tests only
-# Extra arguments after -- go to pytest (both phases).
+# The test command, in two tiers (docs/TESTING.md):
+#   sudo ./run_tests.sh                the gate: contracts correct code meets on any machine
+#                                      (unit, host-kernel, then the project VM); what CI runs
+#   sudo ./run_tests.sh --acceptance   the physics and timing bands on emulated runs
+#   --host / --vm                      only this machine's phase / only the VM's phase
+# Extra arguments after -- go to pytest (both phases). The VM image is built (or found
+# cached) as its own step first. Each phase writes its record (per-test durations,
+# attempts, bands, degraded runs, load) to .scratch/test-records/, summarised at the end.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 phase=all
+tier=gate
 while [ $# -gt 0 ]; do
   case "$1" in
     --host) phase=host; shift ;;
     --vm) phase=vm; shift ;;
+    --acceptance) tier=acceptance; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
-    *) echo "run_tests.sh: unknown option $1 (valid: --host, --vm, -- PYTEST_ARGS)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) echo "run_tests.sh: unknown option $1 (valid: --acceptance, --host, --vm, -- PYTEST_ARGS)" >&2; exit 2 ;;
   esac
 done
 if [ "$(id -u)" -ne 0 ]; then
@@ -34,22 +38,44 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # run in the guest waits for a compiler under TCG; a failed build stops us
 scripts/build-csampler.sh || exit 2
 PY=/usr/bin/python3  # Debian's python: mininet, numpy, matplotlib are its packages
+t_start=$SECONDS
+stamp=$(date +%Y%m%d-%H%M%S)
+records=.scratch/test-records
+mkdir -p "$records"
+export BUFFERBLOAT_TEST_TIER=$tier
+# the fault tests' seed: printed here and in each record; set it to replay a run
+export BUFFERBLOAT_FAULT_SEED=${BUFFERBLOAT_FAULT_SEED:-$(( $(date +%s) % 1000000 ))}
+echo "run_tests.sh: tier $tier, phase(s) $phase, fault seed $BUFFERBLOAT_FAULT_SEED, load $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$phase" != host ] && [ ! -e /etc/bufferbloat-vm ]; then
+  # the VM image as its own step, timed, before any test starts (cached: a second)
+  t=$SECONDS
+  echo "=== the project VM image (vm/build: cached unless vm/ changed) ==="
+  vm/build || { echo "run_tests.sh: the VM image could not be built" >&2; exit 2; }
+  echo "vm image: ready in $((SECONDS - t)) s"
+fi
 rc=0
+host_s=0
+vm_s=0
 if [ "$phase" != vm ]; then
-  echo "=== unit and host-kernel tests (host: $(uname -r)) ==="
-  # --durations: where the suite's time goes (issue 27: CI's cost), printed at the end
-  $PY -m pytest -p no:cacheprovider --durations=15 tests/unit tests/host "$@" || rc=1
+  echo "=== unit and host-kernel tests, tier $tier (host: $(uname -r)) ==="
+  t=$SECONDS
+  BUFFERBLOAT_TEST_PHASE=host BUFFERBLOAT_TEST_RECORD="$records/$stamp-$tier-host.json" \
+    $PY -m pytest -p no:cacheprovider tests/unit tests/host "$@" || rc=1
+  host_s=$((SECONDS - t))
 fi
 if [ "$phase" != host ]; then
-  echo "=== full-kernel tests in the project VM (and the fault-injection tests again, with OVS) ==="
+  echo "=== full-kernel tests in the project VM, tier $tier (and the fault-injection tests again, with OVS) ==="
+  t=$SECONDS
   # every test's outcome is written to a ledger as it ends (tests/conftest.py): a phase
   # stopped by a guest lockup runs again only the tests that had not ended
   mkdir -p .scratch
   ledger=.scratch/vm-phase-ledger.txt
   rm -f "$ledger"
   vm_phase() {
-    vm/run --env BUFFERBLOAT_TEST_LEDGER="/bb/$ledger" -- \
-      python3 -m pytest -p no:cacheprovider --durations=15 tests/vm tests/host/test_faults.py "$@"
+    vm/run --env BUFFERBLOAT_TEST_LEDGER="/bb/$ledger" --env BUFFERBLOAT_TEST_TIER="$tier" \
+      --env BUFFERBLOAT_TEST_PHASE=vm --env BUFFERBLOAT_FAULT_SEED="$BUFFERBLOAT_FAULT_SEED" \
+      --env BUFFERBLOAT_TEST_RECORD="/bb/$records/$stamp-$tier-vm.json" -- \
+      python3 -m pytest -p no:cacheprovider tests/vm tests/host/test_faults.py "$@"
   }
   vm_phase "$@"
   vmrc=$?
@@ -73,5 +99,9 @@ if [ "$phase" != host ]; then
     [ $failed -eq 0 ] || vmrc=1
   fi
   [ $vmrc -eq 0 ] || rc=1
+  vm_s=$((SECONDS - t))
 fi
+echo "=== run_tests.sh: tier $tier $([ $rc -eq 0 ] && echo passed || echo FAILED) in" \
+     "$(( (SECONDS - t_start) / 60 )) min $(( (SECONDS - t_start) % 60 )) s" \
+     "(host phase ${host_s} s, VM phase ${vm_s} s); records: $records/$stamp-$tier-*.json ==="
 exit $rc

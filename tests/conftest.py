@@ -80,6 +80,11 @@ _FAILED = set()
 
 
 def pytest_runtest_logreport(report):
+    from tests import record  # noqa: PLC0415
+    record.note_report(report)
+    if report.when == "teardown":
+        from tests.retries import SESSION  # noqa: PLC0415
+        record.write(SESSION)
     path = os.environ.get(LEDGER_ENV)
     if not path:
         return
@@ -94,7 +99,62 @@ def pytest_runtest_logreport(report):
         os.fsync(f.fileno())
 
 
+#: the tiers (tests/retries.py, docs/TESTING.md): a test marked ``acceptance`` judges a
+#: physics or timing band on emulated runs; the gate runs every other test. A test
+#: marked ``bands`` runs in both: its contracts fail it in either, its bands
+#: (tests.retries.measure_until_met) are recorded in the gate and judged in acceptance
+ACCEPTANCE = "acceptance"
+BANDS = "bands"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", f"{ACCEPTANCE}: judges a physics or timing band (the acceptance tier, "
+        "sudo ./run_tests.sh --acceptance); the gate leaves it out")
+    config.addinivalue_line(
+        "markers", f"{BANDS}: contracts and bands: runs in both tiers, its bands "
+        "(tests.retries.measure_until_met) judged in the acceptance tier only")
+    from tests import record  # noqa: PLC0415
+    from tests.retries import tier  # noqa: PLC0415
+    record.start(tier(), os.environ.get("BUFFERBLOAT_TEST_PHASE", "?"))
+
+
+def pytest_runtest_logstart(nodeid, location):
+    from tests import record  # noqa: PLC0415
+    record.begin(nodeid)
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests import record  # noqa: PLC0415
+    from tests.retries import SESSION  # noqa: PLC0415
+    terminalreporter.section("degraded runs")
+    for line in SESSION.report():
+        terminalreporter.write_line(line)
+    terminalreporter.section("test record")
+    for line in record.summary():
+        terminalreporter.write_line(line)
+    path = record.write(SESSION)
+    if path:
+        terminalreporter.write_line(f"record: {path}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests.retries import SESSION  # noqa: PLC0415
+    SESSION.finish(session)
+
+
 def pytest_collection_modifyitems(config, items):
+    """Select the tier's tests (env BUFFERBLOAT_TEST_TIER: the gate deselects the tests
+    marked ``acceptance``, the acceptance tier keeps only them and those marked
+    ``bands``); inside the project VM,
+    skip the host tests that boot it."""
+    from tests.retries import tier  # noqa: PLC0415
+    want = tier() == "acceptance"
+    keep = [i for i in items if i.get_closest_marker(BANDS) is not None
+            or (i.get_closest_marker(ACCEPTANCE) is not None) == want]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
     from bufferbloat.run.where import in_project_vm
     if not in_project_vm():
         return

@@ -96,6 +96,7 @@ def _binary():
     return binary
 
 
+@pytest.mark.acceptance
 def test_c_sampler_rows_at_100_per_second(shaped_ns, tmp_path):
     pid, inner, outer = shaped_ns
     out, stats_path = tmp_path / "qdisc.csv", tmp_path / "stats.json"
@@ -153,6 +154,7 @@ def _run_sampler(tmp_path, name, pid, inner, env_mode):
     return json.loads((series / "sampler.json").read_text()), _rows(series / "qdisc.csv")
 
 
+@pytest.mark.acceptance
 def test_sampler_process_uses_the_helper(shaped_ns, tmp_path):
     pid, inner, _outer = shaped_ns
     _binary()

@@ -24,6 +24,7 @@ quarter of the time, and every miss is printed)."""
 import os
 
 import numpy as np
+import pytest
 
 from bufferbloat.measure import departures as dp
 from bufferbloat.results.records import load_run
@@ -44,6 +45,7 @@ def _dead_pid():
 
 
 @realtime_only("tests/vm/test_departures_vm.py (the trace against TCG's calibration)")
+@pytest.mark.bands
 def test_departures_on_the_host_match_an_ideal_link(tmp_path, net_guard):
     # a machine started without systemd has tracefs unmounted: the engine mounts it
     # where systemd would (departures.mount_tracefs), as here

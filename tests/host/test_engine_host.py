@@ -15,6 +15,7 @@ import math
 import os
 
 import numpy as np
+import pytest
 
 from bufferbloat.results.metrics import compute_metrics
 from bufferbloat.results.records import SCHEMA_VERSION, load_run
@@ -47,6 +48,7 @@ def _fetch_times(web):
     return t, grid, due
 
 
+@pytest.mark.bands
 def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
     scn = catalogue()["a1_fifo"]
 
@@ -201,6 +203,7 @@ def test_iperf_on_off_bursts_paced_stream_and_sender_buffer(tmp_path, net_guard)
     assert run.record["sysctls"]["h1"]["net.ipv4.tcp_slow_start_after_idle"] == "1"
 
 
+@pytest.mark.acceptance
 def test_the_page_served_by_the_sender_waits_in_the_bloated_queue(tmp_path, net_guard):
     """FIFO-100 at 1.5 Mbit/s behind one cubic flow h1 -> h2 (mean queueing delay q).
 

@@ -20,13 +20,17 @@ number of retransmissions but longer idle spells (the ACK clock goes through a s
 HTB); that is left as a property of the symmetric link, not hidden here.
 """
 import pytest
-from retries import measure_until_met
 
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.results.theory import full_queue_rtt_ms
 from tests.recipes import long_flow
+from tests.retries import measure_until_met
 from tests.timing import realtime_only
+
+#: physics and timing bands: the acceptance tier judges them (tests/retries.py)
+pytestmark = pytest.mark.acceptance
+
 
 
 @realtime_only("tests/vm/test_families_vm.py::test_a_fifo100_rtt_far_above_fifo20_and_pie_holds_its_target "
@@ -61,7 +65,7 @@ def test_full_fifo_rtt_and_goodput(rate_mbit, ping_s, duration_s, net_guard):
             miss.append(f"goodput {res.goodput_mbit:.3f} below 93 % of {rate_mbit}")
         return miss
 
-    measure_until_met(measure, misses_of, f"FIFO at {rate_mbit} Mbit/s", max_misses=1)
+    measure_until_met(measure, misses_of, f"FIFO at {rate_mbit} Mbit/s")
 
 
 def _measure(rate_mbit, ping_s, duration_s):

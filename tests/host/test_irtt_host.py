@@ -32,6 +32,7 @@ def _irtt_pids():
     return set(out.split())
 
 
+@pytest.mark.acceptance
 def test_irtt_probes_idle_then_behind_the_queue(tmp_path, net_guard):
     before = _irtt_pids()
     scn = Scenario(

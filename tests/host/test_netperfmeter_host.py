@@ -96,6 +96,7 @@ def run_and_check(out_root, rate_mbit, delay_ms):
     return run
 
 
+@pytest.mark.acceptance
 def test_netperfmeter_through_the_pipeline_or_refused_without_sctp(tmp_path, net_guard):
     if probe().has("sctp"):
         run_and_check(tmp_path, rate_mbit=10, delay_ms=0)

@@ -26,11 +26,11 @@ def _tree(tmp_path):
     shutil.copy(os.path.join(ROOT, "run_tests.sh"), tmp_path / "run_tests.sh")
     for d in ("scripts", "vm"):
         (tmp_path / d).mkdir()
-    for stub in ("scripts/install-deps.sh", "scripts/build-csampler.sh"):
+    for stub in ("scripts/install-deps.sh", "scripts/build-csampler.sh", "vm/build"):
         (tmp_path / stub).write_text("#!/bin/bash\nexit 0\n")
     (tmp_path / "vm" / "run").write_text(FAKE_VM_RUN)
     for f in ("run_tests.sh", "scripts/install-deps.sh", "scripts/build-csampler.sh",
-              "vm/run"):
+              "vm/run", "vm/build"):
         os.chmod(tmp_path / f, 0o755)
 
 
@@ -51,6 +51,7 @@ def test_after_a_lockup_only_the_tests_not_ended_run_again(tmp_path, second, rc_
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == want, proc.stdout + proc.stderr
     assert "locked up (exit 6): 2 tests had ended" in proc.stdout
+    assert "vm image: ready in" in proc.stdout        # the image, its own step, first
     args = [line[4:-1] for line in proc.stdout.splitlines() if line.startswith("ARG<")]
     assert args[args.index("tests/host/test_faults.py") + 1:] == [
         "--deselect", "tests/vm/test_a.py::test_one",

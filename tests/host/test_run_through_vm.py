@@ -14,6 +14,7 @@ import pytest
 from bufferbloat.core.errors import EXIT_DEGRADED
 from bufferbloat.run import where
 from bufferbloat.scenarios import catalogue
+from tests.retries import measure_until_met
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -72,25 +73,38 @@ def _sampler_records(clone):
     return records
 
 
+@pytest.mark.bands
 def test_a_fresh_clones_first_run_works_and_is_healthy(tmp_path):
     """``git clone ... && bufferbloat run a2_pie --quick --time 5``: the first run of a
     fresh clone used to fail ("sampler did not start") in 6 of 8 tries, the guest
     compiling the queue sampler (~10 s under TCG) against the sampler's 10 s start-up
-    timeout. The host now builds it before the VM boots; the run is ok and healthy,
-    with the compiled sampler."""
-    clone = _fresh_clone(tmp_path)
+    timeout. The host now builds it before the VM boots; the run is ok, with the
+    compiled sampler, and (the acceptance tier's band) healthy: the gate takes a
+    degraded verdict (exit EXIT_DEGRADED) as a complete run of a slow emulator."""
     args = ["run", "a2_pie", "--quick", "--time", "5"]
     if not where.missing_kernel_pieces([catalogue()["a2_pie"]
                                         .build()[0]]):
         args.append("--vm")
-    proc = subprocess.run([sys.executable, "-m", "bufferbloat", *args], cwd=clone,
-                          env=dict(os.environ, PYTHONPATH=str(clone)),
-                          capture_output=True, text=True, timeout=1800)
-    print(proc.stdout[-3000:], proc.stderr[-3000:])
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "health: healthy" in proc.stdout
-    assert (clone / ".build" / "bb-qdisc-sampler").is_file()    # built here, first
-    assert all(r["qdisc_sampler"] == "c" for r in _sampler_records(clone))
+    attempt = iter(range(1, 10))
+
+    def first_run():
+        """A new clone's first run (each attempt a clone of its own)."""
+        clone = _fresh_clone(tmp_path / f"try{next(attempt)}")
+        proc = subprocess.run([sys.executable, "-m", "bufferbloat", *args], cwd=clone,
+                              env=dict(os.environ, PYTHONPATH=str(clone)),
+                              capture_output=True, text=True, timeout=1800)
+        print(proc.stdout[-3000:], proc.stderr[-3000:])
+        # contracts, on every attempt: a complete run with its verdict, the sampler
+        # built here first and used
+        assert proc.returncode in (0, EXIT_DEGRADED), proc.stderr[-2000:]
+        assert "health: healthy" in proc.stdout or "health: degraded" in proc.stdout
+        assert (clone / ".build" / "bb-qdisc-sampler").is_file()    # built here, first
+        assert all(r["qdisc_sampler"] == "c" for r in _sampler_records(clone))
+        return proc
+
+    measure_until_met(first_run, lambda p: [] if p.returncode == 0 and "health: healthy"
+                      in p.stdout else ["the first run was not healthy"],
+                      "a fresh clone's first run")
 
 
 def test_a_guest_that_must_build_the_sampler_does_so_before_starting_it(tmp_path):

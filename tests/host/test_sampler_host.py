@@ -19,6 +19,8 @@ import os
 import statistics
 import time
 
+import pytest
+
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.measure.sampler import Sampler
 from bufferbloat.net.network import Network
@@ -36,6 +38,7 @@ def _read(path):
     return rows[0], [dict(zip(rows[0], r)) for r in rows[1:]]
 
 
+@pytest.mark.acceptance
 def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
     topo = DumbbellTopo(bottleneck_mbit=1.5, qdisc="fifo", buffer_pkts=100, cca="cubic",
                         switch="bridge")

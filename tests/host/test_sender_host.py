@@ -8,10 +8,16 @@ degraded by ``sender_kept_up`` (limit 5 %, docs/HEALTH.md).
 Measured on this machine kind (2026-11-25): 0.0 % idle unthrottled; throttled 22.8 %
 of an 11.8 s window (the 3 s stop less the 0.3 s the socket's buffer took to drain;
 asserted between 10 % and the stop's 3 s over the window)."""
+import pytest
+
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.scenarios import catalogue
 from tests.recipes import stop_iperf_clients
+
+#: physics and timing bands: the acceptance tier judges them (tests/retries.py)
+pytestmark = pytest.mark.acceptance
+
 
 DURATION_S = 14    # warm-up 5/60 of it (1.2 s): judged from 1.2 s to 13 s after the start
 STOP_AT_S, STOP_FOR_S = 6.0, 3.0

@@ -66,6 +66,7 @@ def test_every_web_fetch_recorded(net_guard):
     assert slow.summary()["incomplete"] == 1
 
 
+@pytest.mark.acceptance
 def test_udp_streams_under_and_over_the_bottleneck(net_guard):
     with dumbbell(bottleneck_mbit=10) as net:
         t0 = time.monotonic()
@@ -200,6 +201,7 @@ def test_iperf3_flows_rows_streams_directions_ccas(net_guard):
     assert got * 8 / span / 1e6 < 10.5, (got, span)
 
 
+@pytest.mark.bands
 def test_rrul_and_schedule(net_guard):
     # the scheduled ping runs from 1 s to late_stop, inside an RRUL 1 s longer (host:
     # 2 s, RRUL 3 s); under TCG its process may start up to START_SLACK_S["ping"] late (a

@@ -1,118 +1,229 @@
-"""Retries in tests that cannot mask a bug (tests/retries.py): misses printed and counted,
-a second miss fails; the VM session's budget of degraded reruns, counted, reported and
-enforced by tests/vm/conftest.py's hooks."""
+"""The one retry and accounting module (tests/retries.py): the gate measures a band once
+and records its misses; the acceptance tier judges it by the sequential rule; degraded
+runs are counted by family in one ledger and judged by a binomial test in acceptance."""
+import importlib
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
 import pytest
-import retries
 
 from bufferbloat.results.records import RunWriter
+from tests import record, retries
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(TESTS)
 
 
 def _measure(outcomes):
     """A measurement whose attempts miss (False) or meet (True) in the given order."""
     it = iter(outcomes)
-    return lambda: next(it), lambda ok: [] if ok else ["missed"]
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return next(it)
+    return measure, (lambda ok: [] if ok else ["missed"]), calls
 
 
-def test_one_miss_is_measured_again_and_printed():
+@pytest.fixture
+def acceptance(monkeypatch):
+    monkeypatch.setenv(retries.TIER_ENV, "acceptance")
+
+
+@pytest.fixture
+def gate(monkeypatch):
+    monkeypatch.delenv(retries.TIER_ENV, raising=False)
+
+
+@pytest.mark.parametrize("outcomes, verdict", [
+    ([True], "pass"), ([False], "more"), ([False, True], "more"),
+    ([False, True, True], "pass"), ([False, False], "fail"), ([False, True, False], "fail")])
+def test_the_sequential_rule(outcomes, verdict):
+    assert retries.sequential_verdict(outcomes) == verdict
+
+
+def test_false_fail_rate_is_about_twice_p_squared():
+    assert retries.false_fail_rate(0.02) == pytest.approx(0.02 * (1 - 0.98 ** 2))
+    assert retries.false_fail_rate(0.022) < 1e-3 < retries.false_fail_rate(0.03)
+
+
+def test_acceptance_passes_at_once_or_after_two_confirmations(acceptance):
+    m, miss, calls = _measure([True])
+    assert retries.measure_until_met(m, miss, "x", log=lambda _: None) == (True, [])
+    assert len(calls) == 1
+    m, miss, calls = _measure([False, True, True])
     said = []
-    got, misses = retries.measure_until_met(*_measure([False, True]), "x", log=said.append)
-    assert got is True and misses == [["missed"]]
-    assert said == ["x: attempt 1 MISSED: missed", "x: bounds met on attempt 2 (1 missed)"]
+    got, misses = retries.measure_until_met(m, miss, "x", log=said.append)
+    assert got is True and misses == [["missed"]] and len(calls) == 3
+    assert said == ["x: attempt 1 MISSED: missed", "x: bounds met (3 attempts, 1 missed)"]
 
 
-def test_a_second_miss_fails_even_if_a_third_attempt_would_pass():
-    """A bug failing half the attempts: with "one pass in three" it passed 87.5 % of the
-    time; here two misses fail (it passes only when one of the first two meets: 75 %
-    of the time for a 50 % bug, and a bug failing every attempt never)."""
-    with pytest.raises(AssertionError, match="2 attempts missed"):
-        retries.measure_until_met(*_measure([False, False, True]), "x", log=lambda _: None)
-    with pytest.raises(AssertionError, match="1 attempts missed"):
-        retries.measure_until_met(*_measure([False, True]), "x", max_misses=0,
-                                  log=lambda _: None)
+@pytest.mark.parametrize("outcomes", [[False, False, True], [False, True, False]])
+def test_acceptance_fails_a_second_miss_within_the_confirmations(acceptance, outcomes):
+    m, miss, calls = _measure(outcomes)
+    with pytest.raises(AssertionError, match="sequential rule"):
+        retries.measure_until_met(m, miss, "x", log=lambda _: None)
+    assert len(calls) == 2 if outcomes[1] is False else len(calls) == 3
 
 
-def test_the_budget_counts_reruns_and_is_exceeded_past_its_limit():
-    b = retries.DegradedBudget(limit=3)
-    assert b.note("t1", []) == 0 and not b.exceeded
-    assert b.note("t1", ["r/a.degraded-1", "r/b.degraded-1"]) == 2
-    assert b.note("t2", ["r/c"]) == 3 and not b.exceeded
-    assert b.report()[0] == "degraded reruns this session: 3 (budget 3)"
-    assert b.note("t3", ["r/d"]) == 4 and b.exceeded
-    lines = b.report()
-    assert lines[0] == "degraded reruns this session: 4 (budget 3, EXCEEDED)"
-    assert lines[1:] == ["  t1: r/a.degraded-1", "  t1: r/b.degraded-1", "  t2: r/c",
-                         "  t3: r/d"]
+def test_the_gate_measures_once_and_records_the_miss_unjudged(gate):
+    here = retries.current_test()
+    record.begin(here)
+    m, miss, calls = _measure([False, True])
+    said = []
+    got, misses = retries.measure_until_met(m, miss, "x", log=said.append)
+    assert got is False and misses == [["missed"]] and len(calls) == 1
+    assert "not judged in the gate" in said[-1]
+    band = record.entry(here)["bands"][-1]
+    assert band == {"label": "x", "attempts": 1, "met": [False], "misses": [["missed"]],
+                    "judged": False}
+
+
+def test_a_bug_asserted_inside_misses_of_fails_the_gate_too(gate):
+    def misses_of(_):
+        raise AssertionError("a lost event")
+    with pytest.raises(AssertionError, match="lost event"):
+        retries.measure_until_met(lambda: 1, misses_of, "x", log=lambda _: None)
+
+
+def test_an_unknown_tier_is_refused(monkeypatch):
+    monkeypatch.setenv(retries.TIER_ENV, "gates")
+    with pytest.raises(ValueError, match="gate, acceptance"):
+        retries.tier()
+
+
+def test_there_is_one_module_and_one_counter():
+    """Loaded as plain ``retries`` (tests/ on sys.path) the module refuses: a second copy
+    would count degraded runs in a SESSION nothing reports. Every test imports it as
+    tests.retries."""
+    sys.path.insert(0, TESTS)
+    try:
+        with pytest.raises(ImportError, match="import it as tests.retries"):
+            importlib.import_module("retries")
+    finally:
+        sys.path.remove(TESTS)
+        sys.modules.pop("retries", None)
+    assert sys.modules["tests.retries"].SESSION is retries.SESSION
+    plain = []
+    for dirpath, _dirs, files in os.walk(TESTS):
+        for name in files:
+            if name.endswith(".py"):
+                with open(os.path.join(dirpath, name)) as f:
+                    if re.search(r"^\s*(from retries import|import retries\b)", f.read(),
+                                 re.M):
+                        plain.append(name)
+    assert plain == []
+
+
+@pytest.mark.parametrize("name, family", [
+    ("a1_fifo", "a"), ("/tmp/x/e1_aqm_kflows/20261128-1", "e"),
+    ("tests/vm/test_families_vm.py::test_c_quick_points", "c"), ("rrul", "other")])
+def test_family_of(name, family):
+    assert retries.family_of(name) == family
+
+
+def test_binomial_tail():
+    assert retries.binomial_tail(0, 10, 0.1) == pytest.approx(1.0)
+    assert retries.binomial_tail(1, 1, 0.25) == pytest.approx(0.25)
+    assert retries.binomial_tail(2, 3, 0.5) == pytest.approx(0.5)
+
+
+def test_the_ledger_judges_degraded_counts_by_family_in_acceptance(acceptance):
+    led = retries.DegradedLedger()
+    led.note("t_e", [("r/e1_aqm/x", ["work conservation 0.90"])], runs=2, family="e")
+    led.note("t_a", [], runs=10, family="a")
+    assert led.by_family()["e"][:2] == (1, 2) and led.failing() == []
+    for i in range(5):     # 5 of 6 A runs degraded at a rate of 0.05: P ~ 2e-6
+        led.note("t_a", [(f"r/a1_fifo/{i}", [])], runs=1, family="a")
+    assert led.failing() == ["a"]
+    assert any("family a: 5 degraded of 15 runs" in line and "FAILS" in line
+               for line in led.report())
 
     class Session:
         exitstatus = 0
     s = Session()
-    b.finish(s)
+    led.finish(s)
     assert s.exitstatus == 1
-    s.exitstatus = 0
-    retries.DegradedBudget(limit=4).finish(s)
+
+
+def test_the_gate_reports_degraded_counts_and_never_fails_on_them(gate):
+    led = retries.DegradedLedger()
+    for i in range(5):
+        led.note("t_a", [(f"r/a1_fifo/{i}", ["sampler missed"])], runs=2, family="a")
+    assert led.failing() == []
+
+    class Session:
+        exitstatus = 0
+    s = Session()
+    led.finish(s)
     assert s.exitstatus == 0
+    assert "sampler missed" in led.report()[-1]
 
 
-def test_the_limit_comes_from_the_environment(monkeypatch):
-    monkeypatch.delenv(retries.BUDGET_ENV, raising=False)
-    assert retries.DegradedBudget().limit == retries.LIMIT == 3
-    monkeypatch.setenv(retries.BUDGET_ENV, "7")
-    assert retries.DegradedBudget().limit == 7
-
-
-def _run_dir(path, verdict):
+def _run_dir(path, verdict, problems=()):
     w = RunWriter(path)
-    w.record["health"] = {"verdict": verdict, "problems": [], "checks": {}}
+    w.record["health"] = {"verdict": verdict, "problems": list(problems), "checks": {}}
     w.close("ok")
     return str(path)
 
 
-def test_run_until_healthy_counted_notes_each_degraded_rerun(tmp_path):
-    verdicts = iter(["degraded", "healthy", "degraded", "degraded"])
+def test_run_until_healthy_counted_notes_each_run_and_its_reasons(tmp_path):
+    verdicts = iter(["degraded", "healthy", "degraded", "degraded", "degraded"])
     n = iter(range(10))
 
     def once():
-        return _run_dir(tmp_path / f"r{next(n)}", next(verdicts))
-    b = retries.DegradedBudget(limit=1)
+        return _run_dir(tmp_path / f"a1_fifo-{next(n)}", next(verdicts), ["late start"])
+    led = retries.DegradedLedger()
     said = []
-    run_dir, aside = retries.run_until_healthy_counted(once, 1, log=said.append, budget=b)
-    assert run_dir.endswith("r1") and aside == [str(tmp_path / "r0")]
-    assert len(b.reruns) == 1 and not b.exceeded
-    assert any("degraded reruns this session: 1 of 1" in line for line in said)
-    # degraded twice: the last attempt is returned (still degraded), one rerun counted
-    run_dir, aside = retries.run_until_healthy_counted(once, 1, log=said.append, budget=b)
-    assert run_dir.endswith("r3") and len(b.reruns) == 2 and b.exceeded
-    assert retries.note_sweep_reruns([{"degraded_attempts": ["x.degraded-1"]}, {}],
-                                     budget=b) == 3
+    run_dir, aside = retries.run_until_healthy_counted(once, 1, log=said.append, ledger=led)
+    assert run_dir.endswith("a1_fifo-1") and aside == [str(tmp_path / "a1_fifo-0")]
+    assert led.reruns[0][1:] == ("a", str(tmp_path / "a1_fifo-0"), ["late start"])
+    assert led.runs == {"a": 2}
+    # asked for 5 reruns: at most DEGRADED_RERUNS (2) are made
+    run_dir, aside = retries.run_until_healthy_counted(once, 5, log=said.append, ledger=led)
+    assert len(aside) == 2 and led.runs == {"a": 5}
 
 
-@pytest.mark.parametrize("reruns, rc", [(3, 0), (4, 1)])
-def test_the_vm_conftest_fails_a_passing_session_over_budget(tmp_path, reruns, rc):
-    """A pytest session with tests/vm/conftest.py's hooks whose one test passes but
-    noted ``reruns`` degraded reruns: 3 pass (the budget), 4 fail the session; the count
-    is printed at its end."""
+@pytest.mark.parametrize("tier_name, rc", [("gate", 0), ("acceptance", 1)])
+def test_a_session_over_its_degraded_rate_fails_only_in_acceptance(tmp_path, tier_name, rc):
+    """A pytest session with tests/conftest.py's hooks whose one test passes but noted
+    five degraded reruns of six A runs: the gate reports them, acceptance fails; the
+    record names the test's degraded runs."""
     (tmp_path / "conftest.py").write_text(textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {TESTS!r})
-        from vm.conftest import pytest_sessionfinish, pytest_terminal_summary
+        sys.path.insert(0, {ROOT!r})
+        from tests.conftest import (pytest_configure, pytest_runtest_logstart,
+            pytest_runtest_logreport, pytest_terminal_summary, pytest_sessionfinish,
+            pytest_collection_modifyitems)
         """))
+    marks = ["@pytest.mark.acceptance", ""]
+    mark, other = marks if tier_name == "acceptance" else marks[::-1]
     (tmp_path / "test_x.py").write_text(textwrap.dedent(f"""
-        from retries import SESSION
+        import pytest
+        from tests.retries import SESSION, current_test
+        {mark}
         def test_passes():
-            SESSION.note("test_passes", [f"run-{{i}}" for i in range({reruns})])
+            SESSION.note(current_test(), [(f"a1_fifo/{{i}}", ["slow"]) for i in range(5)],
+                         runs=6, family="a")
+        {other}
+        def test_other_tier():
+            pass
         """))
-    env = {k: v for k, v in os.environ.items() if k != retries.BUDGET_ENV}
+    rec = tmp_path / "record.json"
+    env = dict(os.environ, BUFFERBLOAT_TEST_TIER=tier_name, BUFFERBLOAT_TEST_RECORD=str(rec),
+               PYTHONPATH=ROOT)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
-                          env=env, timeout=120)
+                           str(tmp_path)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=120)
     assert proc.returncode == rc, proc.stdout + proc.stderr
-    assert "1 passed" in proc.stdout
-    assert f"degraded reruns this session: {reruns} (budget 3" in proc.stdout
-    assert ("EXCEEDED" in proc.stdout) == bool(rc)
+    assert "1 passed, 1 deselected" in proc.stdout      # the other tier's test
+    assert "family a: 5 degraded of 6 runs" in proc.stdout
+    assert ("FAILS" in proc.stdout) == bool(rc)
+    import json  # noqa: PLC0415
+    data = json.loads(rec.read_text())
+    assert data["tier"] == tier_name and data["seed"] > 0
+    t = next(v for k, v in data["tests"].items() if k.endswith("test_passes"))
+    assert t["outcome"] == "passed" and len(t["degraded"]) == 5

@@ -47,6 +47,7 @@ def _idle_rtt_ms(**params):
     return med, res
 
 
+@pytest.mark.acceptance
 def test_netem_delay_gives_the_base_rtt(net_guard):
     own, _ = _idle_rtt_ms(delay_ms=0)
     med, res = _idle_rtt_ms(delay_ms=5)
@@ -60,6 +61,7 @@ def test_netem_delay_gives_the_base_rtt(net_guard):
     assert own < 2.0  # the emulator's own share stays small next to the delays we emulate
 
 
+@pytest.mark.acceptance
 def test_loss_on_one_link_direction(net_guard):
     topo = DumbbellTopo(bottleneck_mbit=10, loss_pct=2, loss_link="access",
                         loss_dir="forward")
@@ -88,6 +90,7 @@ def _time_ms(value):
     raise AssertionError(f"unparsed time {value!r}")
 
 
+@pytest.mark.acceptance
 def test_pie_holds_its_target_where_fifo_bloats(net_guard):
     wire = ("h1", "h1-eth0")  # the sender's path delay stage (netem leaf of its shaper)
     # the same dumbbell, one network each
