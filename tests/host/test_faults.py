@@ -23,10 +23,14 @@ import time
 import pytest
 from conftest import ROOT, _links, run_attempts
 
+from bufferbloat.core.errors import EXIT_DEGRADED
 from bufferbloat.core.signals import proc_start_time, same_process
 from bufferbloat.net.cleanup import STATE_PATH
 from bufferbloat.net.network import LOCK_PATH
 
+#: contracts in both tiers: on the host in each, in the VM (with Open vSwitch) in the
+#: acceptance tier (run_tests.sh)
+pytestmark = pytest.mark.bands
 PY = "/usr/bin/python3"
 SEED = int(os.environ.get("BUFFERBLOAT_FAULT_SEED") or time.time())
 RNG = random.Random(SEED)
@@ -289,7 +293,9 @@ def test_sigkill_then_a_new_run_removes_the_leftovers(tmp_path, baseline, bystan
     rc = finish(proc2)
     with open(proc2.log_path) as f:
         log = f.read()
-    assert rc == 0, log[-3000:]
+    # ok, healthy or not: a run the emulator fell behind on exits EXIT_DEGRADED after
+    # its reruns, a complete record all the same (the gate judges no emulator speed)
+    assert rc in (0, EXIT_DEGRADED), log[-3000:]
     assert f"killed run (pid {proc.pid})" in log
     run_dir, rec = result(tmp_path / "next")
     assert rec["status"] == "ok"
@@ -346,7 +352,9 @@ def test_the_next_run_after_failures_works_normally(tmp_path, baseline):
     rc = finish(proc)
     with open(proc.log_path) as f:
         log = f.read()
-    assert rc == 0, log[-3000:]
+    # ok, healthy or not: a run the emulator fell behind on exits EXIT_DEGRADED after
+    # its reruns, a complete record all the same (the gate judges no emulator speed)
+    assert rc in (0, EXIT_DEGRADED), log[-3000:]
     run_dir, rec = result(tmp_path / "out")
     assert rec["status"] == "ok" and "recovered" not in rec
     assert csv_rows(run_dir, "qdisc") > 0 and csv_rows(run_dir, "iperf") > 0

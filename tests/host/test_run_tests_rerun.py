@@ -53,6 +53,6 @@ def test_after_a_lockup_only_the_tests_not_ended_run_again(tmp_path, second, rc_
     assert "locked up (exit 6): 2 tests had ended" in proc.stdout
     assert "vm image: ready in" in proc.stdout        # the image, its own step, first
     args = [line[4:-1] for line in proc.stdout.splitlines() if line.startswith("ARG<")]
-    assert args[args.index("tests/host/test_faults.py") + 1:] == [
+    assert args[args.index("tests/vm") + 1:] == [
         "--deselect", "tests/vm/test_a.py::test_one",
         "--deselect", "tests/vm/test_a.py::test_two[x y]"]

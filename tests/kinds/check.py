@@ -3,6 +3,7 @@ must leave; shared by the host and VM tests."""
 import csv
 import os
 
+from bufferbloat.results.health import scheduled_entries
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
@@ -52,7 +53,10 @@ def run_and_check(out_root, rate_mbit, **params):
     assert entry["kind"] == "PyFlow" and entry["bytes_received"] == received
     assert abs(entry["scheduled_s"] - (rec["traffic_start_s"] + 0.1 * DURATION_S)) < 1e-6
     assert entry["t_launch"] - entry["scheduled_s"] < 1.0
-    assert rec["health"]["checks"]["flows_on_time"]["flows"] == 1
+    # flows_on_time judges every scheduled part: the new kind's flow and the ping beside it
+    on_time = rec["health"]["checks"]["flows_on_time"]
+    assert on_time["flows"] == len(scheduled_entries(rec)) == 2, on_time
+    assert {e.get("flow") or e.get("probe") for _, e in scheduled_entries(rec)} >= {"py"}
     # its socket, sampled and labelled with its name; the pings of the kind beside it
     tcp = run.series("tcp")
     assert set(tcp["flow"]) == {"py"}

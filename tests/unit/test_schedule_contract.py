@@ -37,6 +37,10 @@ EARLY_S = 0.05
 #: a pre-connected NetPerfMeter part's lead (4 s in a run: the sampler starts within it)
 NPM_LEAD_S = 1.0
 
+#: how long the fake page server takes to say READY (under TCG its interpreter took
+#: ~4 s: started by the part's schedule, it held the first fetch back that long)
+SERVER_START_S = 1.0
+
 HOSTS = {"src": "h1", "dst": "h2"}
 #: kind -> [(minimal spec, {what starts: offset from the origin, s})]; the offsets are the
 #: spec's (start x duration), not the part's: a kind that computes them wrongly fails
@@ -45,9 +49,10 @@ CASES = {
     "ping": [({**HOSTS}, {"ping": START * DURATION_S})],
     "irtt": [({"client": "h1", "server": "h2"}, {"irtt client": START * DURATION_S})],
     "udp": [({**HOSTS, "rate_kbit": 500}, {"udp sender": START * DURATION_S})],
-    # the page server serves from the traffic's start; the fetches from the part's
-    "web": [({"client": "h1", "server": "h2"},
-             {"web server": 0.0, "curl": START * DURATION_S})],
+    # the page server listens before the clock (prepare); the fetches from the part's
+    # start, never held back by the server's start-up (the fake's takes SERVER_START_S)
+    "web": [({"client": "h1", "server": "h2"}, {"curl": START * DURATION_S}),
+            ({"client": "h1", "server": "h2", "start": 0.0}, {"curl": 0.0})],
     "rrul": [({"a": "h1", "b": "h2"}, {"iperf3 client": START * DURATION_S,
                                         "ping": START * DURATION_S})],
     # at a later start the part launches the tool at its time; at start 0 it is
@@ -70,6 +75,17 @@ class FakeStdin:
         self.closed = True
 
 
+class SlowReady(io.StringIO):
+    """A server's stdout whose READY line comes SERVER_START_S after it is asked for."""
+
+    def __init__(self):
+        super().__init__("READY\n")
+
+    def readline(self, *args):
+        time.sleep(SERVER_START_S)
+        return super().readline(*args)
+
+
 class FakeProc:
     """A launched command that runs until :meth:`end` (its pid never exists)."""
 
@@ -80,6 +96,8 @@ class FakeProc:
         self.stdin = FakeStdin() if stdin is not None else None
         self.stdout = io.StringIO("READY\n") if stdout is not None and not hasattr(
             stdout, "fileno") else None
+        if "bufferbloat.webserver" in argv:
+            self.stdout = SlowReady()
 
     def end(self):
         self.returncode = 0
@@ -165,8 +183,6 @@ def starts(net):
             out.append(("curl", t))
         elif cmd == "irtt client":
             out.append(("irtt client", t))
-        elif "bufferbloat.webserver" in argv:
-            out.append(("web server", t))
         elif "bufferbloat.traffic.udptool" in argv and "send" in argv:
             told = [float(text.split()[1]) for _, text in proc.stdin.writes
                     if text.startswith("START_AT")]
@@ -174,7 +190,7 @@ def starts(net):
         elif argv[0] == "netperfmeter" and "-control-over-tcp" in argv:
             out += [(what, t + on) for what, on in first_on_s(argv).items()]
         elif not (argv[0] == "iperf3" and "-s" in argv or cmd == "irtt server"
-                  or argv[0] == "netperfmeter"
+                  or argv[0] == "netperfmeter" or "bufferbloat.webserver" in argv
                   or "bufferbloat.traffic.udptool" in argv and "recv" in argv):
             pytest.fail(f"the fake network does not know when {argv} starts traffic: "
                         "say so in starts() (servers started before the clock are not "

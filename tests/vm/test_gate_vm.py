@@ -8,8 +8,7 @@ origin plus its start: never early, late by at most a slack sized for TCG.
 No physics band is judged here (the acceptance tier does: tests/vm/test_families_vm.py
 and the others marked ``acceptance``). A run the emulator fell behind on is a complete
 record too: it is counted in the session's degraded ledger (tests/retries.py), never
-failed for it. Each point runs shorter than its quick profile where the family's
-structure survives it (docs/TESTING.md).
+failed for it. Each point runs at its quick profile's duration (about 105 s of traffic in all).
 """
 import json
 import os
@@ -22,20 +21,26 @@ from bufferbloat.run.engine import run_point
 from bufferbloat.scenarios import catalogue
 from tests.retries import SESSION, current_test, family_of
 
-#: a part may start this much after its due time under TCG (interpreters and iperf3
-#: clients started on an emulated CPU; the health check's own limit is
-#: bufferbloat.results.health.MAX_START_LATE_S); it may never start before it
-LATE_SLACK_S = 2.0
-#: clock granularity between the schedule's thread and the tools' stamps
+#: a part may start this much after its due time under TCG, on a loaded machine (the
+#: health verdict calls more than 2 s late degraded, bufferbloat.results.health.
+#: MAX_START_LATE_S; a web part held back 4.4 s by its server's start-up was the worst
+#: seen, since fixed); it may never start before it
+LATE_SLACK_S = 5.0
+#: clock granularity between the schedule's thread and our own launch stamps
 EARLY_SLACK_S = 0.05
+#: NetPerfMeter's flows start on the tool's own clock (``first_on_s``): its processes
+#: start their measurements within a tick or two of each other, up to 0.5 s measured
+#: (health.MAX_OWN_CLOCK_EARLY_S is the verdict's limit, 1 s)
+OWN_CLOCK_EARLY_S = 1.0
 
-#: (scenario, overrides, duration s, labelled TCP flows expected in tcp.csv)
+#: (scenario, overrides, labelled TCP flows expected in tcp.csv): each at its quick
+#: profile's duration (a5 30 s, b2 20, c1 30, d1 15, e1 10)
 POINTS = {
-    "a": ("a5_video", {"variant": "pie"}, 21, 1),
-    "b": ("b2_pie_target", {}, 12, None),
-    "c": ("c1_red_vs_pie", {"variant": "pi", "flows": 20}, 16, 20),
-    "d": ("d1_cca_paths", {"cca": "cubic", "variant": "fiber"}, 10, None),
-    "e": ("e1_aqm_kflows", {"variant": "fq_codel"}, 8, None),
+    "a": ("a5_video", {"variant": "pie"}, 1),
+    "b": ("b2_pie_target", {}, None),
+    "c": ("c1_red_vs_pie", {"variant": "pi", "flows": 20}, 20),
+    "d": ("d1_cca_paths", {"cca": "cubic", "variant": "fiber"}, None),
+    "e": ("e1_aqm_kflows", {"variant": "fq_codel"}, None),
 }
 
 CAT = catalogue()
@@ -52,7 +57,8 @@ def out(tmp_path_factory):
 
 def _scheduled(record):
     """Every scheduled thing the record gives: (name, due run time, started run time or
-    None), from the parts' summaries and their flows."""
+    None, how early its clock allows it to read), from the parts' summaries and their
+    flows."""
     found = []
     for s in record.get("traffic_results") or []:
         if not isinstance(s, dict):
@@ -60,18 +66,19 @@ def _scheduled(record):
         for x in [s] + [f for f in s.get("flows") or [] if isinstance(f, dict)]:
             if x.get("scheduled_s") is None:
                 continue
-            started = next((x[k] for k in ("first_on_s", "t_launch", "t_start")
-                            if isinstance(x.get(k), (int, float))), None)
+            key = next((k for k in ("first_on_s", "t_launch", "t_start")
+                        if isinstance(x.get(k), (int, float))), None)
             found.append((x.get("flow") or x.get("name") or s.get("kind"), x["scheduled_s"],
-                          started))
+                          key and x[key],
+                          OWN_CLOCK_EARLY_S if key == "first_on_s" else EARLY_SLACK_S))
     return found
 
 
 @pytest.mark.parametrize("family", sorted(POINTS))
 def test_one_quick_point_of_each_family_is_complete(out, family):
-    name, overrides, duration_s, flows = POINTS[family]
-    run_dir = run_point(CAT[name], dict(overrides), duration_s=duration_s, out_root=out,
-                        quick=True, log=lambda line: print(f"{name}: {line}"))
+    name, overrides, flows = POINTS[family]
+    duration_s = CAT[name].quick_duration_s
+    run_dir = run_point(CAT[name], dict(overrides), out_root=out, quick=True, log=lambda line: print(f"{name}: {line}"))
     run = load_run(run_dir)
     rec = run.record
     health = rec.get("health") or {}
@@ -121,11 +128,11 @@ def test_one_quick_point_of_each_family_is_complete(out, family):
     origin = rec["traffic_start_s"]
     sched = _scheduled(rec)
     assert sched, "no scheduled part in the record"
-    for what, due, started in sched:
+    for what, due, started, early_slack in sched:
         assert due >= origin - EARLY_SLACK_S, f"{what} due at {due:.3f} s, before the " \
             f"traffic's origin {origin:.3f} s"
         assert started is not None, f"{what} never started"
-        assert started >= due - EARLY_SLACK_S, f"{what} started {due - started:.2f} s early"
+        assert started >= due - early_slack, f"{what} started {due - started:.2f} s early"
         assert started <= due + LATE_SLACK_S, f"{what} started {started - due:.2f} s late"
     if name == "a5_video":
         _the_stream_at_its_time(run, rec, origin, duration_s)
@@ -134,7 +141,8 @@ def test_one_quick_point_of_each_family_is_complete(out, family):
 def _the_stream_at_its_time(run, rec, origin, duration_s):
     """A.5's stream (issue 38): its first packet sent at origin + start x duration, never
     before; its last by origin + stop x duration (plus one packet interval)."""
-    spec = next(s for s in rec["traffic"] if s.get("kind") == "udp" and s.get("name") == "video")
+    spec = next(s for s in rec["traffic"]
+                if s.get("kind") == "udp" and s.get("name") == "video")
     udp = run.series("udp")
     sent = np.sort(np.asarray(udp["t_sent"], dtype=float))
     assert len(sent), "the stream sent nothing"
