@@ -106,7 +106,7 @@ def tc_tick_in_usec():
 def tc_qdiscs(net, ns, dev):
     """``tc -j -s -d qdisc show dev DEV`` in ``ns``, parsed (a kind tc cannot parse shows
     its options as ``{"unparsed_by_tc_bytes": N}``)."""
-    from bufferbloat.net.network import tc_json_fixed  # noqa: PLC0415 - JSON repair only
+    from bufferbloat.net.qdiscplan import tc_json_fixed  # noqa: PLC0415 - JSON repair only
     out = net.run(ns, ["tc", "-j", "-s", "-d", "qdisc", "show", "dev", dev])
     return json.loads(tc_json_fixed(out) or "[]")
 

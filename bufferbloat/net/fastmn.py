@@ -10,7 +10,8 @@ process, inside the node's namespace (:mod:`bufferbloat.netlink.ifconf`); anythi
 ``tests/host/test_fastmn_host.py`` builds one network each way and finds the same
 interfaces, addresses, MACs, flags, routes and bridge ports.
 
-Imports Mininet: import it only where a network is built (``Network._build_mininet``).
+Imports Mininet: import it only where a network is built
+(:func:`bufferbloat.net.emulation.build`).
 """
 
 import re

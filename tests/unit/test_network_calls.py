@@ -12,15 +12,16 @@ import subprocess
 
 import pytest
 
-from bufferbloat.net import cleanup, isolation
+from bufferbloat.net import cleanup, hosts, isolation, links, qdiscplan
 from bufferbloat.net import network as network_mod
-from bufferbloat.net.network import CommandError, Network, parse_readback_batch
+from bufferbloat.net.network import CommandError, Network
+from bufferbloat.net.qdiscplan import parse_readback_batch
 from bufferbloat.net.topology import DumbbellTopo, KDumbbellTopo
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(os.path.dirname(HERE), "fixtures")
 READBACK = os.path.join(FIXTURES, "tools", "readback")
-CCA = network_mod.CCA_SYSCTL
+CCA = hosts.CCA_SYSCTL
 
 
 def fixture(name, where=READBACK):
@@ -32,14 +33,14 @@ def fixture(name, where=READBACK):
 def per_device(dev):
     """The entry the read-back made from one call per device and kind (the old way)."""
     raw = json.loads(fixture("per_device.json"))[dev]
-    return {"qdiscs": json.loads(network_mod.tc_json_fixed(raw["qdisc"]) or "[]"),
+    return {"qdiscs": json.loads(qdiscplan.tc_json_fixed(raw["qdisc"]) or "[]"),
             "classes": raw["class"].strip()}
 
 
 @pytest.mark.parametrize("group", ["switch", "h3"])
 def test_one_batch_per_namespace_reads_what_one_call_per_device_read(group):
     devs = json.loads(fixture("meta.json"))["groups"][group]
-    argv, script = network_mod.readback_batch(devs)
+    argv, script = qdiscplan.readback_batch(devs)
     assert script == fixture(f"batch_{group}.in")   # what the capture fed tc
     got = parse_readback_batch(fixture(f"batch_{group}.txt"), devs)
     assert got == {dev: per_device(dev) for dev in devs}
@@ -247,7 +248,8 @@ def on_tools(module, topo, monkeypatch, tmp_path, setup=None):
         setup(tools)
     monkeypatch.setattr(module, "subprocess", tools)
     monkeypatch.setattr(module, "in_netns", tools.in_netns)
-    monkeypatch.setattr(module, "nsconfig", tools)
+    monkeypatch.setattr(hosts, "nsconfig", tools)     # the hosts' sysctls
+    monkeypatch.setattr(links, "nsconfig", tools)     # the interfaces' offloads
     net = module.Network(topo, switch="bridge", caps=Caps())
 
     def build_mininet():
@@ -409,6 +411,6 @@ def test_steps_a_batch_cannot_hold_run_alone_in_their_place(monkeypatch, tmp_pat
         assert [w for n, w in tools.applied if n == ns] == \
             [list(s.argv[1:]) for s in net.plan if s.ns == ns and s.argv[0] == "tc"]
     assert tools.offloads["h2", "ifb0"] == {"tso", "gso", "gro"}
-    assert not network_mod._tc_batchable(("tc", "filter", "add", "a b"))
-    assert not network_mod._tc_batchable(("tc", "qdisc", "add", "#1"))
+    assert not qdiscplan._tc_batchable(("tc", "filter", "add", "a b"))
+    assert not qdiscplan._tc_batchable(("tc", "qdisc", "add", "#1"))
     net.stop()
