@@ -87,7 +87,7 @@ def make_qdisc(kind, hz=None, **values):
     info = KINDS[kind]
     p = check_params(f"qdisc {kind}", info.params, values)
     warnings = info.check(p, values, hz)
-    return QdiscSpec(kind, p, list(warnings))
+    return QdiscSpec(kind, p, list(warnings), info=info)
 
 
 def with_buffer(kind, buffer_pkts=None, buffer_bytes=None, **values):

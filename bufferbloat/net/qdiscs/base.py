@@ -137,17 +137,17 @@ class QdiscKind:
 
 @dataclass
 class QdiscSpec:
-    """A validated qdisc: ``kind`` name and the full parameter dict (defaults filled)."""
+    """A validated qdisc: ``kind`` name and the full parameter dict (defaults filled).
+
+    ``info`` is the :class:`QdiscKind` of ``kind``, which the registry's
+    :func:`~bufferbloat.net.qdiscs.make_qdisc` hands over: the spec asks its kind, never
+    the registry (which imports this module). It is not part of the spec's description,
+    equality or repr."""
 
     kind: str
     params: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
-
-    @property
-    def info(self):
-        """The :class:`QdiscKind` of this spec."""
-        from bufferbloat.net.qdiscs import KINDS  # noqa: PLC0415 - the registry imports this base
-        return KINDS[self.kind]
+    info: QdiscKind = field(default=None, repr=False, compare=False)
 
     @property
     def tc_kind(self):
