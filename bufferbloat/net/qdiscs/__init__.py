@@ -1,9 +1,9 @@
 """The queue disciplines a bottleneck can hold: one module per kind, and this registry.
 
 ==============  ===========================================================================
-``base``        the rules all kinds share: :class:`QdiscKind` (hooks with their defaults),
-                :class:`QdiscSpec`, helpers
-``template``    a commented kind: every hook, what it is for (copy it to add a kind)
+``base``        the rules all kinds share: :class:`QdiscKind` (each hook, what it is for,
+                its default), :class:`QdiscSpec`, helpers
+``template``    a short example kind, every hook named (copy it to add a kind)
 ``fifo`` ...    one module per kind: ``fifo``, ``pie``, ``red``, ``codel``, ``fq_codel``,
                 ``pi``, ``cake``: its parameters with units and ranges, tc arguments,
                 checks, kernel module, scaling, target, statistics decoder, colour
