@@ -21,7 +21,8 @@ import time
 
 import pytest
 
-from bufferbloat.measure.sampler import Sampler, qdisc_helper_binary
+from bufferbloat.measure.compiled import qdisc_helper_binary
+from bufferbloat.measure.sampler import Sampler
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.iperf.flow import Iperf3Flow
