@@ -74,7 +74,8 @@ class FlowGroup:
         return sport not in self.sports and str(sport) in self.labels
 
     def label(self, sport, dport):
-        """The label of a socket's rows (see :class:`Sampler`)."""
+        """The label of a socket's rows (see
+        :class:`~bufferbloat.measure.sampler.Sampler`)."""
         return (self.labels.get(str(sport)) or self.by_sport.get(sport)
                 or self.by_dport.get(dport) or f"{self.host}:{sport}")
 

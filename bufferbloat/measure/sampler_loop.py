@@ -58,7 +58,10 @@ def _timely(rt_priority):
 
 
 def run(spec):
-    """The sampler process's loop (until SIGTERM/SIGINT or ``duration_s``)."""
+    """The sampler process's loop (until SIGTERM/SIGINT or ``duration_s``): its sources
+    opened (:class:`_Sources`), the ticks sampled (:func:`_sample`), the outputs closed,
+    the queue helper stopped and sampler.json written (:func:`_stats`); returns its
+    stats."""
     spec = {**DEFAULTS, **spec}
     sched = _timely(spec["rt_priority"])
     period, t0 = float(spec["period_s"]), float(spec["t0"])

@@ -258,8 +258,8 @@ class Iperf3Flow(Iperf3Results, Timed):
     def stream_labels(self):
         """{client TCP source port: label} known before the flow runs: with ``cport``,
         iperf3 binds stream i to ``cport + i - 1`` and connects them in that order, which
-        is the order :func:`iperf3_stream_labels` reads from its JSON afterwards; without
-        ``cport``, {} (the ports are the kernel's choice)."""
+        is the order :func:`~.output.iperf3_stream_labels` reads from its JSON
+        afterwards; without ``cport``, {} (the ports are the kernel's choice)."""
         if self.cport is None:
             return {}
         if self.parallel == 1:

@@ -20,8 +20,8 @@ MIN_FRAME_BYTES = 64
 #: messages not received within this long after the last one count as lost by the tool
 #: (its default, 5 s, is shorter than a deep buffer's delay)
 DEFRAG_TIMEOUT_MS = 600_000
-#: flows per active process (:class:`NetPerfMeterRun`): the passive side takes a new
-#: data connection's identification only at its receive thread's next 250 ms poll
+#: flows per active process (:class:`~.run.NetPerfMeterRun`): the passive side takes a
+#: new data connection's identification only at its receive thread's next 250 ms poll
 #: timeout (NetPerfMeter 1.9.4, flow.cc FlowManager::run: nothing wakes it), and an
 #: active process sets its flows up one after the other, so one process of N flows
 #: needs N ticks before its measurement starts (0.26 s a flow measured in the TCG VM:

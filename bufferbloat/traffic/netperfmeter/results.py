@@ -68,7 +68,8 @@ class RunResults:
 
     def rows(self):
         """{"npm": interval rows, "npm_msg": message rows as their cells
-        (:func:`message_cells`; :func:`message_rows` reads them as dicts)} (run time, s)."""
+        (:func:`~.output.message_cells`; :func:`~.output.message_rows` reads them as
+        dicts)} (run time, s)."""
         intervals, msgs, names_now = [], CellRows(), self.files()
         for g in self.actives:         # each process's files, for its own flows
             names = {f.flow_id: f.name for f in g.flows}
