@@ -36,7 +36,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bufferbloat.core.signals import stop_process  # noqa: E402
-from bufferbloat.measure.sampler import QDISC_SAMPLER_ENV, Sampler, qdisc_helper_binary  # noqa: E402
+from bufferbloat.measure.compiled import QDISC_SAMPLER_ENV, qdisc_helper_binary  # noqa: E402
+from bufferbloat.measure.sampler import Sampler  # noqa: E402
 from bufferbloat.net.network import Network  # noqa: E402
 from bufferbloat.net.topology import DumbbellTopo  # noqa: E402
 from bufferbloat.netlink import nlstats  # noqa: E402

@@ -13,7 +13,7 @@ from bufferbloat.core.stats import percentile
 from bufferbloat.net.bottleneck import CLASS
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
-from bufferbloat.traffic.iperf import Iperf3Flow
+from bufferbloat.traffic.iperf.flow import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe
 
 

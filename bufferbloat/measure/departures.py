@@ -60,7 +60,7 @@ from bufferbloat.core import paths
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.signals import die_with_parent, stop_process
 from bufferbloat.core.stats import percentiles
-from bufferbloat.measure.sampler import compiled_helper
+from bufferbloat.measure.compiled import compiled_helper
 
 ENV = "BUFFERBLOAT_DEPARTURES"
 EVENTS = ("net/net_dev_queue", "net/net_dev_xmit")

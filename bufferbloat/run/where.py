@@ -211,7 +211,7 @@ def prepare_sampler_for_vm(log=None):
     share) before the VM boots, so that no run in the guest waits for a compiler under
     TCG. Where this machine cannot build it, say so: the guest then builds it before
     its first run's sampler starts (never against a timeout)."""
-    from bufferbloat.measure.sampler import prepare_qdisc_helper, qdisc_sampler_mode  # noqa: PLC0415 - the network's and the VM's modules load only when asked
+    from bufferbloat.measure.compiled import prepare_qdisc_helper, qdisc_sampler_mode  # noqa: PLC0415 - the network's and the VM's modules load only when asked
     log = log or (lambda m: print(m, file=sys.stderr, flush=True))
     try:
         if qdisc_sampler_mode() == "python":

@@ -8,14 +8,12 @@ from bufferbloat.core.params import Param, check_number, check_port
 from bufferbloat.traffic.base import TrafficPart, register
 from bufferbloat.traffic.base import realtime_minus_monotonic as base_rmm
 from bufferbloat.traffic.iperf import (
-    Iperf3Flow,
     flow_problem,
     flow_rows,
-    prepare_servers,
     reported_flow_error,
     sampled_flow,
-    watch_established,
 )
+from bufferbloat.traffic.iperf.flow import Iperf3Flow, prepare_servers, watch_established
 from bufferbloat.traffic.ping import PingProbe
 
 

@@ -23,7 +23,7 @@ import time
 import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
-from bufferbloat.measure import sampler as sampler_mod
+from bufferbloat.measure import compiled
 from tests.conftest import ROOT
 
 SENDER = r"""
@@ -91,7 +91,7 @@ def _rows(path):
 
 
 def _binary():
-    binary, why = sampler_mod.qdisc_helper_binary()
+    binary, why = compiled.qdisc_helper_binary()
     assert binary, why
     return binary
 

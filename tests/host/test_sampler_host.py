@@ -25,7 +25,7 @@ from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.measure.sampler import Sampler
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
-from bufferbloat.traffic.iperf import Iperf3Flow
+from bufferbloat.traffic.iperf.flow import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe
 from tests.timing import sampler_timing_misses
 

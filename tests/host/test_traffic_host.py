@@ -10,7 +10,7 @@ import pytest
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.base import Schedule
-from bufferbloat.traffic.iperf import Iperf3Flow
+from bufferbloat.traffic.iperf.flow import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe
 from bufferbloat.traffic.rrul import Rrul
 from bufferbloat.traffic.udpstream import UdpStream

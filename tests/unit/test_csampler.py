@@ -1,6 +1,6 @@
 """The compiled queue sampler's decoding (bb-qdisc-sampler --parse) against nlstats on
 every captured RTM_GETQDISC answer in tests/fixtures/netlink/: the CSV rows it prints are
-byte for byte those that sampler.qdisc_row + csv.writer make from nlstats' decoding
+byte for byte those that sampler_rows.qdisc_row + csv.writer make from nlstats' decoding
 (fq_codel with its per-flow classes merged, as QdiscReader.read does), and its ``t``
 column is Python's repr(round(t, 6)) for times from microseconds to days."""
 import csv
@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
-from bufferbloat.measure import sampler
+from bufferbloat.measure import compiled, qdisc_helper, sampler, sampler_rows
 from bufferbloat.net import qdiscs
 from tests.conftest import FIXTURES
 
@@ -26,7 +26,7 @@ TIMES = [0.0, 1.5, 0.01, 12.3456789, 1e-05, 0.00012345, 123456.7, 3.0000004, 864
 
 @pytest.fixture(scope="module")
 def binary():
-    path, why = sampler.qdisc_helper_binary()
+    path, why = compiled.qdisc_helper_binary()
     if path is None:
         pytest.skip(f"bb-qdisc-sampler unavailable: {why}")
     return path
@@ -45,7 +45,7 @@ def _python_rows(case, dump, times):
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     for t in times:
-        w.writerows(sampler.qdisc_row(round(t, 6), meta["dev"], q) for q in qs)
+        w.writerows(sampler_rows.qdisc_row(round(t, 6), meta["dev"], q) for q in qs)
     args = ["--parse", os.path.join(NL, f"{dump}.bin"), "--ifindex", str(meta["ifindex"]),
             "--dev", meta["dev"]]
     if os.path.exists(cls):
@@ -84,23 +84,23 @@ def test_c_time_column_is_python_repr_of_round6(binary):
 
 
 def test_binary_is_not_tracked():
-    out = subprocess.run(["git", "ls-files", os.path.relpath(sampler.CSAMPLER_BIN,
-                                                              sampler.ROOT)],
+    out = subprocess.run(["git", "ls-files", os.path.relpath(compiled.CSAMPLER_BIN,
+                                                               sampler.ROOT)],
                          cwd=sampler.ROOT, capture_output=True, text=True).stdout
     assert out.strip() == ""
 
 
 def test_no_compiler_no_binary_falls_back_with_a_reason(monkeypatch, tmp_path):
-    monkeypatch.setattr(sampler, "CSAMPLER_BIN", str(tmp_path / "bb-qdisc-sampler"))
-    monkeypatch.setattr(sampler.shutil, "which", lambda name: None)
-    path, why = sampler.qdisc_helper_binary()
+    monkeypatch.setattr(compiled, "CSAMPLER_BIN", str(tmp_path / "bb-qdisc-sampler"))
+    monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
+    path, why = compiled.qdisc_helper_binary()
     assert path is None and "not built" in why and "no make/gcc" in why
     (tmp_path / "bb-qdisc-sampler").write_text("")
     os.utime(tmp_path / "bb-qdisc-sampler", (1, 1))  # older than its source
-    path, why = sampler.qdisc_helper_binary()
+    path, why = compiled.qdisc_helper_binary()
     assert path is None and "older than its source" in why
-    monkeypatch.setenv(sampler.QDISC_SAMPLER_ENV, "c")
+    monkeypatch.setenv(compiled.QDISC_SAMPLER_ENV, "c")
     with pytest.raises(RuntimeError, match="BUFFERBLOAT_QDISC_SAMPLER=c"):
-        sampler._start_qdisc_helper({}, str(tmp_path))
-    monkeypatch.setenv(sampler.QDISC_SAMPLER_ENV, "auto")
-    assert sampler._start_qdisc_helper({}, str(tmp_path))[0] is None
+        qdisc_helper.start_qdisc_helper({}, str(tmp_path))
+    monkeypatch.setenv(compiled.QDISC_SAMPLER_ENV, "auto")
+    assert qdisc_helper.start_qdisc_helper({}, str(tmp_path))[0] is None

@@ -16,6 +16,9 @@ from bufferbloat.core.series import CellRows
 from bufferbloat.results.records import format_cell
 from bufferbloat.traffic import netperfmeter as npm
 from bufferbloat.traffic.kinds import part_class
+from bufferbloat.traffic.netperfmeter import flows as npm_flows
+from bufferbloat.traffic.netperfmeter import output as npm_output
+from bufferbloat.traffic.netperfmeter import run as npm_run
 
 D = os.path.join(FIXTURES, "tools", "netperfmeter")
 META = json.load(open(os.path.join(D, "meta.json")))
@@ -63,13 +66,13 @@ def test_a_lead_delays_every_flows_instants_and_the_start_line_is_recognised():
     assert onoff.spec(0).endswith(onoff.spec().split(":")[-1])
     # onoff= gives increments: on at 1 + 4, off 1 s later, on 5 s after that
     assert onoff.spec(4.0).split(":")[-1] == "onoff=" + ",".join(
-        f"{x:.6g}" for x in npm.onoff_increments([5.0, 6.0, 11.0]))
+        f"{x:.6g}" for x in npm_flows.onoff_increments([5.0, 6.0, 11.0]))
     bulk = npm.NpmFlow(1, "b")
     assert "onoff" not in bulk.spec() and bulk.spec(4.0).endswith("onoff=4")
     with open(os.path.join(D, "cap-npm.stdout.txt")) as f:
         text = f.read()
-    assert npm.MEASUREMENT_STARTED.search(text)
-    assert not npm.MEASUREMENT_STARTED.search(text.split("Starting measurement")[0])
+    assert npm_output.MEASUREMENT_STARTED.search(text)
+    assert not npm_output.MEASUREMENT_STARTED.search(text.split("Starting measurement")[0])
 
 
 def test_output_files_are_absolute_whatever_the_run_dir(tmp_path, monkeypatch):
@@ -86,14 +89,14 @@ def test_output_files_are_absolute_whatever_the_run_dir(tmp_path, monkeypatch):
 
 
 def test_paced_stream_frame_rate_and_on_off_instants():
-    assert npm.frame_rate(4.0, 1000) == 500.0      # 4 Mbit/s in 1000-byte frames
+    assert npm_flows.frame_rate(4.0, 1000) == 500.0      # 4 Mbit/s in 1000-byte frames
     flow = npm.NpmFlow(3, "s", rate_mbit=4.0, frame_bytes=1000)
     assert flow.spec().startswith("const500:const1000:const0:const0:")
     # a frame above the largest message is n equal messages (the tool pads the last)
     big = npm.NpmFlow(5, "v", rate_mbit=7.0, frame_bytes=35000)
     assert (big.messages, big.msg_bytes, big.frame_bytes) == (3, 11667, 35001)
     assert "maxmsgsize=11667" in big.spec()
-    assert npm.frame_rate(7.0, big.frame_bytes) * big.frame_bytes * 8 == pytest.approx(7e6)
+    assert npm_flows.frame_rate(7.0, big.frame_bytes) * big.frame_bytes * 8 == pytest.approx(7e6)
     down = npm.NpmFlow(4, "d", direction="down")
     assert down.spec().startswith("const0:const0:const0:const1448:")
     # the study's on-off: on 1 s, off 5 s, on one connection
@@ -119,10 +122,10 @@ def test_part_refuses_a_stream_without_its_reference_rate():
 # ----------------------------------------------------------------------------- parsers
 
 def test_connections_and_socket_ports():
-    fds = npm.parse_connections(read("cap-npm.stdout.txt"))
+    fds = npm_output.parse_connections(read("cap-npm.stdout.txt"))
     assert sorted(fds) == [1, 2, 3, 4] and len(set(fds.values())) == 4
     links = {int(k): v for k, v in META["fd_links"].items()}
-    ports = npm.match_sockets(links, [META["proc_net_tcp"]])
+    ports = npm_run.match_sockets(links, [META["proc_net_tcp"]])
     assert ports == {int(k): tuple(v) for k, v in META["sockets"].items()}
     assert {p[1] for p in ports.values()} == {9000}     # the data port, not control 9001
     # independent check: ss shows flow 1's socket with reno and flow 3's with cubic
@@ -133,7 +136,7 @@ def test_connections_and_socket_ports():
 
 def test_summary_vector_is_consistent():
     for node in ("active", "passive"):
-        rows = npm.parse_summary_vector(read(f"cap-npm-{node}.vec"))
+        rows = npm_output.parse_summary_vector(read(f"cap-npm-{node}.vec"))
         assert rows and {r["action"] for r in rows} == {"Sent", "Received", "Lost"}
         keys = {(r["flow_id"], r["action"]) for r in rows}
         for key in keys:
@@ -149,12 +152,14 @@ def test_summary_vector_is_consistent():
 
 
 def test_flow_vectors_scalars_and_physics():
-    active = npm.flow_scalars(npm.parse_scalars(read("cap-npm-active.sca")), "active")
-    passive = npm.flow_scalars(npm.parse_scalars(read("cap-npm-passive.sca")), "passive")
+    active = npm_output.flow_scalars(npm_output.parse_scalars(read("cap-npm-active.sca")),
+                                     "active")
+    passive = npm_output.flow_scalars(npm_output.parse_scalars(read("cap-npm-passive.sca")),
+                                      "passive")
     assert sorted(active) == sorted(passive) == [1, 2, 3, 4]
     for fid, node, scal in ((1, "passive", passive), (2, "passive", passive),
                             (3, "passive", passive), (4, "active", active)):
-        msgs = npm.parse_flow_vector(read(f"cap-npm-{node}-{fid:08x}-0000.vec"))
+        msgs = npm_output.parse_flow_vector(read(f"cap-npm-{node}-{fid:08x}-0000.vec"))
         assert msgs
         # the receiver's cumulative bytes end at what its scalar file counted
         assert msgs[-1]["abs_bytes"] == scal[fid]["Received Bytes"]
@@ -164,7 +169,7 @@ def test_flow_vectors_scalars_and_physics():
         # one clock: no message arrives sooner than the path's one-way delay
         assert min(m["delay_ms"] for m in msgs) >= ONE_WAY_MS
     # the stream's frames: 1000 bytes each, a message per frame
-    stream = npm.parse_flow_vector(read("cap-npm-passive-00000003-0000.vec"))
+    stream = npm_output.parse_flow_vector(read("cap-npm-passive-00000003-0000.vec"))
     assert {m["rel_bytes"] for m in stream} == {1000}
     # nobody receives what was not sent
     for fid in (1, 2, 3):
@@ -176,7 +181,7 @@ def test_run_rows_and_summary_on_the_clock():
     rows = run.rows()
     launched = META["launched_mono"] - META["t0"]
     assert isinstance(rows["npm_msg"], CellRows)
-    msgs = npm.message_rows(rows["npm_msg"])
+    msgs = npm_output.message_rows(rows["npm_msg"])
     assert {m["flow"] for m in msgs} == {"bulk", "onoff", "stream", "down"}
     assert all(launched < m["t_sent"] < m["t_recv"] < launched + 15 for m in msgs)
     assert all(m["t_recv"] - m["t_sent"] >= ONE_WAY_MS / 1e3 - 1e-6 for m in msgs)
@@ -184,10 +189,10 @@ def test_run_rows_and_summary_on_the_clock():
     for m in msgs:
         by_flow[m["flow"]] = by_flow.get(m["flow"], 0) + m["size_bytes"]
     ivs = rows["npm"]
-    assert set(ivs[0]) == set(npm.COLUMNS) and set(msgs[0]) == set(npm.MSG_COLUMNS)
+    assert set(ivs[0]) == set(npm_output.COLUMNS) and set(msgs[0]) == set(npm_output.MSG_COLUMNS)
     summary = run.summary()
     flows = {f["flow"]: f for f in summary["flows"]}
-    received = npm.flow_scalars(npm.parse_scalars(read("cap-npm-passive.sca")),
+    received = npm_output.flow_scalars(npm_output.parse_scalars(read("cap-npm-passive.sca")),
                                 "passive")[1]["Received Bytes"]
     assert flows["bulk"]["bytes_received"] == received and flows["down"]["sender"] == "far"
     # neither the passive node's intervals nor the messages recorded after the first
@@ -218,7 +223,7 @@ def test_on_off_is_one_connection_sending_in_its_windows():
     messages: the tool reads the list as increments, as the spec builds it."""
     run = fixture_run()
     start = run.measurement_start_real() - META["realtime_minus_monotonic"] - META["t0"]
-    sent = [m["t_sent"] - start for m in npm.message_rows(run.rows()["npm_msg"])
+    sent = [m["t_sent"] - start for m in npm_output.message_rows(run.rows()["npm_msg"])
             if m["flow"] == "onoff"]
     windows = [(0, 1), (2, 3), (4, 5)]
     slack = 0.2                       # the tool's timers under TCG, and its time base
@@ -239,16 +244,16 @@ def test_message_cells_are_the_rows_of_the_parser_formatted_cell_by_cell():
     for name in names:
         text = read(name)
         want = []
-        for r in npm.parse_flow_vector(text):
+        for r in npm_output.parse_flow_vector(text):
             t_recv = r["abs_time_us"] / 1e6 - rmm - t0
             want.append([format_cell(v) for v in (
                 "f", r["seq"], round(t_recv - r["delay_ms"] / 1e3, 6), round(t_recv, 6),
                 r["rel_bytes"], r["abs_bytes"])])
-        got = npm.message_cells(text, "f", rmm, t0)
+        got = npm_output.message_cells(text, "f", rmm, t0)
         assert [list(c) for c in got] == want, name
         if want:
             nonempty += 1
-            assert npm.message_rows(got)[0]["t_recv"] == float(want[0][3])
+            assert npm_output.message_rows(got)[0]["t_recv"] == float(want[0][3])
     assert nonempty == 4
 
 
@@ -261,7 +266,7 @@ def test_flows_are_cut_into_even_groups_of_at_most_the_process_size():
     for n, per, sizes in ((1, 10, [1]), (7, 10, [7]), (10, 10, [10]), (20, 10, [10, 10]),
                           (45, 10, [9, 9, 9, 9, 9]), (80, 10, [10] * 8),
                           (21, 10, [7, 7, 7]), (5, 2, [2, 2, 1])):
-        groups = npm.flow_groups(list(range(n)), per)
+        groups = npm_flows.flow_groups(list(range(n)), per)
         assert [len(g) for g in groups] == sizes, (n, per)
         assert [x for g in groups for x in g] == list(range(n))
     flows = [npm.NpmFlow(i + 1, f"f{i + 1}") for i in range(25)]
@@ -310,15 +315,15 @@ def test_the_process_size_from_the_environment_is_checked(monkeypatch):
     cls = part_class("netperfmeter")
     spec = {"kind": "netperfmeter", "name": "bulk", "src": "h1", "dst": "h2",
             "start": 0.0, "stop": 1.0, "count": 20}
-    monkeypatch.setenv(npm.FLOWS_PER_PROCESS_ENV, "200")     # the old way: one process
+    monkeypatch.setenv(npm_flows.FLOWS_PER_PROCESS_ENV, "200")     # the old way: one process
     cls.check_spec(spec)
     run = npm.NetPerfMeterRun(StubNet(), "near", "far", 9000,
                               [npm.NpmFlow(i + 1, f"f{i}") for i in range(20)], 5, name="c")
     assert len(run.actives) == 1
     run.cleanup()
     for bad in ("0", "201", "ten", "5; reboot", "-3"):
-        monkeypatch.setenv(npm.FLOWS_PER_PROCESS_ENV, bad)
-        with pytest.raises(UsageError, match=npm.FLOWS_PER_PROCESS_ENV):
+        monkeypatch.setenv(npm_flows.FLOWS_PER_PROCESS_ENV, bad)
+        with pytest.raises(UsageError, match=npm_flows.FLOWS_PER_PROCESS_ENV):
             cls.check_spec(spec)
 
 
@@ -346,15 +351,15 @@ def test_stop_ends_every_process_even_when_one_will_not_end(monkeypatch):
         g.proc = _Proc(1000 + k)
     run.passive = _Proc(2000)
     ended, signalled = [], []
-    monkeypatch.setattr(npm.os, "kill", lambda pid, sig: signalled.append((pid, sig)))
-    monkeypatch.setattr(npm, "STOP_GRACE_S", 0.01)
+    monkeypatch.setattr(npm_run.os, "kill", lambda pid, sig: signalled.append((pid, sig)))
+    monkeypatch.setattr(npm_run, "STOP_GRACE_S", 0.01)
 
     def stop_process(proc):
         ended.append(proc.pid)
         proc.returncode = -9
         if proc.pid == 1000:
             raise subprocess.TimeoutExpired("netperfmeter", 1)
-    monkeypatch.setattr(npm, "stop_process", stop_process)
+    monkeypatch.setattr(npm_run, "stop_process", stop_process)
     with pytest.raises(subprocess.TimeoutExpired):
         run.stop()
     assert ended == [1000, 1001, 2000]

@@ -13,7 +13,7 @@ import struct
 import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
-from bufferbloat.measure.sampler import qdisc_row, tcp_row
+from bufferbloat.measure.sampler_rows import qdisc_row, tcp_row
 from bufferbloat.net import qdiscs
 from bufferbloat.netlink import nlstats
 from tests.conftest import FIXTURES
@@ -299,8 +299,8 @@ def _sock(sport, acked, cookie):
 
 
 def test_control_connection_rule():
-    from bufferbloat.measure.sampler import _FlowGroup
-    g = _FlowGroup.__new__(_FlowGroup)
+    from bufferbloat.measure.sampler_flows import FlowGroup
+    g = FlowGroup.__new__(FlowGroup)
     g.host, g.labels, g.min_bytes, g.hold_s = "h1", {"40001": "h1-1"}, 65536, 2.0
     g.by_dport, g.by_sport, g.sports = {}, {}, set()
     g.data, g.ignored, g.pending, g.all_data = set(), set(), {}, set()
@@ -332,8 +332,8 @@ def test_a_servers_labelled_listening_port_keeps_the_control_rule():
     """A download is sampled at its server by the listening port (``sports``), which its
     control connection has as its source port too: a label there names the flow but does
     not make every socket on it data; the 64 KiB rule still tells them apart."""
-    from bufferbloat.measure.sampler import _FlowGroup
-    g = _FlowGroup.__new__(_FlowGroup)
+    from bufferbloat.measure.sampler_flows import FlowGroup
+    g = FlowGroup.__new__(FlowGroup)
     g.host, g.labels, g.min_bytes, g.hold_s = "h2", {"5221": "down"}, 65536, 2.0
     g.by_dport, g.by_sport, g.sports = {}, {5221: "down"}, {5221}
     g.data, g.ignored, g.pending, g.all_data = set(), set(), {}, set()
@@ -350,13 +350,13 @@ def test_a_servers_labelled_listening_port_keeps_the_control_rule():
 def test_flow_labels_are_given_before_sampling():
     """A socket's rows get its source port's label, else the label of the spec whose port
     it matched, else host:sport: tcp.csv is written labelled, never relabelled."""
-    from bufferbloat.measure.sampler import _FlowGroup
+    from bufferbloat.measure.sampler_flows import FlowGroup
     specs = [{"host": "h1", "pid": None, "dports": [5201], "sports": [], "label": "up",
               "labels": {"40002": "up-2"}},
              {"host": "h1", "pid": None, "dports": [], "sports": [5301], "label": "down",
               "labels": {}},
              {"host": "h1", "pid": None, "dports": [5401], "sports": [], "labels": {}}]
-    g = _FlowGroup(specs, "python", 0, 2.0, 0.1)
+    g = FlowGroup(specs, "python", 0, 2.0, 0.1)
     assert g.label(40001, 5201) == "up"          # the spec's label, by its dport
     assert g.label(40002, 5201) == "up-2"        # a stream's own label, by its sport
     assert g.label(5301, 40003) == "down"        # the spec's label, by its sport
@@ -377,8 +377,8 @@ def test_ipv4_mapped_addresses_read_as_ipv4():
 def test_ports_without_control_connections_are_written_from_the_first_sample():
     """NetPerfMeter's data port carries data connections only: a flow that has sent
     nothing yet (it starts later, or sends little) is sampled from its first moment."""
-    from bufferbloat.measure.sampler import _FlowGroup
-    g = _FlowGroup.__new__(_FlowGroup)
+    from bufferbloat.measure.sampler_flows import FlowGroup
+    g = FlowGroup.__new__(FlowGroup)
     g.host, g.labels, g.min_bytes, g.hold_s = "h1", {}, 65536, 2.0
     g.data, g.ignored, g.pending = set(), set(), {}
     g.by_dport, g.by_sport, g.sports = {}, {}, set()

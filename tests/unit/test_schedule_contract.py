@@ -233,7 +233,7 @@ def parts(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(netperfmeter, "PRECONNECT_LEAD_S", NPM_LEAD_S)
         # the fake's sockets are no one's: each flow's descriptor is mapped to a port
-        mp.setattr(netperfmeter, "socket_ports",
+        mp.setattr(netperfmeter.run, "socket_ports",
                    lambda pid, fds, known=(): {f: (20000 + f, 5201) for f in fds
                                                if f not in known})
         tmp = tmp_path_factory.mktemp("raw")

@@ -13,12 +13,8 @@ from bufferbloat.core.errors import ParameterError
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.core.stats import percentile
 from bufferbloat.traffic.base import Schedule
-from bufferbloat.traffic.iperf import (
-    Iperf3Flow,
-    iperf3_rows,
-    iperf3_stream_labels,
-    sampled_flow,
-)
+from bufferbloat.traffic.iperf import Iperf3Flow, sampled_flow
+from bufferbloat.traffic.iperf.output import iperf3_rows, iperf3_stream_labels
 from bufferbloat.traffic.ping import PingProbe, parse_ping, parse_ping_probes
 from bufferbloat.traffic.udpstream import (
     parse_failed,

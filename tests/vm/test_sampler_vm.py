@@ -21,10 +21,11 @@ import time
 
 import pytest
 
-from bufferbloat.measure.sampler import Sampler, qdisc_helper_binary
+from bufferbloat.measure.compiled import qdisc_helper_binary
+from bufferbloat.measure.sampler import Sampler
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
-from bufferbloat.traffic.iperf import Iperf3Flow
+from bufferbloat.traffic.iperf.flow import Iperf3Flow
 
 #: physics and timing bands on emulated runs: the acceptance tier judges them
 #: (sudo ./run_tests.sh --acceptance, tests/retries.py); the gate leaves them out
