@@ -56,7 +56,7 @@ from bufferbloat.plots import (
 )
 from bufferbloat.plots.common import FORMATS, as_run, save
 from bufferbloat.plots.flags import flags
-from bufferbloat.results.records import RESULT_FILE
+from bufferbloat.results.records_layout import RESULT_FILE
 
 FIGURES = {
     "cwnd": cwnd.draw,

@@ -20,10 +20,11 @@ import multiprocessing
 import os
 
 from bufferbloat import scenarios
+from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.paths import PACKAGE_DIR
 from bufferbloat.plots import FIGURES, FIGURES_DIR, draw_figures, scenario_figures, study, sweep
 from bufferbloat.plots.common import as_run, save
-from bufferbloat.results.records import RESULT_FILE, write_json_atomic
+from bufferbloat.results.records_layout import RESULT_FILE
 
 MAX_WORKERS = 4
 _PLOTS = os.path.dirname(os.path.abspath(__file__))

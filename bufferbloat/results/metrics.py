@@ -30,14 +30,8 @@ from bufferbloat.core.atomic import write_json_atomic, write_text_atomic
 from bufferbloat.core.series import TRAFFIC_TIME_COLUMNS
 from bufferbloat.core.stats import cov, jain_index, loss_figures
 from bufferbloat.results.flowmetrics import NOT_LEAF_KINDS, aliases_of, study_metrics
-from bufferbloat.results.records import (
-    METRICS_CSV,
-    METRICS_JSON,
-    SCHEMA_VERSION,
-    bottleneck_dev_name,
-    label_groups,
-    load_run,
-)
+from bufferbloat.results.records import bottleneck_dev_name, label_groups, load_run
+from bufferbloat.results.records_layout import METRICS_CSV, METRICS_JSON, SCHEMA_VERSION
 from bufferbloat.results.rows import Rows, counter_delta, counter_window, finite_values
 
 FIELDS = ("scope", "name", "metric", "value", "unit")

@@ -8,7 +8,8 @@ import pytest
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import health as hl
 from bufferbloat.results import metrics as m
-from bufferbloat.results.records import RunWriter, find_runs, load_run
+from bufferbloat.results.records import find_runs, load_run
+from bufferbloat.results.records_writer import RunWriter
 
 RATE = 10.0  # Mbit/s
 FIXTURES = "tests/fixtures/runs"

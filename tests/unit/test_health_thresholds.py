@@ -13,7 +13,8 @@ import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import health as hl
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 from unit.test_health import RATE, _write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

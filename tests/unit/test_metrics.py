@@ -8,7 +8,8 @@ import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import metrics as m
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 
 # ----------------------------------------------------------------------------- helpers
 

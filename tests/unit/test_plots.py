@@ -22,7 +22,8 @@ from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.plots import commands, common, palette, sweep
 from bufferbloat.plots.flags import flags
 from bufferbloat.results import theory
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "fixtures", "runs")

@@ -94,7 +94,8 @@ def _d_point(path, cca, variant, load, goodput, srtt_ms, bulk_goodput=None, rep=
     ``bulk_goodput_mbit`` among them, in its knobs and its stream's rate, so in its
     configuration's key), its two metric rows."""
     from bufferbloat.plots.sweep import Point
-    from bufferbloat.results.records import RunWriter, load_run
+    from bufferbloat.results.records import load_run
+    from bufferbloat.results.records_writer import RunWriter
     w = RunWriter(path)
     rates = {"fiber": 15, "dsl": 3, "cellular": 5}
     params = {"bottleneck_mbit": rates[variant], "cca": cca}
