@@ -37,10 +37,8 @@ from bufferbloat.plots.palette import flow_color
 from bufferbloat.plots.throughput import aggregate_rate
 from bufferbloat.plots.web import warmup_cut_s
 from bufferbloat.results import headline, theory
-from bufferbloat.results.metrics import (
-    traffic_start_s,
-    web_fetches,
-)
+from bufferbloat.results.metrics import traffic_start_s
+from bufferbloat.results.metrics_latency import web_fetches
 from bufferbloat.run.scenario import study_file
 from bufferbloat.scenarios import catalogue
 
@@ -87,7 +85,7 @@ def timeseries(points):
 def fetch_times(points):
     """[(point label, every successful fetch time of its runs after each run's warm-up,
     s)]: the fetches the metrics count (web:all:total_*_s,
-    :func:`bufferbloat.results.metrics.web_fetches`); a point whose runs fetched only
+    :func:`bufferbloat.results.metrics_latency.web_fetches`); a point whose runs fetched only
     in the warm-up has an empty array; points without web.csv are left out."""
     data = []
     for key, reps in _reps_by_key(points).items():

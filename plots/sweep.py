@@ -50,7 +50,9 @@ from bufferbloat.plots.palette import (
 )
 from bufferbloat.plots.throughput import aggregate_rate
 from bufferbloat.results.health import NOT_MEASURED
-from bufferbloat.results.metrics import flow_directions, link_direction, traffic_start_s
+from bufferbloat.results.metrics import traffic_start_s
+from bufferbloat.results.metrics_flows import flow_directions
+from bufferbloat.results.metrics_queue import link_direction
 from bufferbloat.results.records import Run, find_runs, is_run_dir, load_run
 from bufferbloat.run import identity
 from bufferbloat.run.sweep import (

@@ -23,7 +23,7 @@ import numpy as np
 
 from bufferbloat.measure.departures import timing_summary
 from bufferbloat.net.qdiscs import kind_of
-from bufferbloat.results.metrics import NOT_LEAF_KINDS
+from bufferbloat.results.flowmetrics import NOT_LEAF_KINDS
 from bufferbloat.results.records import load_run
 
 #: The bottleneck must send at >= this share of its configured rate whenever its leaf

@@ -16,7 +16,8 @@ import pytest
 
 from bufferbloat import plots
 from bufferbloat.plots import sweep
-from bufferbloat.results.metrics import compute_metrics, link_direction
+from bufferbloat.results.metrics import compute_metrics
+from bufferbloat.results.metrics_queue import link_direction
 from bufferbloat.results.records import load_run
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

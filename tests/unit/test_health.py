@@ -8,6 +8,7 @@ import pytest
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import health as hl
 from bufferbloat.results import metrics as m
+from bufferbloat.results import metrics_flows
 from bufferbloat.results.records import find_runs, load_run
 from bufferbloat.results.records_writer import RunWriter
 
@@ -124,7 +125,7 @@ def test_goodput_per_direction_of_a_two_way_load(tmp_path):
             for ti in np.arange(0, 10.001, 0.1)]
     w.add_rows("tcp", SERIES_COLUMNS["tcp"], rows)
     w.close("ok")
-    got = m.delivered_goodput(load_run(tmp_path / "r"))
+    got = metrics_flows.delivered_goodput(load_run(tmp_path / "r"))
     assert got == {"up": pytest.approx(1.8, rel=0.01), "down": pytest.approx(1.5, rel=0.01)}
 
 
