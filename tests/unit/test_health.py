@@ -7,8 +7,8 @@ import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import health as hl
+from bufferbloat.results import health_series, metrics_flows
 from bufferbloat.results import metrics as m
-from bufferbloat.results import metrics_flows
 from bufferbloat.results.records import find_runs, load_run
 from bufferbloat.results.records_writer import RunWriter
 
@@ -52,10 +52,10 @@ def test_work_conservation_counts_backlogged_intervals_only():
     # backlogged for 2 s sending at 0.6 of 10 Mbit/s, then idle (empty queue) for 2 s
     backlog = np.where(t < 2.0, 20000, 0)
     sent = np.cumsum(np.where(t < 2.0, 0.6 * RATE * 1e6 / 8 * 0.01, 0.0))
-    ratio, span = hl.work_conservation(t, backlog, sent, RATE)
+    ratio, span = health_series.work_conservation(t, backlog, sent, RATE)
     assert ratio == pytest.approx(0.6, rel=0.01)
     assert span == pytest.approx(2.0, abs=0.02)
-    assert hl.work_conservation(t, np.zeros_like(t), sent, RATE) == (None, 0.0)
+    assert health_series.work_conservation(t, np.zeros_like(t), sent, RATE) == (None, 0.0)
 
 
 def test_healthy_run(tmp_path):
@@ -138,7 +138,7 @@ def test_goodput_never_exceeds_the_link_on_recorded_runs(run_dir):
     for r in rows:
         if r["scope"] == "network" and r["metric"].startswith("goodput_"):
             limit = rev if "down" in r["metric"] else rate
-            assert r["value"] <= limit * hl.MAX_GOODPUT_SHARE, (r, limit)
+            assert r["value"] <= limit * health_series.MAX_GOODPUT_SHARE, (r, limit)
 
 
 def test_a_degraded_run_gets_one_flag_that_names_the_emulator(tmp_path):
@@ -246,9 +246,9 @@ def test_a_small_aqm_queue_that_empties_between_samples_is_not_blamed():
     intervals are not judged; a queue holding more than one interval's worth is."""
     t = np.arange(0, 3.001, 0.01)
     sent = np.cumsum(np.full(t.size, 0.7 * RATE * 1e6 / 8 * 0.01))
-    ratio, span = hl.work_conservation(t, np.full(t.size, 6000.0), sent, RATE)
+    ratio, span = health_series.work_conservation(t, np.full(t.size, 6000.0), sent, RATE)
     assert ratio is None and span == 0.0
-    ratio, span = hl.work_conservation(t, np.full(t.size, 20000.0), sent, RATE)
+    ratio, span = health_series.work_conservation(t, np.full(t.size, 20000.0), sent, RATE)
     assert ratio == pytest.approx(0.7, rel=0.01) and span == pytest.approx(3.0, abs=0.02)
 
 
