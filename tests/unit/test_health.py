@@ -153,6 +153,7 @@ def test_a_degraded_run_gets_one_flag_that_names_the_emulator(tmp_path):
 
 def test_degraded_runs_are_marked_and_left_out_of_means(tmp_path, monkeypatch):
     from bufferbloat.plots import sweep as sw
+    from bufferbloat.plots import sweep_tables
     good = _write(tmp_path / "a" / "rep-1", send_share=1.0)
     bad = _write(tmp_path / "a" / "rep-2", send_share=0.3)
     for run in (good, bad):
@@ -160,12 +161,12 @@ def test_degraded_runs_are_marked_and_left_out_of_means(tmp_path, monkeypatch):
         with open(f"{run.dir}/result.json", "w") as f:
             json.dump(run.record, f)
     points = sw.load_points(tmp_path)
-    rows = sw.table_rows(points)
+    rows = sweep_tables.table_rows(points)
     assert len(rows) == 1 and rows[0]["degraded"] == 1 and rows[0]["reps"] == 2
     assert rows[0]["utilization"] == pytest.approx(1.0, abs=0.01)   # the healthy one only
-    assert "1 degraded, not averaged" in sw.table_markdown(rows)
+    assert "1 degraded, not averaged" in sweep_tables.table_markdown(rows)
     monkeypatch.setenv(sw.INCLUDE_DEGRADED_ENV, "1")
-    assert sw.table_rows(sw.load_points(tmp_path))[0]["utilization"] == pytest.approx(
+    assert sweep_tables.table_rows(sw.load_points(tmp_path))[0]["utilization"] == pytest.approx(
         0.65, abs=0.01)
 
 
