@@ -360,7 +360,7 @@ def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
     what = {e["plot"]: e for e in (scn.reproduce if scn else ()) if e.get("plot")}
     figs = []
     for plot, path in drawn["study"].items():
-        fn, selectors = _study._plot(plot)
+        fn, selectors = _study.plot_entry(plot)
         entry = what.get(plot, {})
         alt = f"{_study.file_name(plot)}: {name}" + (
             f" ({entry['figure']}; {entry['command']})" if entry else "")
@@ -460,7 +460,7 @@ def write_report(path, out=None, progress=None):
                                       "<summary>Each run", 1)
         body.append(section)
         first = next(iter(drawn.get(scn, {}).get("study", {})), None)
-        line = (_study.reading(pts, _study._plot(first)[1]) if first else
+        line = (_study.reading(pts, _study.plot_entry(first)[1]) if first else
                 _study.reading(pts, [e["metric"] for e in headline.declared(pts[0].run, catalogue())][:2]))
         toc.append(f'<li><a href="#study-{esc(scn)}">{esc(scn)}</a> '
                    f'[{esc(_verdicts([p.run for p in pts]))}]: {esc(line)}</li>')

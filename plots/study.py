@@ -365,7 +365,7 @@ PLOTS = {
 }
 
 
-def _plot(name):
+def plot_entry(name):
     """(draw, reading selectors) of plot ``name`` (``metric:KEY:PARAM`` too)."""
     if name.startswith("metric:"):
         _, key, param = name.split(":", 2)
@@ -454,7 +454,7 @@ def draw(points, names=None):
     :func:`declared`); plots without data are left out."""
     out = {}
     for name in names if names is not None else declared(points):
-        fn, selectors = _plot(name)
+        fn, selectors = plot_entry(name)
         fig = fn(points)
         if fig is not None:
             out[name] = (fig, reading(points, selectors))
