@@ -111,7 +111,7 @@ BUGS = (
         '"out_dir": os.path.abspath(out_dir), "period_s": period_s,',
         '"out_dir": os.path.abspath(out_dir), "period_s": period_s * 2,',
         "the sampler process samples every 2 x period_s (20 ms instead of 10 ms)"),
-    Bug("goodput_from_sender_bytes", "bufferbloat/results/metrics.py",
+    Bug("goodput_from_sender_bytes", "bufferbloat/results/metrics_flows.py",
         '_, acked = counter_delta(tcp["t"][mask], tcp["bytes_acked"][mask], cutoff_s)',
         '_, acked = counter_delta(tcp["t"][mask], tcp["bytes_sent"][mask], cutoff_s)',
         "network goodput computed from the senders' bytes_sent, not bytes_acked"),

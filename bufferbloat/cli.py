@@ -360,7 +360,8 @@ def cmd_export(args):
     """Write a run in another tool's format: ``--flent``, a .flent.gz flent loads and
     plots (bufferbloat/results/flentexport.py)."""
     from bufferbloat.results.flentexport import export_flent
-    from bufferbloat.results.records import RESULT_FILE, ResultsError, load_run
+    from bufferbloat.results.records import load_run
+    from bufferbloat.results.records_layout import RESULT_FILE, ResultsError
     clock = load_run(args.run_dir).record.get("t0_realtime")   # exit 2 when corrupt
     if isinstance(clock, bool) or not isinstance(clock, (int, float)):
         raise ResultsError(f"{os.path.join(args.run_dir, RESULT_FILE)}: no t0_realtime "

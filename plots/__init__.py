@@ -25,8 +25,9 @@ flows       in flight, srtt and throughput per flow vs time    :mod:`.flowseries
 departures  CCDF of the bottleneck's departure gaps vs ideal   :mod:`.departures`
 =========== ================================================== ===================
 
-Across runs: :mod:`.sweep` (metric vs swept parameter, box plots, qdisc comparisons,
-CSV/Markdown tables); warnings against theory: :func:`.flags.flags`; one HTML page:
+Across runs: :mod:`.sweep` (a set of runs as points), :mod:`.sweep_figures` (metric vs
+swept parameter, box plots, qdisc comparisons), :mod:`.sweep_tables` (CSV/Markdown
+tables); warnings against theory: :func:`.flags.flags`; one HTML page:
 :func:`.report.write_report`. Colours: :mod:`.palette`. Figures as files, in parallel:
 :mod:`.render`; the ``plot`` and ``report`` commands: :mod:`.commands`.
 
@@ -56,7 +57,7 @@ from bufferbloat.plots import (
 )
 from bufferbloat.plots.common import FORMATS, as_run, save
 from bufferbloat.plots.flags import flags
-from bufferbloat.results.records import RESULT_FILE
+from bufferbloat.results.records_layout import RESULT_FILE
 
 FIGURES = {
     "cwnd": cwnd.draw,

@@ -18,7 +18,8 @@ from bufferbloat.plots import (
 from bufferbloat.plots.common import FORMATS
 from bufferbloat.plots.report import write_report
 from bufferbloat.results import cost
-from bufferbloat.results.records import RESULT_FILE, find_runs, load_run
+from bufferbloat.results.records import find_runs, load_run
+from bufferbloat.results.records_layout import RESULT_FILE
 
 
 def draw_sweep(path, fmt="png", out_dir=None, points=None, progress=None, reuse=False):

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from bufferbloat.core.atomic import write_text_atomic  # noqa: E402
 from bufferbloat.plots.palette import TARGET_COLOR  # noqa: E402
 from bufferbloat.results import metrics as _metrics  # noqa: E402
+from bufferbloat.results import metrics_queue as _metrics_queue  # noqa: E402
 from bufferbloat.results import theory  # noqa: E402
 from bufferbloat.results.records import Run, load_run  # noqa: E402
 
@@ -64,7 +65,7 @@ def leaf_name(run, dev, handle, kind, several=False):
         return name
     topo = ((run.record.get("network") or {}).get("topology") or {})
     near, far = (topo.get("senders") or ["senders"])[0], topo.get("receiver") or "receiver"
-    way = (near, far) if _metrics.link_direction(run.record, dev) == "up" else (far, near)
+    way = (near, far) if _metrics_queue.link_direction(run.record, dev) == "up" else (far, near)
     return f"{name} ({way[0]} -> {way[1]})"
 
 
@@ -313,11 +314,11 @@ def mean_per_bin(t, values, edges):
 
 
 def leaf_groups(run):
-    """{(dev, handle, kind): mask} of the AQM leaf qdiscs (metrics.leaf_groups), {} for a
+    """{(dev, handle, kind): mask} of the AQM leaf qdiscs (metrics_queue.leaf_groups), {} for a
     run without qdisc samples."""
     if series(run, "qdisc") is None:
         return {}
-    return _metrics.leaf_groups(run)
+    return _metrics_queue.leaf_groups(run)
 
 
 def run_label(run):

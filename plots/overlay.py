@@ -14,7 +14,8 @@ from bufferbloat.plots.ecdf import ecdf
 from bufferbloat.plots.palette import flow_color
 from bufferbloat.plots.sweep import samples
 from bufferbloat.plots.throughput import aggregate_rate, aggregate_source, sent_label
-from bufferbloat.results.metrics import queue_delay_ms, traffic_start_s
+from bufferbloat.results.metrics import traffic_start_s
+from bufferbloat.results.metrics_queue import queue_delay_ms
 from bufferbloat.results.records import label_groups
 
 

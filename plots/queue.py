@@ -15,7 +15,7 @@ from bufferbloat.plots.common import (
     takes_run,
 )
 from bufferbloat.plots.palette import TARGET_COLOR, THEORY_COLOR, qdisc_color
-from bufferbloat.results.metrics import link_rate_mbit, queue_delay_ms
+from bufferbloat.results.metrics_queue import link_rate_mbit, queue_delay_ms
 
 
 def _leaves(run):

@@ -20,10 +20,20 @@ import multiprocessing
 import os
 
 from bufferbloat import scenarios
+from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.paths import PACKAGE_DIR
-from bufferbloat.plots import FIGURES, FIGURES_DIR, draw_figures, scenario_figures, study, sweep
+from bufferbloat.plots import (
+    FIGURES,
+    FIGURES_DIR,
+    draw_figures,
+    scenario_figures,
+    study,
+    sweep,
+    sweep_figures,
+    sweep_tables,
+)
 from bufferbloat.plots.common import as_run, save
-from bufferbloat.results.records import RESULT_FILE, write_json_atomic
+from bufferbloat.results.records_layout import RESULT_FILE
 
 MAX_WORKERS = 4
 _PLOTS = os.path.dirname(os.path.abspath(__file__))
@@ -32,8 +42,10 @@ _PACKAGE = str(PACKAGE_DIR)
 CODE = [os.path.join(_PLOTS, "*.py"),
         os.path.join(os.path.dirname(os.path.abspath(scenarios.__file__)), "*.py")] + [
     os.path.join(_PACKAGE, *m.split("/")) + ".py"
-    for m in ("results/metrics", "results/theory", "results/headline", "results/records",
-              "run/scenario")]
+    for m in ("results/metrics", "results/metrics_flows", "results/metrics_queue",
+              "results/metrics_latency", "results/theory", "results/headline",
+              "results/records", "results/records_csv", "results/records_layout",
+              "results/records_writer", "run/scenario")]
 _STATE = {}
 
 
@@ -130,7 +142,7 @@ def set_figures(points, target, stem, fmt="png", reuse=False, exhaustive=True):
     """Draw a set's figures into ``target`` as ``STEM-NAME.FMT`` with its tables;
     returns {"study": {plot: path}, "more": {name: path}, "tables": [paths]}: the
     study's plots (:mod:`plots.study`), then (``exhaustive``) every other across-run
-    figure (:func:`plots.sweep.draw_all`); all of it kept when ``reuse`` finds it
+    figure (:func:`plots.sweep_figures.draw_all`); all of it kept when ``reuse`` finds it
     fresh."""
     inputs = set_inputs(points, os.path.dirname(target))
     names = study.declared(points)
@@ -145,10 +157,10 @@ def set_figures(points, target, stem, fmt="png", reuse=False, exhaustive=True):
         out["study"][name] = save(fig, path(study.file_name(name)), fmt)
     if exhaustive:
         done = {study.file_name(n) for n in names}
-        for name, fig in sweep.draw_all(points).items():
+        for name, fig in sweep_figures.draw_all(points).items():
             if name not in done:
                 out["more"][name] = save(fig, path(name), fmt)
-    tables = sweep.write_tables(points, target, stem=f"{stem}-table")
+    tables = sweep_tables.write_tables(points, target, stem=f"{stem}-table")
     tables += study.write_headline_table(points, target, stem=f"{stem}-headline")
     _remember(target, f"{stem}-{fmt}", asked, dict(out, tables={os.path.basename(t): t
                                                                  for t in tables}))

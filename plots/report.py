@@ -40,6 +40,7 @@ from bufferbloat.plots import (
     render,
     scenario_figures,
     set_targets,
+    sweep_tables,
     tree_kind,
     warn_missing,
 )
@@ -311,9 +312,10 @@ def _run_section(run, idx, rows, warn, figures, base, embed, flent_href=None):
 
 
 def _sweep_table_html(rows):
-    cols = _sweep.TABLE_COLUMNS
+    cols = sweep_tables.TABLE_COLUMNS
     head = "".join(f"<th>{esc(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{esc(_sweep._fmt(r.get(c)))}</td>" for c in cols)
+    cell = sweep_tables.table_cell
+    body = "".join("<tr>" + "".join(f"<td>{esc(cell(r.get(c)))}</td>" for c in cols)
                    + "</tr>" for r in rows)
     return scroll(f'<table class="sweep"><tr>{head}</tr>{body}</table>')
 
@@ -358,7 +360,7 @@ def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
     what = {e["plot"]: e for e in (scn.reproduce if scn else ()) if e.get("plot")}
     figs = []
     for plot, path in drawn["study"].items():
-        fn, selectors = _study._plot(plot)
+        fn, selectors = _study.plot_entry(plot)
         entry = what.get(plot, {})
         alt = f"{_study.file_name(plot)}: {name}" + (
             f" ({entry['figure']}; {entry['command']})" if entry else "")
@@ -373,9 +375,9 @@ def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
                 for i, (n, path) in enumerate(first["figures"].items())]
     parts += figs
     parts += ["<h3>Headline metrics</h3>", _headline_table_html(pts)]
-    table_rows = _sweep.table_rows(pts)
+    table_rows = sweep_tables.table_rows(pts)
     # the sweep table, and a study's own beside it (D's): a CSV and a Markdown file each
-    paths = _sweep.write_tables(pts, os.path.join(os.path.dirname(out), TABLES_DIR),
+    paths = sweep_tables.write_tables(pts, os.path.join(os.path.dirname(out), TABLES_DIR),
                                 stem=name)
     rel = lambda p: os.path.relpath(p, os.path.dirname(out))  # noqa: E731
     links = ", ".join(f'<a href="{esc(rel(p))}">{esc(os.path.basename(p))}</a>'
@@ -458,7 +460,7 @@ def write_report(path, out=None, progress=None):
                                       "<summary>Each run", 1)
         body.append(section)
         first = next(iter(drawn.get(scn, {}).get("study", {})), None)
-        line = (_study.reading(pts, _study._plot(first)[1]) if first else
+        line = (_study.reading(pts, _study.plot_entry(first)[1]) if first else
                 _study.reading(pts, [e["metric"] for e in headline.declared(pts[0].run, catalogue())][:2]))
         toc.append(f'<li><a href="#study-{esc(scn)}">{esc(scn)}</a> '
                    f'[{esc(_verdicts([p.run for p in pts]))}]: {esc(line)}</li>')

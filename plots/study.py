@@ -15,8 +15,8 @@ latency            latency under load and the AQM's delay against the swept para
 queue-vs-load      mean queue (bytes) and queueing delay against the flows, one line per
                    variant, the PI reference (C)
 cca                goodput and srtt per congestion control, a column per path (D)
-compare-qdiscs     the qdiscs side by side (:func:`plots.sweep.draw_comparison`, E)
-metric:KEY:PARAM   :func:`plots.sweep.draw_metric` (KEY of ``KEY_METRICS`` against PARAM)
+compare-qdiscs     the qdiscs side by side (:func:`plots.sweep_figures.draw_comparison`, E)
+metric:KEY:PARAM   :func:`plots.sweep_figures.draw_metric` (KEY of ``KEY_METRICS`` vs PARAM)
 ================== ======================================================================
 
 A set whose scenario names none gets the ``timeseries`` overlay (2 to 6 points).
@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from bufferbloat.plots import overlay
+from bufferbloat.plots import overlay, sweep_figures
 from bufferbloat.plots import study_c as _study_c
 from bufferbloat.plots import study_d as _study_d
 from bufferbloat.plots import sweep as _sweep
@@ -37,10 +37,8 @@ from bufferbloat.plots.palette import flow_color
 from bufferbloat.plots.throughput import aggregate_rate
 from bufferbloat.plots.web import warmup_cut_s
 from bufferbloat.results import headline, theory
-from bufferbloat.results.metrics import (
-    traffic_start_s,
-    web_fetches,
-)
+from bufferbloat.results.metrics import traffic_start_s
+from bufferbloat.results.metrics_latency import web_fetches
 from bufferbloat.run.scenario import study_file
 from bufferbloat.scenarios import catalogue
 
@@ -80,14 +78,14 @@ def _value(reps, selector, agg="mean"):
 def timeseries(points):
     """cwnd, RTT and queue over time, one line per sweep point."""
     pairs = representatives(points)[:MAX_OVERLAY]
-    return overlay.timeseries(pairs, _sweep._title(points, "cwnd, RTT and queue over time"),
-                              _sweep._caption(points))
+    return overlay.timeseries(pairs, _sweep.title_of(points, "cwnd, RTT and queue over time"),
+                              _sweep.caption_of(points))
 
 
 def fetch_times(points):
     """[(point label, every successful fetch time of its runs after each run's warm-up,
     s)]: the fetches the metrics count (web:all:total_*_s,
-    :func:`bufferbloat.results.metrics.web_fetches`); a point whose runs fetched only
+    :func:`bufferbloat.results.metrics_latency.web_fetches`); a point whose runs fetched only
     in the warm-up has an empty array; points without web.csv are left out."""
     data = []
     for key, reps in _reps_by_key(points).items():
@@ -108,9 +106,9 @@ def fetch(points):
     data = fetch_times(points)
     if not data:
         return None
-    fig, (ax,) = new_figure(_sweep._title(points, "Web fetch time per sweep point, after "
+    fig, (ax,) = new_figure(_sweep.title_of(points, "Web fetch time per sweep point, after "
                                                   "the warm-up"),
-                            _sweep._caption(points))
+                            _sweep.caption_of(points))
     for i, (label, times) in enumerate(data):
         ax.bar([i], [times.mean() if times.size else 0.0],
                yerr=[times.std() if times.size else 0.0], capsize=5, color=flow_color(i),
@@ -150,8 +148,8 @@ def udp_effect(points):
     if not any(series(run, "udp") is not None for _, run in pairs):
         return None
     fig, (ax_t, ax_r, ax_u) = new_figure(
-        _sweep._title(points, "The UDP stream's effect on TCP over time"),
-        _sweep._caption(points), nrows=3, height=2.6)
+        _sweep.title_of(points, "The UDP stream's effect on TCP over time"),
+        _sweep.caption_of(points), nrows=3, height=2.6)
     for i, (label, run) in enumerate(pairs):
         color, t0 = flow_color(i), traffic_start_s(run)
         agg = aggregate_rate(run)
@@ -188,7 +186,7 @@ def _swept(points, prefer=None):
     if prefer in params:
         return prefer
     for param in params:
-        if all(_sweep._as_number(p.varied.get(param)) is not None for p in points):
+        if all(_sweep.as_number(p.varied.get(param)) is not None for p in points):
             return param
     return params[0] if params else None
 
@@ -223,14 +221,14 @@ def _facet(points, param):
     ``variant`` (D's paths, whose scales differ) when its columns hold at most
     MAX_LINES lines each, else the key whose columns hold the fewest. None when the
     lines fit in one panel or no key splits them."""
-    if len(_sweep._series_of(points, param)) <= MAX_LINES:
+    if len(_sweep.series_of(points, param)) <= MAX_LINES:
         return None
     best = None
     for key in _sweep.swept_params(points):
         values = _values_of(points, key) if key != param else []
         if not 2 <= len(values) <= MAX_COLUMNS:
             continue
-        per_column = max(len(_sweep._series_of(
+        per_column = max(len(_sweep.series_of(
             [p for p in points if str(p.varied.get(key)) == v], param, key)) for v in values)
         if key == "variant" and per_column <= MAX_LINES:
             return key
@@ -251,16 +249,16 @@ def metrics_vs(points, param, panels, title):
     the references)."""
     if param is None:
         return None
-    xs, cats = _sweep._x_positions(points, param)
+    xs, cats = _sweep.x_positions(points, param)
     facet = _facet(points, param)
     columns = ({None: points} if facet is None else
                {v: [p for p in points if str(p.varied.get(facet)) == v]
                 for v in _values_of(points, facet)})
-    names = list(_sweep._series_of(points, param, facet))
+    names = list(_sweep.series_of(points, param, facet))
     outside = facet is not None or len(names) > MAX_LEGEND_IN_PANEL
     ncols = len(columns)
-    cap = _sweep._caption(points) + (" | each column has its own y scale" if facet else "")
-    fig, axes = new_figure(_sweep._title(points, title), cap,
+    cap = _sweep.caption_of(points) + (" | each column has its own y scale" if facet else "")
+    fig, axes = new_figure(_sweep.title_of(points, title), cap,
                            nrows=len(panels), ncols=ncols, height=2.8,
                            width=8.0 if ncols == 1 else 2.0 + 4.0 * ncols)
     drawn = False
@@ -268,7 +266,7 @@ def metrics_vs(points, param, panels, title):
         for col, (value, col_points) in enumerate(columns.items()):
             ax = axes[row * ncols + col]
             refs = []
-            for name, pts in _sweep._series_of(col_points, param, facet).items():
+            for name, pts in _sweep.series_of(col_points, param, facet).items():
                 i = names.index(name)
                 shift = (i - (len(names) - 1) / 2) * min(0.6 / len(names), 0.15) \
                     if cats is not None else 0.0
@@ -288,7 +286,7 @@ def metrics_vs(points, param, panels, title):
                     f"{facet}={value}" if facet else "", name) if x)
                 ax.errorbar([r[0] for r in rows], [r[1] for r in rows],
                             yerr=[r[2] for r in rows], marker="o", capsize=4,
-                            color=_sweep._line_color(points, pts, i),
+                            color=_sweep.line_color(points, pts, i),
                             label=_label(name) or ylabel.split(" (")[0],
                             linestyle="-" if cats is None else "none",
                             gid=f"metric:{selector}:{_label(full)}")
@@ -361,18 +359,19 @@ PLOTS = {
     "cca": (cca, ("network:all:aggregate_throughput_mbit", "flow:srtt_mean_ms")),
     # study D's own (plots/study_d.py)
     "srtt-owd-bag": (_study_d.draw_bag, ("flow:srtt_mean_ms", "flow:owd_mean_ms")),
-    "compare-qdiscs": (_sweep.draw_comparison, ("network:all:aggregate_throughput_mbit",
+    "compare-qdiscs": (sweep_figures.draw_comparison, ("network:all:aggregate_throughput_mbit",
                                                 "network:all:jain_fairness",
                                                 "link:qdelay_mean_ms")),
 }
 
 
-def _plot(name):
+def plot_entry(name):
     """(draw, reading selectors) of plot ``name`` (``metric:KEY:PARAM`` too)."""
     if name.startswith("metric:"):
         _, key, param = name.split(":", 2)
         scope, metric, _ = _sweep.KEY_METRICS[key]
-        return (lambda points: _sweep.draw_metric(points, param, key)), (f"{scope}:{metric}",)
+        return ((lambda points: sweep_figures.draw_metric(points, param, key)),
+                (f"{scope}:{metric}",))
     return PLOTS[name]
 
 
@@ -395,7 +394,7 @@ def file_name(name):
 def _order(groups):
     """Sweep points in the order of their values (numbers as numbers)."""
     def key(item):
-        return [(0, float(v), "") if _sweep._as_number(v) is not None else (1, 0.0, str(v))
+        return [(0, float(v), "") if _sweep.as_number(v) is not None else (1, 0.0, str(v))
                 for v in item[1][0].varied.values()]
     return dict(sorted(groups.items(), key=key))
 
@@ -455,7 +454,7 @@ def draw(points, names=None):
     :func:`declared`); plots without data are left out."""
     out = {}
     for name in names if names is not None else declared(points):
-        fn, selectors = _plot(name)
+        fn, selectors = plot_entry(name)
         fig = fn(points)
         if fig is not None:
             out[name] = (fig, reading(points, selectors))

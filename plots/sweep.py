@@ -1,5 +1,4 @@
-"""Across runs: a sweep's metrics vs the swept parameter, box plots, qdisc comparisons,
-latency/throughput ellipses per point, and tables (CSV and Markdown).
+"""A set of runs across which figures and tables are drawn: each run a :class:`Point`.
 
 A set of runs comes from a sweep directory (``OUT/SCEN/sweep/index.json``), a results
 tree (``OUT/index.json`` of ``run-all``), or any directory holding runs
@@ -8,10 +7,13 @@ subset that varies across the set (the swept parameters), its repetition, its Ru
 metric rows. Points with the same varied values are repetitions of one *sweep point*;
 figures show their mean with error bars of one standard deviation over the repetitions
 (population std; 0 for one repetition).
+
+Here: loading a set (:func:`load_points`), grouping it (by scenario and setting, by
+sweep point), a run's samples, and the titles, captions, x positions, lines and colours
+that the set's figures share (:mod:`plots.sweep_figures`, :mod:`plots.study`); the
+tables are :mod:`plots.sweep_tables`'.
 """
 
-import csv
-import io
 import math
 import os
 import re
@@ -21,36 +23,13 @@ import numpy as np
 
 from bufferbloat.core.errors import UsageError, warn
 from bufferbloat.core.params import format_param
-from bufferbloat.plots import ellipsis as _ellipsis
-from bufferbloat.plots import study_d
-from bufferbloat.plots.common import (
-    LINK_GID,
-    TARGET_GID,
-    THEORY_GID,
-    caption,
-    finish_axes,
-    full_queue_rtt_ms,
-    hline,
-    legend,
-    legend_beside,
-    metric_values,
-    new_figure,
-    run_metrics,
-    series,
-    write_csv_md,
-)
-from bufferbloat.plots.palette import (
-    LINK_COLOR,
-    QDISC_COLORS,
-    TARGET_COLOR,
-    THEORY_COLOR,
-    flow_color,
-    qdisc_color,
-    qdisc_kind,
-)
+from bufferbloat.plots.common import caption, metric_values, run_metrics, series
+from bufferbloat.plots.palette import flow_color, qdisc_color, qdisc_kind
 from bufferbloat.plots.throughput import aggregate_rate
 from bufferbloat.results.health import NOT_MEASURED
-from bufferbloat.results.metrics import flow_directions, link_direction, traffic_start_s
+from bufferbloat.results.metrics import traffic_start_s
+from bufferbloat.results.metrics_flows import flow_directions
+from bufferbloat.results.metrics_queue import link_direction
 from bufferbloat.results.records import Run, find_runs, is_run_dir, load_run
 from bufferbloat.run import identity
 from bufferbloat.run.sweep import (
@@ -61,10 +40,6 @@ from bufferbloat.scenarios import catalogue
 
 #: Env: 1 puts degraded runs (the emulator fell behind) into means and figures too.
 INCLUDE_DEGRADED_ENV = "BUFFERBLOAT_INCLUDE_DEGRADED"
-
-#: Mathis et al.'s constant for periodic loss with delayed ACKs off: sqrt(3/2).
-MATHIS_C = math.sqrt(1.5)
-
 #: key -> (scope, metric, axis label with unit). A run's value is the mean over the
 #: scope's names (probes, links, flows); ``link`` is the bottleneck's egress (towards
 #: the receiver: B's uploads), ``link:down`` the reverse AQM's (B's downloads).
@@ -92,6 +67,8 @@ KEY_METRICS = {
 
 
 @dataclass
+
+
 class Point:
     """One run of a set: ``overrides`` (all --set values), ``varied`` (those that differ
     across the set), ``rep``, the loaded ``run`` and its metric ``rows``."""
@@ -156,6 +133,7 @@ class Point:
 
 # ------------------------------------------------------------------------- loading
 
+
 def _resolve(base, run_dir):
     """The run directory an index names, found relative to the index's directory first
     (the tree may have moved since: try the path's trailing components below ``base``),
@@ -211,7 +189,7 @@ def load_points(path):
     if not points:
         raise UsageError(f"{path}: no run directory (result.json) and no sweep or "
                          f"results index here")
-    _fill_varied(points, vary)
+    fill_varied(points, vary)
     for p in points:
         p.rows = run_metrics(p.run)
     return points
@@ -259,7 +237,7 @@ def _index_fields(index, where):
     return vary, entries
 
 
-def _fill_varied(points, vary=None):
+def fill_varied(points, vary=None):
     """Set each point's ``varied``: the keys in ``vary``, else the override keys whose
     values differ among the points of the same scenario and setting, less the
     scenario's derived knobs that follow from them (:func:`_follows`: D's streams take
@@ -408,7 +386,13 @@ def by_key(points):
     return out
 
 
-def _as_number(value):
+def swept_params(points):
+    """The varied keys of the set, in order."""
+    return list(dict.fromkeys(k for p in points for k in p.varied))
+
+
+def as_number(value):
+    """``value`` as a float, or None when it is not a number."""
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -421,160 +405,6 @@ def stats(values):
     if v.size == 0:
         return None, None, 0
     return float(v.mean()), float(v.std()), int(v.size)
-
-
-# ------------------------------------------------------------------------- figures
-
-def _title(points, text):
-    """A figure's title followed by the set's setting (profile, duration, scaling)."""
-    return f"{text} ({setting_label(points)})"
-
-
-def _caption(points):
-    """The first run's parameters (without its label) and the size of the set."""
-    first = points[0].run
-    reps = max(len(v) for v in by_key(points).values())
-    return f"{setting_label(points)} | {caption(first).split(' | ', 1)[1]} | " \
-           f"{len(by_key(points))} points x up to {reps} reps (first point's parameters)"
-
-
-def _x_positions(points, param):
-    """{point key: x} along ``param``: its numeric value when every point has one, else
-    the category's position; and the tick labels for categories (or None)."""
-    groups = by_key(points)
-    vals = {k: reps[0].varied.get(param) for k, reps in groups.items()}
-    nums = {k: _as_number(v) for k, v in vals.items()}
-    if all(v is not None for v in nums.values()):
-        return nums, None
-    cats = list(dict.fromkeys(str(v) for v in vals.values()))
-    return {k: float(cats.index(str(v))) for k, v in vals.items()}, cats
-
-
-def _series_of(points, param, facet=None):
-    """{label of the other varied values: [points]}: one line per combination of the
-    varied keys other than ``param`` (and ``facet``, the key a split figure gives a
-    column each), in the order the points come."""
-    out = {}
-    for p in points:
-        rest = ",".join(f"{k}={v}" for k, v in p.varied.items() if k not in (param, facet))
-        out.setdefault(rest, []).append(p)
-    return out
-
-
-def _qdisc_colors(points):
-    """{point key: its qdisc's colour} when the set's points use several qdiscs, else
-    None (then lines and ellipses take the flow palette in order)."""
-    kinds = {k: reps[0].run.qdisc[0] for k, reps in by_key(points).items()}
-    if len({qdisc_kind(v) for v in kinds.values()}) < 2:
-        return None
-    return {k: qdisc_color(v) for k, v in kinds.items()}
-
-
-def _line_color(points, line_points, i):
-    """A line's colour: its qdisc's when the set compares qdiscs and the line has one,
-    else the i-th of the flow palette."""
-    kinds = {qdisc_kind(p.run.qdisc[0]) for p in line_points}
-    if _qdisc_colors(points) and len(kinds) == 1:
-        return qdisc_color(kinds.pop())
-    return flow_color(i)
-
-
-def mathis_mbit(mss_bytes, rtt_ms, loss_pct, c=MATHIS_C):
-    """Mathis et al.'s TCP throughput bound MSS / RTT x C / sqrt(p), Mbit/s
-    (p = loss_pct / 100)."""
-    p = loss_pct / 100.0
-    if p <= 0 or rtt_ms <= 0:
-        return math.inf
-    return mss_bytes * 8 / (rtt_ms / 1e3) * c / math.sqrt(p) / 1e6
-
-
-#: a metric-vs-parameter figure keeps its legend inside its panel up to this many lines
-#: (beyond, :func:`bufferbloat.plots.common.legend_beside`: D's 24 lines)
-LEGEND_IN_PANEL_AT_MOST = 8
-
-
-def draw_metric(points, param, key):
-    """KEY_METRICS ``key`` vs swept ``param``: mean over repetitions with 1-std error
-    bars, one line per combination of the other varied keys (gid ``metric:LABEL``).
-    Theory where it exists (gid ``theory``/``target``/``link-rate``): the FIFO
-    full-queue RTT on RTT metrics, the AQM target on delay metrics, the link rate on
-    throughput, the Mathis bound (MSS/RTT x C/sqrt(p), C = sqrt(3/2), RTT = the point's
-    mean srtt, MSS 1448 B) when ``param`` is ``loss_pct``, Jain's ideal 1. None when no
-    point has the metric."""
-    scope, metric, ylabel = KEY_METRICS[key]
-    if not any(p.value(key) is not None for p in points):
-        return None
-    xs, cats = _x_positions(points, param)
-    lines = _series_of(points, param)
-    beside = len(lines) > LEGEND_IN_PANEL_AT_MOST
-    fig, (ax,) = new_figure(_title(points, f"{ylabel.split(' (')[0]} vs {param}"),
-                            _caption(points), width=11.0 if beside else 8.0)
-    theory_pts, target_pts = [], []
-    for i, (label, pts) in enumerate(lines.items()):
-        rows = []
-        for k, reps in by_key(pts).items():
-            mean, sd, n = stats([p.value(key) for p in reps])
-            if mean is not None:
-                rows.append((xs[k], mean, sd, reps))
-        rows.sort(key=lambda r: r[0])
-        if not rows:
-            continue
-        color = _line_color(points, [r[3][0] for r in rows], i)
-        ax.errorbar([r[0] for r in rows], [r[1] for r in rows], yerr=[r[2] for r in rows],
-                    marker="o", capsize=4, color=color, label=label or key,
-                    linestyle="-" if cats is None else "none",   # no line across categories
-                    gid=f"metric:{label or key}")
-        for x, _, _, reps in rows:
-            run = reps[0].run
-            if key.startswith("rtt") and full_queue_rtt_ms(run) is not None:
-                theory_pts.append((x, full_queue_rtt_ms(run)))
-            if ("delay" in key) and run.aqm_target_ms is not None:
-                target_pts.append((x, run.aqm_target_ms))
-            if key == "throughput_mbit" and param == "loss_pct":
-                srtt, _, _ = stats([p.value("srtt_mean_ms") for p in reps])
-                loss = _as_number(reps[0].varied.get(param))
-                if srtt and loss:
-                    theory_pts.append((x, min(mathis_mbit(1448, srtt, loss),
-                                              run.bottleneck_mbit or math.inf)))
-    for pts_, text, gid, color in ((theory_pts, "theory", THEORY_GID, THEORY_COLOR),
-                                   (target_pts, "AQM target", TARGET_GID, TARGET_COLOR)):
-        if pts_:
-            pts_ = sorted(set(pts_))
-            name = ("Mathis bound MSS/RTT x C/sqrt(p)" if param == "loss_pct" and
-                    key == "throughput_mbit" else "full-queue RTT (theory)"
-                    if gid == THEORY_GID else text)
-            line, = ax.plot([p[0] for p in pts_], [p[1] for p in pts_],
-                            linestyle="--" if cats is None else "none", marker="_",
-                            markersize=20, markeredgewidth=2, color=color, label=name)
-            line.set_gid(gid)
-    first = points[0].run
-    if key in ("throughput_mbit", "goodput_up_mbit", "goodput_down_mbit") and \
-            first.bottleneck_mbit:
-        fwd = first.bottleneck_mbit
-        rev = first.params.get("reverse_mbit") or fwd
-        both = any(p.value("goodput_down_mbit") for p in points) and \
-            any(p.value("goodput_up_mbit") for p in points)
-        if key == "goodput_down_mbit":
-            rate, text = rev, f"link rate {rev:g} Mbit/s"
-        elif key == "throughput_mbit" and both:     # the load runs both ways
-            rate, text = fwd + rev, f"link rates both ways {fwd:g} + {rev:g} Mbit/s"
-        else:
-            rate, text = fwd, f"link rate {fwd:g} Mbit/s"
-        hline(ax, rate, text, LINK_GID, LINK_COLOR, "-.")
-    if key == "jain_fairness":
-        hline(ax, 1.0, "ideal (1)", THEORY_GID, THEORY_COLOR, ":")
-    if cats is not None:
-        ax.set_xticks(range(len(cats)))
-        ax.set_xticklabels(cats)
-    if beside:
-        ax.set_xlabel(param)
-        ax.set_ylabel(ylabel)
-        ax.set_ylim(bottom=0)
-        legend_beside(fig, [ax], last={h.get_label() for h in ax.lines
-                                       if h.get_gid() in (THEORY_GID, TARGET_GID, LINK_GID)})
-    else:
-        finish_axes(ax, param, ylabel)
-    return fig
 
 
 def samples(run):
@@ -596,234 +426,58 @@ def samples(run):
     return rtt, thr
 
 
-def draw_box(points, param=None):
-    """Box plots per sweep point of the ping RTT samples (ms, top) and of the aggregate
-    throughput per 1 s (Mbit/s, bottom), all repetitions pooled, after warm-up. Boxes
-    coloured by the point's qdisc. None without samples."""
+# ------------------------------------------------ what the set's figures share
+
+
+def title_of(points, text):
+    """A figure's title followed by the set's setting (profile, duration, scaling)."""
+    return f"{text} ({setting_label(points)})"
+
+
+def caption_of(points):
+    """The first run's parameters (without its label) and the size of the set."""
+    first = points[0].run
+    reps = max(len(v) for v in by_key(points).values())
+    return f"{setting_label(points)} | {caption(first).split(' | ', 1)[1]} | " \
+           f"{len(by_key(points))} points x up to {reps} reps (first point's parameters)"
+
+
+def x_positions(points, param):
+    """{point key: x} along ``param``: its numeric value when every point has one, else
+    the category's position; and the tick labels for categories (or None)."""
     groups = by_key(points)
-    data = {k: [samples(p.run) for p in reps] for k, reps in groups.items()}
-    rtts = [np.concatenate([d[0] for d in v]) for v in data.values()]
-    thrs = [np.concatenate([d[1] for d in v]) for v in data.values()]
-    if not any(r.size for r in rtts) and not any(t.size for t in thrs):
-        return None
-    fig, (ax_r, ax_t) = new_figure(_title(points, "Latency and throughput per sweep point"),
-                                   _caption(points), nrows=2, height=3.2)
-    labels = list(groups)
-    colors = [qdisc_color(reps[0].run.qdisc[0]) for reps in groups.values()]
-    for ax, vals, ylabel in ((ax_r, rtts, "ping RTT (ms)"),
-                             (ax_t, thrs, "aggregate goodput per 1 s (Mbit/s)")):
-        pos = [i for i, v in enumerate(vals) if v.size]
-        if pos:
-            box = ax.boxplot([vals[i] for i in pos], positions=pos, patch_artist=True,
-                             widths=0.6)
-            for i, patch in zip(pos, box["boxes"]):
-                patch.set_facecolor(colors[i])
-                patch.set_alpha(0.5)
-                patch.set_gid(f"box:{labels[i]}")
-        ax.set_ylabel(ylabel)
-        ax.set_ylim(bottom=0)
-    ax_t.set_xticks(range(len(labels)))
-    ax_t.set_xticklabels(labels, rotation=20 if len(labels) > 4 else 0, fontsize=8)
-    ax_t.set_xlabel(f"sweep point ({param})" if param else "sweep point")
-    rate = points[0].run.bottleneck_mbit
-    if rate:
-        hline(ax_t, rate, f"link rate {rate:g} Mbit/s", LINK_GID, LINK_COLOR, "-.")
-        legend(ax_t, loc="lower right")
-    return fig
+    vals = {k: reps[0].varied.get(param) for k, reps in groups.items()}
+    nums = {k: as_number(v) for k, v in vals.items()}
+    if all(v is not None for v in nums.values()):
+        return nums, None
+    cats = list(dict.fromkeys(str(v) for v in vals.values()))
+    return {k: float(cats.index(str(v))) for k, v in vals.items()}, cats
 
 
-COMPARE_KEYS = ("rtt_mean_ms", "throughput_mbit", "qdelay_p50_ms", "drop_pct")
-
-
-def draw_comparison(points, keys=COMPARE_KEYS):
-    """Side by side per qdisc (FIFO, PIE, RED, CoDel, FQ-CoDel, in that order): one panel
-    per metric, one bar per qdisc in its palette colour (gid ``bar:QDISC``), mean over
-    its runs with 1-std error bars. None unless the runs use two or more qdiscs."""
-    by_kind = {}
-    for p in points:
-        by_kind.setdefault(qdisc_kind(p.run.qdisc[0]), []).append(p)
-    if len(by_kind) < 2:
-        return None
-    order = [k for k in QDISC_COLORS if k in by_kind] + sorted(set(by_kind) - set(QDISC_COLORS))
-    keys = [k for k in keys if any(p.value(k) is not None for p in points)]
-    fig, axes = new_figure(_title(points, "Qdiscs side by side"), _caption(points), ncols=len(keys),
-                           width=3.2 * len(keys), sharex=False)
-    for ax, key in zip(axes, keys):
-        for i, kind in enumerate(order):
-            mean, sd, n = stats([p.value(key) for p in by_kind[kind]])
-            if mean is None:
-                continue
-            ax.bar([i], [mean], yerr=[sd], capsize=4, color=qdisc_color(kind),
-                   gid=f"bar:{kind}", label=kind)
-        ax.set_xticks(range(len(order)))
-        ax.set_xticklabels(order, rotation=30, fontsize=8)
-        ax.set_xlabel("qdisc")
-        ax.set_ylabel(KEY_METRICS[key][2], fontsize=8)
-    fig.subplots_adjust(wspace=0.45, bottom=0.25)
-    return fig
-
-
-def draw_ellipsis(points):
-    """Latency vs throughput, one mean + 1-sigma ellipse per sweep point (its
-    repetitions' 1 s samples pooled; :mod:`plots.ellipsis`)."""
-    groups = {k: [_ellipsis.samples(p.run) for p in reps] for k, reps in by_key(points).items()}
-    groups = {k: [s for s in v if s[0].size] for k, v in groups.items()}
-    return _ellipsis.draw_groups({k: v for k, v in groups.items() if v},
-                                 _title(points, "Latency vs throughput per sweep point"),
-                                 _caption(points),
-                                 colors=_qdisc_colors(points))
-
-
-def swept_params(points):
-    """The varied keys of the set, in order."""
-    return list(dict.fromkeys(k for p in points for k in p.varied))
-
-
-def draw_all(points):
-    """{name: Figure} for a set of runs of one scenario: each key metric vs each swept
-    parameter (``metric-KEY-vs-PARAM``), the box plots, the qdisc comparison and the
-    ellipsis plot, as far as the data allow."""
+def series_of(points, param, facet=None):
+    """{label of the other varied values: [points]}: one line per combination of the
+    varied keys other than ``param`` (and ``facet``, the key a split figure gives a
+    column each), in the order the points come."""
     out = {}
-    for param in swept_params(points):
-        for key in KEY_METRICS:
-            fig = draw_metric(points, param, key)
-            if fig is not None:
-                out[f"{key}-vs-{param}"] = fig
-    for name, fig in (("box", draw_box(points, ",".join(swept_params(points)) or None)),
-                      ("compare-qdiscs", draw_comparison(points)),
-                      ("ellipsis", draw_ellipsis(points))):
-        if fig is not None:
-            out[name] = fig
+    for p in points:
+        rest = ",".join(f"{k}={v}" for k, v in p.varied.items() if k not in (param, facet))
+        out.setdefault(rest, []).append(p)
     return out
 
 
-# ------------------------------------------------------------------------- tables
-
-TABLE_COLUMNS = ("scenario", "setting", "point", "reps", "degraded", "qdisc",
-                 "latency_min_ms", "latency_max_ms", "latency_mean_ms", "latency_mean_std_ms",
-                 "udp_latency_mean_ms", "udp_latency_mean_std_ms",
-                 "throughput_min_mbit", "throughput_max_mbit", "throughput_mean_mbit",
-                 "throughput_mean_std_mbit",
-                 "download_mean_mbit", "download_mean_std_mbit", "download_flow_min_mbit",
-                 "download_flow_max_mbit", "upload_mean_mbit", "upload_mean_std_mbit",
-                 "upload_flow_min_mbit", "upload_flow_max_mbit",
-                 "qdelay_p50_ms", "qdelay_down_p50_ms", "drop_pct", "utilization",
-                 "jain_fairness", "web_total_mean_s")
+def qdisc_colors(points):
+    """{point key: its qdisc's colour} when the set's points use several qdiscs, else
+    None (then lines and ellipses take the flow palette in order)."""
+    kinds = {k: reps[0].run.qdisc[0] for k, reps in by_key(points).items()}
+    if len({qdisc_kind(v) for v in kinds.values()}) < 2:
+        return None
+    return {k: qdisc_color(v) for k, v in kinds.items()}
 
 
-def table_rows(points):
-    """One row per sweep point (EXPERIMENTS.md style): latency range (min-max of the ICMP
-    ping RTT samples after warm-up, all repetitions) and mean (mean of the runs' mean
-    RTT, with its std over repetitions), the UDP (irtt) probe's mean RTT likewise,
-    throughput range (min-max of the aggregate 1 s rates) and mean (the runs' aggregate
-    throughput metric, with its std), download and upload goodput each (the runs' sum
-    over the direction's flows, mean and std; and the range of the per-flow throughputs
-    of all repetitions), queueing delay p50 of the bottleneck's AQM and of the reverse
-    AQM (B's downloads), drop %, utilization, Jain's index, web fetch time (means over
-    repetitions)."""
-    out = []
-    for scn, pts in by_scenario(points).items():
-        for key, reps in by_key(pts).items():
-            samp = [samples(p.run) for p in reps if p.averaged] or [(np.array([]), np.array([]))]
-            rtt = np.concatenate([s[0] for s in samp])
-            thr = np.concatenate([s[1] for s in samp])
-            lat = stats([p.value("rtt_mean_ms") for p in reps])
-            udp = stats([p.value("udp_rtt_mean_ms") for p in reps])
-            tput = stats([p.value("throughput_mbit") for p in reps])
-            row = {"scenario": scn, "setting": setting_label(reps), "point": key,
-                   "reps": len(reps),
-                   "degraded": sum(p.degraded for p in reps),
-                   "qdisc": reps[0].run.qdisc[0],
-                   "latency_min_ms": float(rtt.min()) if rtt.size else None,
-                   "latency_max_ms": float(rtt.max()) if rtt.size else None,
-                   "latency_mean_ms": lat[0], "latency_mean_std_ms": lat[1],
-                   "throughput_min_mbit": float(thr.min()) if thr.size else None,
-                   "throughput_max_mbit": float(thr.max()) if thr.size else None,
-                   "throughput_mean_mbit": tput[0], "throughput_mean_std_mbit": tput[1],
-                   "udp_latency_mean_ms": udp[0], "udp_latency_mean_std_ms": udp[1]}
-            for way, what in (("down", "download"), ("up", "upload")):
-                mean, sd, _ = stats([p.value(f"goodput_{way}_mbit") for p in reps])
-                per_flow = [v for p in reps for v in p.flow_values(way)]
-                row.update({f"{what}_mean_mbit": mean, f"{what}_mean_std_mbit": sd,
-                            f"{what}_flow_min_mbit": min(per_flow) if per_flow else None,
-                            f"{what}_flow_max_mbit": max(per_flow) if per_flow else None})
-            for col, k in (("qdelay_p50_ms", "qdelay_p50_ms"),
-                           ("qdelay_down_p50_ms", "qdelay_down_p50_ms"), ("drop_pct", "drop_pct"),
-                           ("utilization", "utilization"), ("jain_fairness", "jain_fairness"),
-                           ("web_total_mean_s", "web_total_mean_s")):
-                row[col] = stats([p.value(k) for p in reps])[0]
-            out.append(row)
-    return out
-
-
-def _fmt(value):
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def table_csv(rows):
-    """The table rows as CSV text (empty cell = not available)."""
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(TABLE_COLUMNS)
-    for row in rows:
-        w.writerow([_fmt(row.get(c)) for c in TABLE_COLUMNS])
-    return buf.getvalue()
-
-
-def table_markdown(rows):
-    """The table rows as a Markdown table: latency and throughput as ``min-max (mean ±
-    std)``, download and upload as ``mean ± std (per flow min-max)``."""
-    head = ["scenario", "setting", "point", "reps", "qdisc",
-            "ICMP latency ms: range (mean ± std)", "UDP latency ms: mean ± std",
-            "throughput Mbit/s: range (mean ± std)",
-            "download Mbit/s: mean ± std (per flow)", "upload Mbit/s: mean ± std (per flow)",
-            "qdelay p50 ms (reverse AQM)", "drops %", "utilization", "Jain", "web fetch s"]
-
-    def rng(lo, hi, mean, sd):
-        if lo is None and mean is None:
-            return ""
-        text = f"{_fmt(lo)}-{_fmt(hi)}" if lo is not None else ""
-        return f"{text} ({_fmt(mean)} ± {_fmt(sd)})" if mean is not None else text
-    def way(r, what):
-        mean = r.get(f"{what}_mean_mbit")
-        if mean is None:
-            return ""
-        lo, hi = r.get(f"{what}_flow_min_mbit"), r.get(f"{what}_flow_max_mbit")
-        flows = f" ({_fmt(lo)}-{_fmt(hi)})" if lo is not None else ""
-        return f"{_fmt(mean)} ± {_fmt(r.get(f'{what}_mean_std_mbit'))}{flows}"
-
-    def pm(mean, sd):
-        return "" if mean is None else f"{_fmt(mean)} ± {_fmt(sd)}"
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        reps = str(r["reps"]) + (f" ({r['degraded']} degraded, not averaged)"
-                                 if r.get("degraded") else "")
-        cells = [r["scenario"], r["setting"], r["point"], reps, r["qdisc"],
-                 rng(r["latency_min_ms"], r["latency_max_ms"], r["latency_mean_ms"],
-                     r["latency_mean_std_ms"]),
-                 pm(r.get("udp_latency_mean_ms"), r.get("udp_latency_mean_std_ms")),
-                 rng(r["throughput_min_mbit"], r["throughput_max_mbit"],
-                     r["throughput_mean_mbit"], r["throughput_mean_std_mbit"]),
-                 way(r, "download"), way(r, "upload"),
-                 _fmt(r["qdelay_p50_ms"]) + (f" ({_fmt(r['qdelay_down_p50_ms'])})"
-                                             if r.get("qdelay_down_p50_ms") is not None
-                                             else ""),
-                 _fmt(r["drop_pct"]), _fmt(r["utilization"]),
-                 _fmt(r["jain_fairness"]), _fmt(r["web_total_mean_s"])]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def write_tables(points, out_dir, stem="table"):
-    """Write ``STEM.csv`` and ``STEM.md`` of :func:`table_rows` into ``out_dir`` (and a
-    study's own table beside them: D's, ``STEM-study-d``); returns the paths."""
-    rows = table_rows(points)
-    paths = write_csv_md(out_dir, stem, table_csv(rows), table_markdown(rows))
-    scn = points[0].run.record.get("scenario") if points else None
-    if isinstance(scn, dict) and scn.get("family") == "D":    # the study's own table
-        paths += study_d.write_table(points, out_dir, f"{stem}-study-d")
-    return paths
+def line_color(points, line_points, i):
+    """A line's colour: its qdisc's when the set compares qdiscs and the line has one,
+    else the i-th of the flow palette."""
+    kinds = {qdisc_kind(p.run.qdisc[0]) for p in line_points}
+    if qdisc_colors(points) and len(kinds) == 1:
+        return qdisc_color(kinds.pop())
+    return flow_color(i)

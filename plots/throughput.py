@@ -28,7 +28,7 @@ from bufferbloat.plots.common import (
 )
 from bufferbloat.plots.palette import LINK_COLOR, THEORY_COLOR, flow_color
 from bufferbloat.results import theory
-from bufferbloat.results.metrics import flow_directions
+from bufferbloat.results.metrics_flows import flow_directions
 from bufferbloat.results.records import label_groups
 
 AGGREGATE_GID = "aggregate"
@@ -77,7 +77,7 @@ def acked_flows(run):
 
 def direction_flows(run, direction="up"):
     """The TCP flows going ``direction`` ('up': towards the bottleneck's receiver, over
-    the bottleneck; 'down': back), as :func:`bufferbloat.results.metrics.flow_directions`
+    the bottleneck; 'down': back), as :func:`bufferbloat.results.metrics_flows.flow_directions`
     says; flows it does not know (UDP) count as 'up'."""
     ways = flow_directions(run)
     return [f for f in all_flows(run) if ways.get(f, "up") == direction]

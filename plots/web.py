@@ -6,7 +6,8 @@ import numpy as np
 from bufferbloat.plots.common import caption, finish_axes, new_figure, takes_run
 from bufferbloat.plots.palette import flow_color
 from bufferbloat.results import headline
-from bufferbloat.results.metrics import traffic_start_s, web_fetches
+from bufferbloat.results.metrics import traffic_start_s
+from bufferbloat.results.metrics_latency import web_fetches
 
 
 def warmup_cut_s(run):

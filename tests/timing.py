@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from bufferbloat.results.health import check_sampler
+from bufferbloat.results.health_record import check_sampler
 
 #: the CPU is emulated: the project VM under TCG (bufferbloat/vm/session.py GUEST_ACCEL_ENV)
 EMULATED_CPU = os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg"

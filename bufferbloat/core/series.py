@@ -84,7 +84,7 @@ def columns_of(name, rows):
 
 class CellRows(list):
     """Rows of a series already formatted as its CSV cells: tuples of strings in the
-    series' column order, each as ``results.records.format_cell`` formats its value
+    series' column order, each as ``results.records_csv.format_cell`` formats its value
     (a float's shortest exact repr, an int's digits, "" for None/NaN). The series
     writer writes them as they are, checking only each row's length: for a series of
     many rows a tool leaves at once (NetPerfMeter's per-message rows, 75,000 a minute at

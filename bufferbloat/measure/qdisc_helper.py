@@ -85,7 +85,7 @@ def start_qdisc_helper(spec, series):
 
 
 def merge_helper_stats(stats, cst, t_stop, t0, period):
-    """The queue sampler's ticks, misses and period are the run's (health.check_sampler
+    """The queue sampler's ticks, misses and period are the run's (health_record.check_sampler
     reads them); the socket loop's own go under tcp_*."""
     for k in ("samples", "missed_ticks", "period_p50_ms", "period_p99_ms", "period_max_ms",
               "t_first", "t_last"):

@@ -51,14 +51,10 @@ import numpy as np
 
 from bufferbloat.core.atomic import write_text_atomic
 from bufferbloat.core.errors import UsageError
-from bufferbloat.results.metrics import (
-    NOT_LEAF_KINDS,
-    flow_directions,
-    traffic_start_s,
-)
-from bufferbloat.results.metrics import (
-    leaf_groups as _leaf_groups,
-)
+from bufferbloat.results.flowmetrics import NOT_LEAF_KINDS
+from bufferbloat.results.metrics import traffic_start_s
+from bufferbloat.results.metrics_flows import flow_directions
+from bufferbloat.results.metrics_queue import leaf_groups as _leaf_groups
 from bufferbloat.results.records import label_groups as _groups
 from bufferbloat.results.records import load_run
 
@@ -124,7 +120,7 @@ def _natural(label):
 
 
 def _tcp_flows(run):
-    """{label: (direction, source)} of the run's TCP flows (metrics.flow_directions):
+    """{label: (direction, source)} of the run's TCP flows (metrics_flows.flow_directions):
     source 'acked' for tcp.csv's, 'iperf' for those only iperf.csv has."""
     sampled = set(_groups(run.series("tcp"), "flow")) if run.has("tcp") else set()
     return {label: (way, "acked" if label in sampled else "iperf")

@@ -1,462 +1,36 @@
-"""Self-describing run directories: a writer for the runner and a loader for everyone else.
-
-A run directory (schema version 2, documented in ``docs/RESULTS.md``)::
-
-    result.json        the record: scenario, params, machine, clock, status, series index
-    series/NAME.csv    time series, one header row, comma separated, empty cell = n/a
-    raw/FILE           each tool's raw output, as it printed it
-    metrics.csv/.json  derived numbers (``bufferbloat.results.metrics.write_metrics``)
-
-Writing::
-
-    w = RunWriter(run_dir)
-    t0 = w.start_clock()                       # t0, t0_realtime, realtime_minus_monotonic
-    w.record.update(scenario=..., params=...)
-    w.save()                                   # status "running"
-    ping = w.series("ping", ["probe", "t", "seq", "rtt_ms"])
-    ping.append({"probe": "h1", "t": 0.1, "seq": 1, "rtt_ms": 20.3})
-    w.raw("ping-h1.txt", text)
-    w.close("ok")                              # or "failed"/"interrupted", error=...
-
-Rows reach the disk at least every ``flush_interval_s`` (0.5 s) and every
-``flush_rows`` rows, so a run that is killed keeps what it recorded; ``result.json`` is
-replaced atomically, so it is always a complete JSON document (the previous one or the
-new one).
+"""Reading run directories: one run loaded and checked, and the runs of a tree.
 
 Reading::
 
     run = load_run(run_dir)
     run.record["status"]; run.series("tcp")["srtt_us"]    # numpy arrays, NaN = empty
+
+The directory's layout is :mod:`bufferbloat.results.records_layout`'s; the runner writes
+it with :mod:`bufferbloat.results.records_writer`, and the series files are read by
+:mod:`bufferbloat.results.records_csv`.
 """
 
-import csv
-import datetime
-import io
 import json
 import math
 import os
 import re
-import threading
-import time
-import warnings
 
-import numpy as np
-
-from bufferbloat.core.atomic import write_json_atomic
-from bufferbloat.core.errors import UsageError, warn
-from bufferbloat.core.series import STRING_COLUMNS, CellRows, float_cell
+from bufferbloat.core.errors import warn
+from bufferbloat.core.series import STRING_COLUMNS
 from bufferbloat.net.qdiscs import kind_of
-
-SCHEMA_VERSION = 2
-RESULT_FILE = "result.json"
-SERIES_DIR = "series"
-RAW_DIR = "raw"
-METRICS_CSV = "metrics.csv"
-METRICS_JSON = "metrics.json"
-STATUSES = ("running", "ok", "failed", "interrupted")
-FINAL_STATUSES = ("ok", "failed", "interrupted")
-
-
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-
-
-class ResultsError(UsageError):
-    """A run directory that cannot be read: missing, not a run, or from a newer suite."""
-
-
-# ----------------------------------------------------------------------------- writing
-
-def _json_safe(obj):
-    """``obj`` with NaN/inf floats replaced by None (strict JSON has no NaN)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return _json_safe(obj.item())
-    return obj
-
-
-def format_cell(value):
-    """One CSV cell: None/NaN -> empty; bool -> 1/0; float -> shortest exact repr."""
-    if value is None:
-        return ""
-    if isinstance(value, (bool, np.bool_)):
-        return "1" if value else "0"
-    if isinstance(value, (float, np.floating)):
-        return float_cell(float(value))  # repr round-trips exactly: no more digits
-    if isinstance(value, np.integer):
-        return str(int(value))
-    return str(value)
-
-
-def _check_name(name, what):
-    """A series name: letters, digits, '_', '.', '-', not starting with '.'."""
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(f"invalid {what} {name!r}: letters, digits, '_', '.', '-' only, "
-                         "not starting with '.'")
-    return name
-
-
-def _check_filename(name):
-    """A raw file name: one path component, no leading dot, no NUL, at most 255 bytes."""
-    if (not isinstance(name, str) or not name or name.startswith(".") or "/" in name
-            or "\\" in name or "\0" in name or len(name.encode("utf-8")) > 255):
-        raise ValueError(f"invalid raw file name {name!r}: one file name, no path "
-                         "separators, not starting with '.'")
-    return name
-
-
-class SeriesWriter:
-    """Appends rows to ``series/NAME.csv``. Thread-safe.
-
-    Rows are dicts (missing keys -> empty cells; unknown keys are an error) or sequences
-    of exactly ``len(columns)`` values. The file is flushed every ``flush_rows`` rows,
-    on an append when the last flush is older than ``flush_interval_s``, and every
-    ``flush_interval_s / 2`` by the owning :class:`RunWriter`'s background flusher.
-    """
-
-    def __init__(self, path, name, columns, flush_rows=100, flush_interval_s=0.5):
-        columns = [str(c) for c in columns]
-        if not columns or len(set(columns)) != len(columns) or "" in columns:
-            raise ValueError(f"series {name!r}: columns must be non-empty and unique, "
-                             f"got {columns!r}")
-        self.path, self.name, self.columns = path, name, columns
-        self.flush_rows, self.flush_interval_s = flush_rows, flush_interval_s
-        self.rows = 0
-        self.closed = False
-        self._index = {c: i for i, c in enumerate(columns)}
-        self._lock = threading.Lock()
-        self._file = open(path, "w", newline="")
-        self._csv = csv.writer(self._file, lineterminator="\n")
-        self._csv.writerow(columns)
-        self._pending = 0
-        self._last_flush = time.monotonic()
-        self._flush_locked(force=True)
-
-    def _cells(self, row):
-        if isinstance(row, dict):
-            unknown = set(row) - set(self._index)
-            if unknown:
-                raise ValueError(f"series {self.name!r}: unknown column(s) "
-                                 f"{sorted(unknown)} (columns: {self.columns})")
-            return [format_cell(row.get(c)) for c in self.columns]
-        row = list(row)
-        if len(row) != len(self.columns):
-            raise ValueError(f"series {self.name!r}: row has {len(row)} values, "
-                             f"expected {len(self.columns)} ({self.columns})")
-        return [format_cell(v) for v in row]
-
-    def append(self, row):
-        """Append one row (dict or sequence)."""
-        cells = self._cells(row)
-        with self._lock:
-            if self.closed:
-                raise ValueError(f"series {self.name!r} is closed")
-            self._csv.writerow(cells)
-            self.rows += 1
-            self._pending += 1
-            if (self._pending >= self.flush_rows
-                    or time.monotonic() - self._last_flush >= self.flush_interval_s):
-                self._flush_locked()
-
-    __call__ = append
-
-    def extend(self, rows):
-        """Append several rows, then flush. A :class:`~bufferbloat.core.series.CellRows`
-        is written as it is (its rows' lengths checked)."""
-        if isinstance(rows, CellRows):
-            n = len(self.columns)
-            bad = next((r for r in rows if len(r) != n), None)
-            if bad is not None:
-                raise ValueError(f"series {self.name!r}: row has {len(bad)} cells, "
-                                 f"expected {n} ({self.columns})")
-            cells = rows
-        else:
-            cells = [self._cells(r) for r in rows]
-        with self._lock:
-            if self.closed:
-                raise ValueError(f"series {self.name!r} is closed")
-            self._csv.writerows(cells)
-            self.rows += len(cells)
-            self._pending += len(cells)
-            self._flush_locked()
-
-    def _flush_locked(self, force=False):
-        if self._pending or force:
-            self._file.flush()
-            self._pending = 0
-        self._last_flush = time.monotonic()
-
-    def flush(self, if_older_than_s=None):
-        """Write buffered rows to the file (only if the last flush is older than
-        ``if_older_than_s``, when given)."""
-        with self._lock:
-            if self.closed:
-                return
-            if if_older_than_s is None or time.monotonic() - self._last_flush >= if_older_than_s:
-                self._flush_locked()
-
-    def close(self):
-        """Flush, fsync and close. Idempotent."""
-        with self._lock:
-            if self.closed:
-                return
-            self._file.flush()
-            try:
-                os.fsync(self._file.fileno())
-            except OSError:
-                pass
-            self._file.close()
-            self.closed = True
-
-    def describe(self):
-        """The series' entry in result.json: {file, columns, rows}."""
-        return {"file": f"{SERIES_DIR}/{self.name}.csv", "columns": list(self.columns),
-                "rows": self.rows}
-
-
-class RunWriter:
-    """Creates and fills one run directory.
-
-    ``record`` is the dict saved as result.json; the runner fills it (scenario, params,
-    derived, machine, tools, sysctls, network, started, t0_realtime,
-    realtime_minus_monotonic, duration_s, traffic, ...). ``schema_version``, ``status``,
-    ``error``, ``series`` and ``raw`` are kept by the writer. Usable as a context manager:
-    leaving the block closes the run as ok, failed (with the exception as ``error``) or
-    interrupted (KeyboardInterrupt).
-    """
-
-    def __init__(self, run_dir, flush_rows=100, flush_interval_s=0.5):
-        self.dir = str(run_dir)
-        os.makedirs(os.path.join(self.dir, SERIES_DIR), exist_ok=True)
-        os.makedirs(os.path.join(self.dir, RAW_DIR), exist_ok=True)
-        self.flush_rows, self.flush_interval_s = flush_rows, flush_interval_s
-        self.record = {"schema_version": SCHEMA_VERSION, "status": "running", "error": None,
-                       "series": {}, "raw": []}
-        self.t0 = None
-        self._series = {}
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._flusher = None
-        self.closed = False
-
-    def start_clock(self):
-        """Take the run's t0 now: ``time.monotonic()``, and record ``started`` (ISO),
-        ``t0_realtime`` and ``realtime_minus_monotonic``. Returns t0 (monotonic s)."""
-        mono, real = time.monotonic(), time.time()
-        self.t0 = mono
-        self.record["started"] = datetime.datetime.fromtimestamp(real).astimezone().isoformat()
-        self.record["t0_realtime"] = real
-        self.record["realtime_minus_monotonic"] = real - mono
-        return mono
-
-    def now(self):
-        """Seconds since t0 (``start_clock()`` must have been called)."""
-        if self.t0 is None:
-            raise ValueError("start_clock() was not called")
-        return time.monotonic() - self.t0
-
-    @property
-    def path(self):
-        """Path of result.json."""
-        return os.path.join(self.dir, RESULT_FILE)
-
-    # -- series
-    def series(self, name, columns):
-        """The appender of ``series/NAME.csv`` (created on first use; asking again with
-        the same columns returns the same appender)."""
-        _check_name(name, "series name")
-        with self._lock:
-            if self.closed:
-                raise ValueError("run is closed")
-            existing = self._series.get(name)
-            if existing is not None:
-                if list(existing.columns) != [str(c) for c in columns]:
-                    raise ValueError(f"series {name!r} already has columns "
-                                     f"{existing.columns}, not {list(columns)}")
-                return existing
-            writer = SeriesWriter(os.path.join(self.dir, SERIES_DIR, f"{name}.csv"), name,
-                                  columns, self.flush_rows, self.flush_interval_s)
-            self._series[name] = writer
-            if self._flusher is None:
-                self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
-                                                 name=f"flush {self.dir}")
-                self._flusher.start()
-            return writer
-
-    def add_rows(self, name, columns, rows):
-        """Append a batch of rows to series ``name`` (created if new) and flush."""
-        writer = self.series(name, columns)
-        writer.extend(rows)
-        return writer
-
-    def _flush_loop(self):
-        # every half interval, whatever is buffered: a row reaches the file within
-        # flush_interval_s of its append even when no further row follows
-        while not self._stop.wait(self.flush_interval_s / 2):
-            for writer in list(self._series.values()):
-                writer.flush()
-
-    # -- raw outputs
-    def raw(self, filename, data):
-        """Write a tool's raw output (str or bytes) to ``raw/FILENAME``; returns its path.
-        ``data`` None: the tool wrote the file there itself (NetPerfMeter's vectors, 7 MB
-        a minute at 15 Mbit/s): it is listed, not written again; it must exist."""
-        _check_filename(filename)
-        path = os.path.join(self.dir, RAW_DIR, filename)
-        if data is None:
-            if not os.path.isfile(path):
-                raise FileNotFoundError(f"raw/{filename}: listed as written by its tool, "
-                                        "but it is not there")
-        else:
-            if isinstance(data, str):
-                data = data.encode("utf-8")
-            with open(path, "wb") as f:
-                f.write(bytes(data))
-        with self._lock:
-            if filename not in self.record["raw"]:
-                self.record["raw"].append(filename)
-        return path
-
-    # -- the record
-    def save(self):
-        """Write result.json atomically with the series as they stand. Callable any
-        number of times (e.g. once with status "running", once at the end)."""
-        with self._lock:
-            self.record["series"] = {n: w.describe() for n, w in self._series.items()}
-            record = _json_safe(self.record)
-        if record.get("status") not in STATUSES:
-            raise ValueError(f"invalid status {record.get('status')!r} (allowed: {STATUSES})")
-        write_json_atomic(self.path, record)
-
-    def close(self, status, error=None):
-        """Close every series, set the final ``status`` (ok, failed, interrupted) and
-        ``error``, and save. Idempotent in effect: a second close only re-saves."""
-        if status not in FINAL_STATUSES:
-            raise ValueError(f"invalid final status {status!r} (allowed: {FINAL_STATUSES})")
-        self._stop.set()
-        if self._flusher is not None:
-            self._flusher.join()
-        for writer in list(self._series.values()):
-            writer.close()
-        self.record["status"] = status
-        self.record["error"] = None if error is None else str(error)
-        self.record.setdefault("finished", datetime.datetime.now().astimezone().isoformat())
-        self.closed = True
-        self.save()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if self.closed:
-            return False
-        if exc_type is None:
-            self.close("ok")
-        elif issubclass(exc_type, KeyboardInterrupt):
-            self.close("interrupted", "KeyboardInterrupt")
-        else:
-            self.close("failed", f"{exc_type.__name__}: {exc}")
-        return False
-
-
-# ----------------------------------------------------------------------------- reading
-
-def _parse_float(cell):
-    return math.nan if cell == "" else float(cell)
-
-
-def _is_number(cell):
-    if cell == "":
-        return True
-    try:
-        float(cell)
-    except ValueError:
-        return False
-    return True
-
-
-def _fill_empty(body):
-    """``body`` with every empty cell written ``nan`` (text operations, compiled)."""
-    if ",," not in body and "\n," not in body and ",\n" not in body \
-            and not body.startswith(","):
-        return body
-    # twice: ",,," holds two empty cells and one pass replaces every other one
-    text = ("\n" + body).replace(",,", ",nan,").replace(",,", ",nan,")
-    return text.replace("\n,", "\nnan,").replace(",\n", ",nan\n")[1:]
-
-
-def _read_plain_csv(text, string_columns):
-    """The same columns as :func:`read_series_csv` for a complete file with no quoting,
-    parsed by numpy's compiled reader; None for any other file (the general reader
-    then decides). Empty cells are read as NaN (written ``nan`` first); a column is
-    read as text when ``string_columns`` names it or its first cell is not a number.
-    Measured on the five quick points of bench/bench_overhead.py (qdisc.csv has empty
-    cells, tcp.csv and npm_msg.csv text columns): 0.99 s in the general reader, 0.33 s
-    here, on the host; under TCG every second here is ~13."""
-    head, _, body = text.partition("\n")
-    if not body or '"' in text or not text.endswith("\n"):
-        return None
-    header = head.rstrip("\r").split(",")
-    first = body[:body.find("\n")].rstrip("\r").split(",")
-    if len(first) != len(header):
-        return None
-    strings = [j for j, c in enumerate(header)
-               if c in string_columns or not _is_number(first[j])]
-    numeric = [j for j in range(len(header)) if j not in strings]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")          # a ragged or empty file: not ours
-            nums = (np.loadtxt(io.StringIO(_fill_empty(body)), delimiter=",",
-                               usecols=numeric, ndmin=2, dtype=float, comments=None)
-                    if numeric else None)
-            strs = (np.loadtxt(io.StringIO(body), delimiter=",", usecols=strings,
-                               ndmin=2, dtype=str, comments=None) if strings else None)
-    except (ValueError, UserWarning):
-        return None
-    out = {}
-    for k, j in enumerate(numeric):
-        out[header[j]] = nums[:, k].copy()
-    for k, j in enumerate(strings):
-        out[header[j]] = strs[:, k].copy()
-    return {c: out[c] for c in header}
-
-
-def read_series_csv(path, string_columns=()):
-    """A series file as {column: numpy array}.
-
-    A column whose every non-empty cell is a number is a float array (NaN = empty cell);
-    any other column, and every column in ``string_columns``, is an array of str. A last
-    line cut short by an interruption is ignored; a malformed line elsewhere is an error.
-    """
-    with open(path, newline="") as f:
-        text = f.read()
-    fast = _read_plain_csv(text, string_columns)
-    if fast is not None:
-        return fast
-    rows = list(csv.reader(io.StringIO(text)))
-    if not rows:
-        raise ResultsError(f"{path}: empty series file (no header row)")
-    header, body = rows[0], rows[1:]
-    if body and not text.endswith("\n"):
-        body = body[:-1]  # the row being written when the run was interrupted
-    for i, row in enumerate(body, 2):
-        if len(row) != len(header):
-            raise ResultsError(f"{path}:{i}: {len(row)} cells, header has {len(header)}")
-    out = {}
-    for j, col in enumerate(header):
-        cells = [row[j] for row in body]
-        if col not in string_columns:
-            try:
-                out[col] = np.array([_parse_float(c) for c in cells], dtype=float)
-                continue
-            except ValueError:
-                pass
-        out[col] = np.array(cells, dtype=str)
-    return out
+from bufferbloat.results.records_csv import read_series_csv
+from bufferbloat.results.records_layout import (
+    METRICS_JSON,
+    RAW_DIR,
+    RESULT_FILE,
+    SCHEMA_VERSION,
+    SERIES_DIR,
+    SERIES_NAME,
+    STATUSES,
+    ResultsError,
+    check_filename,
+    check_name,
+)
 
 
 def bottleneck_dev_name(record):
@@ -642,7 +216,7 @@ class Run:
     def series(self, name):
         """Series ``name`` as {column: numpy array} (floats with NaN for empty cells,
         label columns as str arrays). A KeyError names the series the run has."""
-        _check_name(name, "series name")
+        check_name(name, "series name")
         if name not in self._cache:
             if os.path.isfile(self._series_path(name)):
                 self._cache[name] = read_series_csv(self._series_path(name),
@@ -689,7 +263,7 @@ class Run:
         written), sorted; with ``say``, said in a warning when there are any."""
         listed = self.record.get("series")
         missing = sorted(n for n in (listed if isinstance(listed, dict) else {})
-                         if _NAME.match(str(n)) and not self.has(n))
+                         if SERIES_NAME.match(str(n)) and not self.has(n))
         if missing and say:
             warn(f"{self.dir}: series listed in its record but not on disk: "
                  f"{', '.join(missing)}")
@@ -697,7 +271,7 @@ class Run:
 
     def raw(self, filename, binary=False):
         """The raw output ``raw/FILENAME`` (str, or bytes with ``binary``)."""
-        _check_filename(filename)
+        check_filename(filename)
         path = os.path.join(self.dir, RAW_DIR, filename)
         if not os.path.isfile(path):
             raise KeyError(f"run {self.dir} has no raw file {filename!r}")
@@ -777,6 +351,22 @@ def check_record(path, record):
     return record
 
 
+def load_json_object(path, error=ResultsError):
+    """The JSON object (a dict) that the file ``path`` holds; ``error`` (a UsageError
+    class: bad input, exit 2) naming the file when its text is not valid JSON (or not
+    UTF-8) or not an object: a corrupt file is refused, never read in part. A missing or
+    unreadable file raises OSError, as ``open`` does (the caller says what its absence
+    means first)."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except ValueError as exc:        # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise error(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise error(f"{path}: not a JSON object")
+    return data
+
+
 def load_run(run_dir):
     """Load the run in ``run_dir``. Raises ResultsError (a UsageError) when there is no
     result.json, it is not a JSON object, its schema is not the one this code reads
@@ -786,13 +376,7 @@ def load_run(run_dir):
         raise ResultsError(f"{run_dir}: no such run (the directory does not exist)")
     if not os.path.isfile(path):
         raise ResultsError(f"{run_dir}: not a run directory (no {RESULT_FILE})")
-    try:
-        with open(path) as f:
-            record = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ResultsError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(record, dict):
-        raise ResultsError(f"{path}: not a JSON object")
+    record = load_json_object(path)
     version = record.get("schema_version", 1)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ResultsError(f"{path}: invalid schema_version {version!r}")

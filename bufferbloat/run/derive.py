@@ -20,7 +20,7 @@ import json
 import os
 
 from bufferbloat.core.errors import UsageError
-from bufferbloat.results.records import RESULT_FILE
+from bufferbloat.results.records_layout import RESULT_FILE
 from bufferbloat.run import identity
 
 #: a stand-in value used only to validate a point before its provider has run

@@ -41,7 +41,8 @@ from bufferbloat.net.network import Network
 from bufferbloat.net.scaling import rate_cap_mbit
 from bufferbloat.results import health
 from bufferbloat.results import metrics as mx
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 from bufferbloat.run import identity
 from bufferbloat.traffic import base as traffic_base
 from bufferbloat.traffic import kinds as traffic_kinds

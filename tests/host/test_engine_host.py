@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from bufferbloat.results.metrics import compute_metrics
-from bufferbloat.results.records import SCHEMA_VERSION, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_layout import SCHEMA_VERSION
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
 from bufferbloat.scenarios import catalogue

@@ -16,7 +16,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from bufferbloat.results.health import idle_rtt_limits
+from bufferbloat.results.health_record import idle_rtt_limits
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
@@ -71,7 +71,7 @@ def test_irtt_probes_idle_then_behind_the_queue(tmp_path, net_guard):
     idle = ok & (s["t"] < start + LOAD_FROM * DURATION_S - 0.5)
     assert idle.sum() >= 0.8 * (LOAD_FROM * DURATION_S - 0.5) / INTERVAL_S
     # (under TCG, tests/timing.py, the idle path's own delay is the health verdict's
-    # limit for a path of no delay: bufferbloat.results.health.idle_rtt_limits)
+    # limit for a path of no delay: bufferbloat.results.health_record.idle_rtt_limits)
     assert np.median(s["rtt_ms"][idle]) < (idle_rtt_limits(0)[1] if EMULATED_CPU else 2.0)
     # loaded (the second half): the probe sees the FIFO the ping sees
     late = s["t"] > start + 0.6 * DURATION_S

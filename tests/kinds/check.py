@@ -3,7 +3,7 @@ must leave; shared by the host and VM tests."""
 import csv
 import os
 
-from bufferbloat.results.health import scheduled_entries
+from bufferbloat.results.health_record import scheduled_entries
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from bufferbloat import plots
-from bufferbloat.plots import sweep
-from bufferbloat.results.metrics import compute_metrics, link_direction
+from bufferbloat.plots import sweep, sweep_figures, sweep_tables
+from bufferbloat.results.metrics import compute_metrics
+from bufferbloat.results.metrics_queue import link_direction
 from bufferbloat.results.records import load_run
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -97,7 +98,7 @@ def test_queue_of_each_direction(b_run):
 def test_sweep_table_and_keys_by_direction(b_run, monkeypatch):
     monkeypatch.setenv(sweep.INCLUDE_DEGRADED_ENV, "1")    # the fixture is degraded
     points = sweep.load_points(os.path.dirname(b_run.dir))
-    (row,) = sweep.table_rows(points)
+    (row,) = sweep_tables.table_rows(points)
     m = metrics_of(b_run)
     assert row["download_mean_mbit"] == pytest.approx(m[("network", "all",
                                                          "goodput_down_mbit")])
@@ -109,12 +110,12 @@ def test_sweep_table_and_keys_by_direction(b_run, monkeypatch):
     assert row["qdelay_p50_ms"] == pytest.approx(m[("link", "s0-eth2:pie", "qdelay_p50_ms")])
     assert row["qdelay_down_p50_ms"] == pytest.approx(
         m[("link", "h2-eth0:pie", "qdelay_p50_ms")])
-    md = sweep.table_markdown([row])
+    md = sweep_tables.table_markdown([row])
     assert "download Mbit/s" in md and "UDP latency" in md
     # the aggregate's reference is both directions' rate; each direction's its own
     p = points[0]
     p.varied = {"x": 1}
     for key, rate in (("throughput_mbit", 20), ("goodput_down_mbit", 10),
                       ("goodput_up_mbit", 10)):
-        fig = sweep.draw_metric([p], "x", key)
+        fig = sweep_figures.draw_metric([p], "x", key)
         assert lines(fig.axes[0], "link-rate")[0].get_ydata()[0] == rate, key

@@ -5,7 +5,7 @@ import pytest
 
 from bufferbloat.cli import main
 from bufferbloat.results import cost
-from bufferbloat.results.records import RunWriter
+from bufferbloat.results.records_writer import RunWriter
 
 
 def rec(traffic, wall, verdict="healthy", status="ok", **phases):

@@ -11,7 +11,8 @@ import pytest
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.measure import departures as dp
 from bufferbloat.results import health as hl
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "fixtures", "tools", "tracefs",

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from bufferbloat.core.errors import UsageError
-from bufferbloat.results.records import RunWriter
+from bufferbloat.results.records_writer import RunWriter
 from bufferbloat.run import derive, identity, sweep
 from bufferbloat.scenarios import catalogue
 

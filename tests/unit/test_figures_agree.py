@@ -24,7 +24,7 @@ from bufferbloat.plots import overlay, study, sweep
 from bufferbloat.plots import web as webplot
 from bufferbloat.plots.flags import flags
 from bufferbloat.plots.throughput import link_rate_of
-from bufferbloat.results import headline
+from bufferbloat.results import headline, metrics_latency
 from bufferbloat.results import metrics as mx
 from bufferbloat.results.records import load_run
 
@@ -221,7 +221,7 @@ def test_cut_fetch_from_the_cut_column(tmp_path):
         "web,5.5,1.0,0.1,0.2,100000,200,1,0\n"
         "web,6.0,0.5,,,,,0,0\n"
         "web,7.0,1.0,,,,,0,1\n")
-    rows = mx.web_metrics(load_run(str(dst)), -math.inf)
+    rows = metrics_latency.web_metrics(load_run(str(dst)), -math.inf)
     got = {r["metric"]: r["value"] for r in rows}
     assert (got["fetches"], got["failures"], got["cut"]) == (3, 1, 1)
     assert got["total_mean_s"] == 1.0
@@ -234,11 +234,11 @@ def test_fetch_study_figure_uses_the_warmup():
         want = []
         for p in reps:
             if p.averaged:
-                f = mx.web_fetches(p.run, webplot.warmup_cut_s(p.run))
+                f = metrics_latency.web_fetches(p.run, webplot.warmup_cut_s(p.run))
                 want += list(f["total_s"][f["ok"]])
         label = study._label(key)
         assert sorted(data[label]) == pytest.approx(sorted(want))
-        every = sum(int(mx.web_fetches(p.run)["ok"].sum()) for p in reps if p.averaged)
+        every = sum(int(metrics_latency.web_fetches(p.run)["ok"].sum()) for p in reps if p.averaged)
         assert data[label].size < every          # the warm-up's fetches are left out
 
 

@@ -8,7 +8,8 @@ import pytest
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import flowmetrics as fm
 from bufferbloat.results import metrics as m
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -271,7 +272,8 @@ def test_npm_delay_splits_into_send_buffer_path_and_rest(tmp_path):
     sampling's interpolation)."""
     from bufferbloat.core.series import SERIES_COLUMNS
     from bufferbloat.results import flowmetrics as fm
-    from bufferbloat.results.records import RunWriter, load_run
+    from bufferbloat.results.records import load_run
+    from bufferbloat.results.records_writer import RunWriter
     rate, size, wait_s, rest_s, one_way_s = 10.0, 1448, 0.300, 0.015, 0.020
     w = RunWriter(str(tmp_path / "r"))
     w.record.update(params={"bottleneck_mbit": rate}, bottleneck_dev="s0-eth2",

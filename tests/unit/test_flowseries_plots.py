@@ -5,7 +5,8 @@ import pytest
 
 from bufferbloat import plots
 from bufferbloat.core.series import SERIES_COLUMNS
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 
 
 def _run(tmp_path):

@@ -7,8 +7,10 @@ import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import health as hl
+from bufferbloat.results import health_series, metrics_flows
 from bufferbloat.results import metrics as m
-from bufferbloat.results.records import RunWriter, find_runs, load_run
+from bufferbloat.results.records import find_runs, load_run
+from bufferbloat.results.records_writer import RunWriter
 
 RATE = 10.0  # Mbit/s
 FIXTURES = "tests/fixtures/runs"
@@ -50,10 +52,10 @@ def test_work_conservation_counts_backlogged_intervals_only():
     # backlogged for 2 s sending at 0.6 of 10 Mbit/s, then idle (empty queue) for 2 s
     backlog = np.where(t < 2.0, 20000, 0)
     sent = np.cumsum(np.where(t < 2.0, 0.6 * RATE * 1e6 / 8 * 0.01, 0.0))
-    ratio, span = hl.work_conservation(t, backlog, sent, RATE)
+    ratio, span = health_series.work_conservation(t, backlog, sent, RATE)
     assert ratio == pytest.approx(0.6, rel=0.01)
     assert span == pytest.approx(2.0, abs=0.02)
-    assert hl.work_conservation(t, np.zeros_like(t), sent, RATE) == (None, 0.0)
+    assert health_series.work_conservation(t, np.zeros_like(t), sent, RATE) == (None, 0.0)
 
 
 def test_healthy_run(tmp_path):
@@ -123,7 +125,7 @@ def test_goodput_per_direction_of_a_two_way_load(tmp_path):
             for ti in np.arange(0, 10.001, 0.1)]
     w.add_rows("tcp", SERIES_COLUMNS["tcp"], rows)
     w.close("ok")
-    got = m.delivered_goodput(load_run(tmp_path / "r"))
+    got = metrics_flows.delivered_goodput(load_run(tmp_path / "r"))
     assert got == {"up": pytest.approx(1.8, rel=0.01), "down": pytest.approx(1.5, rel=0.01)}
 
 
@@ -136,7 +138,7 @@ def test_goodput_never_exceeds_the_link_on_recorded_runs(run_dir):
     for r in rows:
         if r["scope"] == "network" and r["metric"].startswith("goodput_"):
             limit = rev if "down" in r["metric"] else rate
-            assert r["value"] <= limit * hl.MAX_GOODPUT_SHARE, (r, limit)
+            assert r["value"] <= limit * health_series.MAX_GOODPUT_SHARE, (r, limit)
 
 
 def test_a_degraded_run_gets_one_flag_that_names_the_emulator(tmp_path):
@@ -151,6 +153,7 @@ def test_a_degraded_run_gets_one_flag_that_names_the_emulator(tmp_path):
 
 def test_degraded_runs_are_marked_and_left_out_of_means(tmp_path, monkeypatch):
     from bufferbloat.plots import sweep as sw
+    from bufferbloat.plots import sweep_tables
     good = _write(tmp_path / "a" / "rep-1", send_share=1.0)
     bad = _write(tmp_path / "a" / "rep-2", send_share=0.3)
     for run in (good, bad):
@@ -158,12 +161,12 @@ def test_degraded_runs_are_marked_and_left_out_of_means(tmp_path, monkeypatch):
         with open(f"{run.dir}/result.json", "w") as f:
             json.dump(run.record, f)
     points = sw.load_points(tmp_path)
-    rows = sw.table_rows(points)
+    rows = sweep_tables.table_rows(points)
     assert len(rows) == 1 and rows[0]["degraded"] == 1 and rows[0]["reps"] == 2
     assert rows[0]["utilization"] == pytest.approx(1.0, abs=0.01)   # the healthy one only
-    assert "1 degraded, not averaged" in sw.table_markdown(rows)
+    assert "1 degraded, not averaged" in sweep_tables.table_markdown(rows)
     monkeypatch.setenv(sw.INCLUDE_DEGRADED_ENV, "1")
-    assert sw.table_rows(sw.load_points(tmp_path))[0]["utilization"] == pytest.approx(
+    assert sweep_tables.table_rows(sw.load_points(tmp_path))[0]["utilization"] == pytest.approx(
         0.65, abs=0.01)
 
 
@@ -244,9 +247,9 @@ def test_a_small_aqm_queue_that_empties_between_samples_is_not_blamed():
     intervals are not judged; a queue holding more than one interval's worth is."""
     t = np.arange(0, 3.001, 0.01)
     sent = np.cumsum(np.full(t.size, 0.7 * RATE * 1e6 / 8 * 0.01))
-    ratio, span = hl.work_conservation(t, np.full(t.size, 6000.0), sent, RATE)
+    ratio, span = health_series.work_conservation(t, np.full(t.size, 6000.0), sent, RATE)
     assert ratio is None and span == 0.0
-    ratio, span = hl.work_conservation(t, np.full(t.size, 20000.0), sent, RATE)
+    ratio, span = health_series.work_conservation(t, np.full(t.size, 20000.0), sent, RATE)
     assert ratio == pytest.approx(0.7, rel=0.01) and span == pytest.approx(3.0, abs=0.02)
 
 

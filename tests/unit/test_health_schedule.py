@@ -5,6 +5,7 @@ offset), never a degraded emulator; one that began late beyond the slack stays d
 import pytest
 
 from bufferbloat.results import health as hl
+from bufferbloat.results import health_record
 from bufferbloat.run.sweep import degraded, faulty
 from unit.test_health import _write
 
@@ -88,7 +89,7 @@ def test_a_part_late_beyond_the_slack_is_degraded_as_before(tmp_path, name):
     def late(entries):
         e = _entry(entries, name)
         e["first_on_s" if "first_on_s" in e else "t_launch"] = (
-            e["scheduled_s"] + hl.MAX_START_LATE_S + 0.5)
+            e["scheduled_s"] + health_record.MAX_START_LATE_S + 0.5)
     h = hl.assess(_run(tmp_path, late))
     assert h["verdict"] == "degraded" and h["faults"] == [], h
     check = h["checks"]["flows_on_time"]

@@ -13,7 +13,9 @@ import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import health as hl
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results import health_series
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 from unit.test_health import RATE, _write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -106,7 +108,7 @@ def test_an_interval_counts_from_3000_bytes_at_its_end():
     sent = np.cumsum(np.full(t.size, 0.5 * RATE * 1e6 / 8 * 0.01))
     for end, judged in ((BACKLOG_BYTES - 1, False), (BACKLOG_BYTES, True)):
         backlog = np.where(np.arange(t.size) % 2 == 0, 20000, end)
-        ratio, span = hl.work_conservation(t, backlog, sent, RATE)
+        ratio, span = health_series.work_conservation(t, backlog, sent, RATE)
         if judged:
             assert ratio == pytest.approx(0.5, rel=0.01) and span == pytest.approx(1.0,
                                                                                    abs=0.02)
@@ -121,9 +123,10 @@ def test_an_interval_counts_when_its_start_holds_what_the_link_sends_in_it():
     sent = np.cumsum(np.full(t.size, 0.5 * RATE * 1e6 / 8 * 0.01))
     per_interval = RATE * 1e6 / 8 * 0.01
     assert per_interval == 12500
-    assert hl.work_conservation(t, np.full(t.size, per_interval - 100), sent, RATE) \
+    assert health_series.work_conservation(t, np.full(t.size, per_interval - 100), sent, RATE) \
         == (None, 0.0)
-    ratio, span = hl.work_conservation(t, np.full(t.size, per_interval + 100), sent, RATE)
+    ratio, span = health_series.work_conservation(t, np.full(t.size, per_interval + 100),
+                                                  sent, RATE)
     assert ratio == pytest.approx(0.5, rel=0.01) and span == pytest.approx(2.0, abs=0.02)
 
 
@@ -327,4 +330,4 @@ def test_greedy_labels_include_an_iperf_parts_streams():
         {"name": "npm", "flows": [{"flow": "bulk", "greedy": True},
                                   {"flow": "stream", "greedy": False}]},
         {"name": "ping"}]}
-    assert hl.greedy_labels(rec) == {"p", "p-1", "p-2", "bulk"}
+    assert health_series.greedy_labels(rec) == {"p", "p-1", "p-2", "bulk"}

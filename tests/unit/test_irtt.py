@@ -14,7 +14,8 @@ from bufferbloat.core.errors import UsageError
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.core.stats import loss_figures, percentile
 from bufferbloat.results import metrics as m
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 from bufferbloat.traffic.irtt import (
     IrttPart,
     IrttProbe,

@@ -8,15 +8,18 @@ import pytest
 
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.results import metrics as m
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results import metrics_flows, metrics_latency, metrics_queue
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
+from bufferbloat.results.rows import counter_delta
 
 # ----------------------------------------------------------------------------- helpers
 
 def test_rfc3550_jitter():
     sent = np.arange(100) * 0.25  # exact binary fractions: exactly 0
-    assert m.rfc3550_jitter(sent, sent + 0.5) == 0.0
+    assert metrics_latency.rfc3550_jitter(sent, sent + 0.5) == 0.0
     sent = np.arange(100) * 0.02
-    assert m.rfc3550_jitter(sent, sent + 0.035) == pytest.approx(0.0, abs=1e-12)
+    assert metrics_latency.rfc3550_jitter(sent, sent + 0.035) == pytest.approx(0.0, abs=1e-12)
     # latency alternating 10 ms / 20 ms: |D| = 10 ms every packet after the first, so
     # J_k = J_{k-1} + (10 - J_{k-1}) / 16, i.e. J_k = 10 (1 - (15/16)^k) ms
     lat = np.where(np.arange(11) % 2 == 0, 0.010, 0.020)
@@ -25,22 +28,22 @@ def test_rfc3550_jitter():
     for _ in range(10):
         j += (10.0 - j) / 16
     assert j == pytest.approx(10 * (1 - (15 / 16) ** 10))
-    assert m.rfc3550_jitter(sent, sent + lat) * 1e3 == pytest.approx(j)
+    assert metrics_latency.rfc3550_jitter(sent, sent + lat) * 1e3 == pytest.approx(j)
     # arrival order, not send order: the same packets shuffled give the same jitter
     perm = np.random.default_rng(1).permutation(11)
-    assert m.rfc3550_jitter(sent[perm], (sent + lat)[perm]) * 1e3 == pytest.approx(j)
-    assert m.rfc3550_jitter([0.0], [1.0]) == 0.0
+    assert metrics_latency.rfc3550_jitter(sent[perm], (sent + lat)[perm]) * 1e3 == pytest.approx(j)
+    assert metrics_latency.rfc3550_jitter([0.0], [1.0]) == 0.0
     with pytest.raises(ValueError):
-        m.rfc3550_jitter([], [])
+        metrics_latency.rfc3550_jitter([], [])
 
 
 def test_counter_delta_and_warmup_baseline():
     t = [0, 1, 2, 3, 4]
     v = [0, 10, 20, 30, 40]
-    assert m.counter_delta(t, v) == (4.0, 40.0)
-    assert m.counter_delta(t, v, cutoff_s=2.5) == (2.0, 20.0)  # from the sample at t=2
-    assert m.counter_delta(t, [0, 10, 2, 5, 6]) == (4.0, 10 + 2 + 3 + 1)  # reset at t=2
-    assert m.counter_delta([0], [5]) == (0.0, 0.0)
+    assert counter_delta(t, v) == (4.0, 40.0)
+    assert counter_delta(t, v, cutoff_s=2.5) == (2.0, 20.0)  # from the sample at t=2
+    assert counter_delta(t, [0, 10, 2, 5, 6]) == (4.0, 10 + 2 + 3 + 1)  # reset at t=2
+    assert counter_delta([0], [5]) == (0.0, 0.0)
 
 
 # ----------------------------------------------------------------------------- run dirs
@@ -97,7 +100,7 @@ def _by_key(rows):
 
 def test_link_metrics_queueing_delay_and_utilization(tmp_path):
     run = _write_run(tmp_path / "r")
-    got = _by_key(m.link_metrics(run))
+    got = _by_key(metrics_queue.link_metrics(run))
     name = "s0-eth2:pfifo"
     assert not any(k[1].endswith("htb") for k in got)  # the shaper is not the AQM leaf
     assert got[("link", name, "qdelay_mean_ms")] == pytest.approx(8 * 15000 / 1.5e6 * 1e3)
@@ -111,7 +114,7 @@ def test_link_metrics_queueing_delay_and_utilization(tmp_path):
     assert got[("link", name, "drops_per_s_max")] == pytest.approx(10.0)
     assert got[("link", name, "drop_pct")] == pytest.approx(100 * 10 / 610)
     assert ("link", name, "marks") not in got  # not reported by this qdisc
-    assert m.queue_delay_ms(15000, 1.5) == pytest.approx(80.0)
+    assert metrics_queue.queue_delay_ms(15000, 1.5) == pytest.approx(80.0)
 
 
 def test_warmup_excludes_the_first_seconds(tmp_path):
@@ -145,7 +148,7 @@ def test_warmup_counts_from_the_start_of_traffic(tmp_path):
 
 def test_udp_loss_jitter_latency(tmp_path):
     run = _write_run(tmp_path / "r")
-    got = _by_key(m.udp_metrics(run))
+    got = _by_key(metrics_latency.udp_metrics(run))
     assert got[("udp", "u1", "loss_pct")] == pytest.approx(10.0)
     assert got[("udp", "u1", "jitter_ms")] == pytest.approx(0.0, abs=1e-9)
     assert got[("udp", "u1", "owd_mean_ms")] == pytest.approx(30.0)
@@ -155,19 +158,20 @@ def test_udp_loss_jitter_latency(tmp_path):
     # the sender's count from the stream's summary: 90 received of 120 sent
     run2 = _write_run(tmp_path / "r2", traffic_results=[
         {"name": "u1", "kind": "UdpStream", "stream": "u1", "sent": 120, "received": 90}])
-    assert _by_key(m.udp_metrics(run2))[("udp", "u1", "loss_pct")] == pytest.approx(25.0)
+    assert _by_key(metrics_latency.udp_metrics(run2))[("udp", "u1", "loss_pct")] \
+        == pytest.approx(25.0)
 
 
 def test_ping_and_web(tmp_path):
     run = _write_run(tmp_path / "r")
-    got = _by_key(m.ping_metrics(run))
+    got = _by_key(metrics_latency.ping_metrics(run))
     assert got[("ping", "h1", "rtt_p50_ms")] == pytest.approx(50.5)
     assert got[("ping", "h1", "rtt_p95_ms")] == pytest.approx(95.05)
     assert got[("ping", "h1", "rtt_p99_ms")] == pytest.approx(99.01)
     assert got[("ping", "h1", "rtt_mean_ms")] == pytest.approx(50.5)
     assert got[("ping", "h1", "rtt_max_ms")] == 100
     assert got[("ping", "h1", "loss_pct")] == pytest.approx(100 * 4 / 104)
-    web = _by_key(m.web_metrics(run))
+    web = _by_key(metrics_latency.web_metrics(run))
     totals = [0.5, 0.6, 0.7, 0.8, 0.9]
     assert web[("web", "all", "fetches")] == 6
     assert web[("web", "all", "failures")] == 1
@@ -181,7 +185,7 @@ def test_web_ok_column_as_words(tmp_path):
     w.add_rows("web", ["fetch", "t", "total_s", "ok"],
                [("a", 0.0, 1.0, "true"), ("b", 1.0, 3.0, "True"), ("c", 2.0, "", "false")])
     w.close("ok")
-    got = _by_key(m.web_metrics(load_run(tmp_path / "r")))
+    got = _by_key(metrics_latency.web_metrics(load_run(tmp_path / "r")))
     assert got[("web", "all", "failures")] == 1
     assert got[("web", "all", "total_mean_s")] == pytest.approx(2.0)
 
@@ -195,7 +199,7 @@ def test_iperf_flows(tmp_path):
                + [{"flow": "b", "t_start": 2.0 + i, "t_end": 3.0 + i, "bytes": 200000,
                    "bits_per_second": 1.6e6, "retransmits": 0} for i in range(2)])
     w.close("ok")
-    rows, thr = m.flow_metrics(load_run(tmp_path / "r"))
+    rows, thr = metrics_flows.flow_metrics(load_run(tmp_path / "r"))
     got = _by_key(rows)
     assert got[("flow", "a", "throughput_mbit")] == pytest.approx(1.6)
     assert got[("flow", "a", "throughput_cov")] == pytest.approx(0.5)  # 0.8/2.4 Mbit/s
@@ -203,11 +207,11 @@ def test_iperf_flows(tmp_path):
     assert got[("flow", "a", "fct_s")] == pytest.approx(4.0)
     assert got[("flow", "b", "fct_s")] == pytest.approx(2.0)
     assert thr == pytest.approx({"a": 1.6, "b": 1.6})
-    net = _by_key(m.network_metrics(thr))
+    net = _by_key(metrics_flows.network_metrics(thr))
     assert net[("network", "all", "jain_fairness")] == pytest.approx(1.0)
     assert net[("network", "all", "aggregate_throughput_mbit")] == pytest.approx(3.2)
     # warm-up: intervals starting at or after traffic start (2 s) + 2 s
-    rows, thr = m.flow_metrics(load_run(tmp_path / "r"), cutoff_s=4.0)
+    rows, thr = metrics_flows.flow_metrics(load_run(tmp_path / "r"), cutoff_s=4.0)
     assert thr["a"] == pytest.approx(1.6) and "b" not in thr
 
 
@@ -247,10 +251,10 @@ def test_compute_and_write_metrics(tmp_path):
 def test_bottleneck_dev_selects_the_link(tmp_path):
     run = _write_run(tmp_path / "r")
     run.record["bottleneck_dev"] = ["s0", "s0-eth2"]  # (namespace, dev) works too
-    assert {k[1] for k in _by_key(m.link_metrics(run))} == {"s0-eth2:pfifo"}
-    assert m.link_direction(run.record, "s0-eth2:pfifo") == "up"
+    assert {k[1] for k in _by_key(metrics_queue.link_metrics(run))} == {"s0-eth2:pfifo"}
+    assert metrics_queue.link_direction(run.record, "s0-eth2:pfifo") == "up"
     run.record["bottleneck_dev"] = "s0-eth9"
-    assert m.link_direction(run.record, "s0-eth2:pfifo") == "down"
+    assert metrics_queue.link_direction(run.record, "s0-eth2:pfifo") == "down"
 
 
 def test_reverse_aqm_reported_at_the_reverse_rate(tmp_path):
@@ -269,15 +273,16 @@ def test_reverse_aqm_reported_at_the_reverse_rate(tmp_path):
     w.add_rows("qdisc", SERIES_COLUMNS["qdisc"], rows)
     w.close("ok")
     run = load_run(w.dir)
-    got = _by_key(m.link_metrics(run))
+    got = _by_key(metrics_queue.link_metrics(run))
     assert [k[1] for k in got][0] == "s0-eth2:pie"
     assert got[("link", "s0-eth2:pie", "utilization")] == pytest.approx(0.9, rel=1e-4)
     assert got[("link", "h2-eth0:pie", "utilization")] == pytest.approx(0.8, rel=1e-4)
     # 12 500 B at 10 Mbit/s = 10 ms; 25 000 B at 5 Mbit/s = 40 ms
     assert got[("link", "s0-eth2:pie", "qdelay_p50_ms")] == pytest.approx(10.0)
     assert got[("link", "h2-eth0:pie", "qdelay_p50_ms")] == pytest.approx(40.0)
-    assert [m.link_direction(run.record, k[1]) for k in got][-1] == "down"
-    assert m.link_rate_mbit(run, "h2-eth0") == 5.0 and m.link_rate_mbit(run, "s0-eth2") == 10
+    assert [metrics_queue.link_direction(run.record, k[1]) for k in got][-1] == "down"
+    assert metrics_queue.link_rate_mbit(run, "h2-eth0") == 5.0
+    assert metrics_queue.link_rate_mbit(run, "s0-eth2") == 10
 
 
 def test_link_metrics_end_with_the_traffic_not_with_the_sampler(tmp_path):
@@ -304,7 +309,7 @@ def test_link_metrics_end_with_the_traffic_not_with_the_sampler(tmp_path):
     assert got[("link", "s0-eth2:pfifo", "utilization")] == pytest.approx(1.0, rel=1e-6)
     assert got[("link", "s0-eth2:pfifo", "qdelay_mean_ms")] == pytest.approx(10.0)
     # without the end: the idle tail's samples dilute both
-    whole = _by_key(m.link_metrics(run, cutoff_s=3.0))
+    whole = _by_key(metrics_queue.link_metrics(run, cutoff_s=3.0))
     assert whole[("link", "s0-eth2:pfifo", "utilization")] == pytest.approx(8 / 13, rel=1e-3)
     assert whole[("link", "s0-eth2:pfifo", "qdelay_mean_ms")] < 7
     run.record["duration_s"] = None
@@ -314,15 +319,15 @@ def test_link_metrics_end_with_the_traffic_not_with_the_sampler(tmp_path):
 def test_link_without_rate_skips_rate_metrics(tmp_path):
     run = _write_run(tmp_path / "r")
     run.record["params"] = {}
-    got = _by_key(m.link_metrics(run))
+    got = _by_key(metrics_queue.link_metrics(run))
     assert ("link", "s0-eth2:pfifo", "qlen_mean_pkts") in got
     assert not any(k[2].startswith("qdelay") or k[2] == "utilization" for k in got)
-    got = _by_key(m.link_metrics(run, rate_mbit=3.0))
+    got = _by_key(metrics_queue.link_metrics(run, rate_mbit=3.0))
     assert got[("link", "s0-eth2:pfifo", "qdelay_mean_ms")] == pytest.approx(40.0)
 
 
 def test_count_changes_counts_ssthresh_reactions():
-    from bufferbloat.results.metrics import count_changes
+    from bufferbloat.results.metrics_flows import count_changes
     nan = float("nan")
     assert count_changes([nan, nan, 40, 40, 20, 20, 20, 10]) == 3
     assert count_changes([nan, nan, nan]) == 0

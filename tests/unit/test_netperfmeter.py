@@ -13,7 +13,7 @@ from conftest import FIXTURES
 
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.series import CellRows
-from bufferbloat.results.records import format_cell
+from bufferbloat.results.records_csv import format_cell
 from bufferbloat.traffic import netperfmeter as npm
 from bufferbloat.traffic.kinds import part_class
 from bufferbloat.traffic.netperfmeter import flows as npm_flows

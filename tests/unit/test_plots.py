@@ -19,10 +19,11 @@ import pytest
 from bufferbloat import plots
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.series import SERIES_COLUMNS
-from bufferbloat.plots import commands, common, palette, sweep
+from bufferbloat.plots import commands, common, palette, sweep, sweep_figures, sweep_tables
 from bufferbloat.plots.flags import flags
 from bufferbloat.results import theory
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "fixtures", "runs")
@@ -393,7 +394,7 @@ def test_sweep_points_error_bars_and_theory():
     assert len(pts) == 4
     assert {p.key for p in pts} == {"buffer_pkts=20", "buffer_pkts=100"}
     assert sorted(p.rep for p in pts) == [1, 1, 2, 2]
-    fig = sweep.draw_metric(pts, "buffer_pkts", "rtt_mean_ms")
+    fig = sweep_figures.draw_metric(pts, "buffer_pkts", "rtt_mean_ms")
     ax = fig.axes[0]
     (container,) = ax.containers
     line = container.lines[0]
@@ -413,40 +414,40 @@ def test_sweep_points_error_bars_and_theory():
 
 def test_sweep_throughput_link_rate_jain_ideal_and_box():
     pts = sweep.load_points(os.path.join(FIX, "sweep_fifo_buffer"))
-    ax = sweep.draw_metric(pts, "buffer_pkts", "throughput_mbit").axes[0]
+    ax = sweep_figures.draw_metric(pts, "buffer_pkts", "throughput_mbit").axes[0]
     assert gid_line(ax, "link-rate").get_ydata()[0] == 1.5
-    ax = sweep.draw_metric(pts, "buffer_pkts", "jain_fairness").axes[0]
+    ax = sweep_figures.draw_metric(pts, "buffer_pkts", "jain_fairness").axes[0]
     assert gid_line(ax, "theory").get_ydata()[0] == 1.0
-    fig = sweep.draw_box(pts, "buffer_pkts")
+    fig = sweep_figures.draw_box(pts, "buffer_pkts")
     ax_r, ax_t = fig.axes
     assert len([p for p in ax_r.patches if (p.get_gid() or "").startswith("box:")]) == 2
-    assert sweep.draw_comparison(pts) is None           # one qdisc only
-    assert {"box", "ellipsis", "rtt_mean_ms-vs-buffer_pkts"} <= set(sweep.draw_all(pts))
+    assert sweep_figures.draw_comparison(pts) is None           # one qdisc only
+    assert {"box", "ellipsis", "rtt_mean_ms-vs-buffer_pkts"} <= set(sweep_figures.draw_all(pts))
 
 
 def test_mathis_bound_on_a_loss_sweep():
-    assert sweep.mathis_mbit(1448, 100, 1) == pytest.approx(
+    assert sweep_figures.mathis_mbit(1448, 100, 1) == pytest.approx(
         1448 * 8 / 0.1 * np.sqrt(1.5) / 0.1 / 1e6)
     # relabel the fixture's points as a loss sweep: the bound appears per point
     pts = sweep.load_points(os.path.join(FIX, "sweep_fifo_buffer"))
     for p in pts:
         p.varied = {"loss_pct": "1" if p.varied["buffer_pkts"] == "20" else "4"}
-    ax = sweep.draw_metric(pts, "loss_pct", "throughput_mbit").axes[0]
+    ax = sweep_figures.draw_metric(pts, "loss_pct", "throughput_mbit").axes[0]
     th = gid_line(ax, "theory")
     assert "Mathis" in th.get_label()
     assert list(th.get_xdata()) == [1.0, 4.0]
     for x, y in zip(th.get_xdata(), th.get_ydata()):
         reps = [p for p in pts if float(p.varied["loss_pct"]) == x]
         srtt = np.mean([p.value("srtt_mean_ms") for p in reps])
-        assert y == pytest.approx(min(sweep.mathis_mbit(1448, srtt, x), 1.5))
+        assert y == pytest.approx(min(sweep_figures.mathis_mbit(1448, srtt, x), 1.5))
 
 
 def test_comparison_of_qdiscs_uses_the_palette():
     pts = [sweep.Point(run(n), {}, 1) for n in ("a1_fifo", "a2_pie")]
-    sweep._fill_varied(pts)
+    sweep.fill_varied(pts)
     for p in pts:
         p.rows = common.run_metrics(p.run)
-    fig = sweep.draw_comparison(pts)
+    fig = sweep_figures.draw_comparison(pts)
     bars = {p.get_gid(): p for ax in fig.axes for p in ax.patches}
     assert bars["bar:fifo"].get_facecolor()[:3] == pytest.approx(
         tuple(int(palette.qdisc_color("fifo")[i:i + 2], 16) / 255 for i in (1, 3, 5)))
@@ -456,16 +457,16 @@ def test_comparison_of_qdiscs_uses_the_palette():
 
 def test_tables_csv_and_markdown(tmp_path):
     pts = sweep.load_points(os.path.join(FIX, "sweep_fifo_buffer"))
-    rows = sweep.table_rows(pts)
+    rows = sweep_tables.table_rows(pts)
     assert [r["point"] for r in rows] == ["buffer_pkts=20", "buffer_pkts=100"]
     for r in rows:
         assert r["reps"] == 2
         assert r["latency_min_ms"] <= r["latency_mean_ms"] <= r["latency_max_ms"]
         assert r["throughput_min_mbit"] <= r["throughput_max_mbit"]
     assert rows[0]["latency_mean_ms"] < rows[1]["latency_mean_ms"]   # more buffer, more delay
-    csv_path, md_path = sweep.write_tables(pts, str(tmp_path))
+    csv_path, md_path = sweep_tables.write_tables(pts, str(tmp_path))
     text = open(csv_path).read().splitlines()
-    assert text[0].split(",") == list(sweep.TABLE_COLUMNS) and len(text) == 3
+    assert text[0].split(",") == list(sweep_tables.TABLE_COLUMNS) and len(text) == 3
     md = open(md_path).read().splitlines()
     assert md[0].startswith("| scenario | setting | point") and len(md) == 4
     assert "buffer_pkts=100" in md[3]
@@ -580,9 +581,9 @@ def test_qdisc_sweep_comparison_targets_and_table():
     pts = sweep.load_points(os.path.join(FIX, "sweep_qdiscs"))
     kinds = [p.run.qdisc[0] for p in pts]
     assert kinds == ["fifo", "pie", "codel", "fq_codel"]
-    fig = sweep.draw_comparison(pts)
-    assert len(fig.axes) == len(sweep.COMPARE_KEYS)
-    for ax, key in zip(fig.axes, sweep.COMPARE_KEYS):
+    fig = sweep_figures.draw_comparison(pts)
+    assert len(fig.axes) == len(sweep_figures.COMPARE_KEYS)
+    for ax, key in zip(fig.axes, sweep_figures.COMPARE_KEYS):
         bars = [p for p in ax.patches if (p.get_gid() or "").startswith("bar:")]
         assert [b.get_gid()[4:] for b in bars] == kinds
         for bar, p in zip(bars, pts):
@@ -593,7 +594,7 @@ def test_qdisc_sweep_comparison_targets_and_table():
         assert UNIT.search(ax.get_ylabel())
     # the AQM targets per point as configured (PIE's default 15 ms; CoDel, FQ-CoDel
     # 5 ms), on a categorical x axis
-    ax = sweep.draw_metric(pts, "qdisc", "aqm_delay_p50_ms").axes[0]
+    ax = sweep_figures.draw_metric(pts, "qdisc", "aqm_delay_p50_ms").axes[0]
     target = gid_line(ax, "target")
     configured = {float(i): p.run.record["qdisc"]["params"]["target_ms"]
                   for i, p in enumerate(pts) if i > 0}
@@ -601,9 +602,9 @@ def test_qdisc_sweep_comparison_targets_and_table():
     assert dict(zip(target.get_xdata(), target.get_ydata())) == configured
     assert [t.get_text() for t in ax.get_xticklabels()] == kinds
     # the FIFO's full-queue RTT at the fifo point only
-    ax = sweep.draw_metric(pts, "qdisc", "rtt_mean_ms").axes[0]
+    ax = sweep_figures.draw_metric(pts, "qdisc", "rtt_mean_ms").axes[0]
     assert list(gid_line(ax, "theory").get_xdata()) == [0.0]
-    rows = sweep.table_rows(pts)
+    rows = sweep_tables.table_rows(pts)
     assert [r["qdisc"] for r in rows] == kinds
     # bufferbloat: the FIFO's latency is the largest
     assert max(rows, key=lambda r: r["latency_mean_ms"])["qdisc"] == "fifo"
@@ -640,7 +641,7 @@ def test_red_queue_in_bytes_and_all_five_qdiscs_side_by_side():
     covers(ax_b, q["t"][q["kind"] == "red"], q["backlog_bytes"][q["kind"] == "red"])
     pts = sweep.load_points(os.path.join(FIX, "sweep_qdiscs"))
     extra = sweep.Point(red, {}, 1, rows=common.run_metrics(red))
-    fig = sweep.draw_comparison(pts + [extra])
+    fig = sweep_figures.draw_comparison(pts + [extra])
     order = [b.get_gid()[4:] for b in fig.axes[0].patches]
     assert order == ["fifo", "pie", "red", "codel", "fq_codel"]
     assert len({b.get_facecolor() for b in fig.axes[0].patches}) == 5

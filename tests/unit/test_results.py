@@ -10,17 +10,10 @@ import pytest
 from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.series import SERIES_COLUMNS, CellRows
-from bufferbloat.results import records as results
-from bufferbloat.results.records import (
-    SCHEMA_VERSION,
-    ResultsError,
-    RunWriter,
-    find_runs,
-    is_run_dir,
-    label_groups,
-    load_run,
-    read_series_csv,
-)
+from bufferbloat.results.records import find_runs, is_run_dir, label_groups, load_run
+from bufferbloat.results.records_csv import format_cell, read_series_csv
+from bufferbloat.results.records_layout import SCHEMA_VERSION, ResultsError
+from bufferbloat.results.records_writer import RunWriter
 
 
 def test_cell_rows_are_written_as_they_are_and_a_tools_own_raw_file_is_listed(tmp_path):
@@ -34,7 +27,7 @@ def test_cell_rows_are_written_as_they_are_and_a_tools_own_raw_file_is_listed(tm
              "abs_bytes": 9}, {"flow": "bulk", "seq": 2, "t_sent": 0.2, "t_recv": float("nan"),
                                "size_bytes": 8, "abs_bytes": 17}]
     w.add_rows("msg_dicts", cols, rows)
-    cells = CellRows(tuple(results.format_cell(r[c]) for c in cols) for r in rows)
+    cells = CellRows(tuple(format_cell(r[c]) for c in cols) for r in rows)
     w.add_rows("npm_msg", cols, cells)
     with pytest.raises(ValueError, match="row has 5 cells, expected 6"):
         w.add_rows("npm_msg", cols, CellRows([cells[0][:5]]))
@@ -204,17 +197,17 @@ def test_a_failed_save_leaves_the_previous_result_intact(tmp_path, monkeypatch):
 
     def failing_dumps(*a, **k):
         raise OSError("disk full")
-    monkeypatch.setattr(results.json, "dumps", failing_dumps)
+    monkeypatch.setattr(json, "dumps", failing_dumps)
     w.record["scenario"] = "changed"
     with pytest.raises(OSError):
         w.save()
-    monkeypatch.setattr(results.json, "dumps", real_dumps)
+    monkeypatch.setattr(json, "dumps", real_dumps)
     assert (tmp_path / "r" / "result.json").read_text() == before
 
     # a failure while writing the temporary file: the old file stays, no temp remains
     def failing_fsync(fd):
         raise OSError("I/O error")
-    monkeypatch.setattr(results.os, "fsync", failing_fsync)
+    monkeypatch.setattr(os, "fsync", failing_fsync)
     with pytest.raises(OSError):
         w.save()
     monkeypatch.undo()
@@ -268,7 +261,7 @@ def test_schema_1_runs_are_refused_with_a_reason(tmp_path):
 CHILD = r"""
 import sys, time
 sys.path.insert(0, sys.argv[2])
-from bufferbloat.results.records import RunWriter
+from bufferbloat.results.records_writer import RunWriter
 w = RunWriter(sys.argv[1], flush_rows=1000, flush_interval_s=0.5)
 w.save()
 s = w.series("ping", ["probe", "t", "seq", "rtt_ms"])
@@ -344,7 +337,7 @@ def test_the_fast_csv_path_reads_what_the_general_reader_does(monkeypatch, tmp_p
     dtypes and values (NaN where NaN); a file it must not take (an empty cell, a
     quoted cell, a cut last line) goes to the general reader."""
     from bufferbloat.core.series import STRING_COLUMNS
-    from bufferbloat.results import records
+    from bufferbloat.results import records_csv
     dep = tmp_path / "departures.csv"
     dep.write_text("t,dev,len_bytes,sojourn_ms,backlogged\n0.5,s0-eth2,1514,1.2,0\n"
                    "0.501211,s0-eth2,1514,2.4,1\n0.502,h2-eth0,66,0.01,0\n")
@@ -354,11 +347,11 @@ def test_the_fast_csv_path_reads_what_the_general_reader_does(monkeypatch, tmp_p
         name = os.path.basename(path)[:-4]
         strings = STRING_COLUMNS.get(name, ())
         with monkeypatch.context() as m:
-            m.setattr(records, "_read_plain_csv", lambda text, sc: None)
-            general = records.read_series_csv(path, strings)
+            m.setattr(records_csv, "_read_plain_csv", lambda text, sc: None)
+            general = records_csv.read_series_csv(path, strings)
         with open(path) as f:
-            taken += records._read_plain_csv(f.read(), strings) is not None
-        fast = records.read_series_csv(path, strings)
+            taken += records_csv._read_plain_csv(f.read(), strings) is not None
+        fast = records_csv.read_series_csv(path, strings)
         assert list(fast) == list(general), path
         for col in general:
             assert fast[col].dtype.kind == general[col].dtype.kind, (path, col)
@@ -374,11 +367,11 @@ def test_the_fast_csv_path_reads_what_the_general_reader_does(monkeypatch, tmp_p
                  "t,flow,x\n1,f1,\n2,f2,7\n"):
         path = tmp_path / "cells.csv"
         path.write_text(text)
-        fast = records._read_plain_csv(text, ())
+        fast = records_csv._read_plain_csv(text, ())
         assert fast is not None, text
         with monkeypatch.context() as m:
-            m.setattr(records, "_read_plain_csv", lambda text, sc: None)
-            general = records.read_series_csv(str(path))
+            m.setattr(records_csv, "_read_plain_csv", lambda text, sc: None)
+            general = records_csv.read_series_csv(str(path))
         assert list(fast) == list(general), text
         for k, col in general.items():
             assert fast[k].dtype.kind == col.dtype.kind, (text, k)
@@ -387,4 +380,4 @@ def test_the_fast_csv_path_reads_what_the_general_reader_does(monkeypatch, tmp_p
     # general reader's
     for text in ('t,flow\n1,"a,b"\n', "t,a\n1,2\n3", "t,a\n1,2\n2,abc\n",
                  "t,dev\n1,\n2,s0\n"):
-        assert records._read_plain_csv(text, ()) is None, text
+        assert records_csv._read_plain_csv(text, ()) is None, text

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from bufferbloat.results.records import RunWriter
+from bufferbloat.results.records_writer import RunWriter
 from tests import record, retries
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -49,7 +49,8 @@ def test_a_scaled_runs_lines_and_an_unscaled_ones():
 def test_the_summary_and_the_report_of_a_scaled_run_carry_it(tmp_path):
     from bufferbloat import summary
     from bufferbloat.plots.report import config_pairs
-    from bufferbloat.results.records import RunWriter, load_run
+    from bufferbloat.results.records import load_run
+    from bufferbloat.results.records_writer import RunWriter
     topo = CAT["e1_aqm_kflows"].build(max_rate_mbit=20)[0]
     w = RunWriter(str(tmp_path / "r"))
     w.record.update(scenario={"name": "e1_aqm_kflows", "family": "E"}, scaling=topo.scaling,

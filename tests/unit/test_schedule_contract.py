@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from bufferbloat.results.health import scheduled_entries
+from bufferbloat.results.health_record import scheduled_entries
 from bufferbloat.traffic import kinds, netperfmeter
 from bufferbloat.traffic.base import KINDS, PartContext
 

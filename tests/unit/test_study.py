@@ -5,7 +5,7 @@ import matplotlib
 import numpy as np
 import pytest
 
-from bufferbloat.plots import study, sweep
+from bufferbloat.plots import study, sweep, sweep_figures
 from bufferbloat.results import headline
 from bufferbloat.results.metrics import traffic_start_s
 from bufferbloat.run import identity
@@ -94,7 +94,8 @@ def _d_point(path, cca, variant, load, goodput, srtt_ms, bulk_goodput=None, rep=
     ``bulk_goodput_mbit`` among them, in its knobs and its stream's rate, so in its
     configuration's key), its two metric rows."""
     from bufferbloat.plots.sweep import Point
-    from bufferbloat.results.records import RunWriter, load_run
+    from bufferbloat.results.records import load_run
+    from bufferbloat.results.records_writer import RunWriter
     w = RunWriter(path)
     rates = {"fiber": 15, "dsl": 3, "cellular": 5}
     params = {"bottleneck_mbit": rates[variant], "cca": cca}
@@ -127,7 +128,7 @@ def d_points(tmp_path_factory):
                 bulk = None if load == "bulk" else 7.0 + ci + vi   # differs per point
                 pts.append(_d_point(root / f"{cca}-{variant}-{load}", cca, variant, load,
                                     goodput, 100.0 * vi + 10 * li + ci, bulk))
-    sweep._fill_varied(pts)
+    sweep.fill_varied(pts)
     return pts
 
 
@@ -140,7 +141,7 @@ def test_a_derived_knob_is_not_a_swept_key(d_points):
 def _stream_reps(root, values_reps):
     pts = [_d_point(root / f"r{i}", "reno", "fiber", "stream50", 7.0 + i, 50.0, value, rep)
            for i, (value, rep) in enumerate(values_reps)]
-    sweep._fill_varied(pts)
+    sweep.fill_varied(pts)
     return pts
 
 
@@ -157,7 +158,7 @@ def test_repetitions_paced_from_their_own_bulk_run_are_one_point(tmp_path):
     other.run.record["config_key"] = identity.config_key(cfg)
     other.run.record["run_config"] = cfg
     pts = pts + [other]
-    sweep._fill_varied(pts)
+    sweep.fill_varied(pts)
     assert sweep.swept_params(pts) == ["config"] and len(sweep.by_key(pts)) == 2
 
 
@@ -240,7 +241,7 @@ def test_variant_splits_first_when_its_columns_fit():
 
 
 def test_a_metric_figure_of_many_lines_puts_its_legend_beside(d_points):
-    fig = sweep.draw_metric(d_points, "cca", "throughput_mbit")
+    fig = sweep_figures.draw_metric(d_points, "cca", "throughput_mbit")
     assert fig.axes[0].get_legend() is None
     texts = [t.get_text() for t in fig.legends[0].get_texts()]
     assert len(texts) == 9 + 1 and texts[-1].startswith("link rate")   # the reference last
@@ -248,6 +249,6 @@ def test_a_metric_figure_of_many_lines_puts_its_legend_beside(d_points):
     fig.canvas.draw()
     box = fig.legends[0].get_window_extent()
     assert fig.axes[0].get_window_extent().x1 <= box.x0
-    few = sweep.draw_metric([p for p in d_points if p.varied["variant"] == "fiber"],
+    few = sweep_figures.draw_metric([p for p in d_points if p.varied["variant"] == "fiber"],
                             "cca", "throughput_mbit")
     assert not few.legends and few.axes[0].get_legend() is not None

@@ -7,7 +7,8 @@ import pytest
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.plots import study_c
 from bufferbloat.plots.sweep import Point
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 
 QDISCS = {"red": {"min_bytes": 4000, "max_bytes": 12000},
           "pi": {"q_ref_pkts": 14}}

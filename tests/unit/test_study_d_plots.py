@@ -5,8 +5,10 @@ from matplotlib.path import Path
 
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.plots import study_d
-from bufferbloat.plots.sweep import Point, write_tables
-from bufferbloat.results.records import RunWriter, load_run
+from bufferbloat.plots.sweep import Point
+from bufferbloat.plots.sweep_tables import write_tables
+from bufferbloat.results.records import load_run
+from bufferbloat.results.records_writer import RunWriter
 
 
 def _run(path, cca, srtt_ms, owd_ms, goodput, degraded=False):

@@ -13,7 +13,7 @@ import pytest
 from bufferbloat import cli
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.signals import deferred_signals
-from bufferbloat.results.records import RunWriter
+from bufferbloat.results.records_writer import RunWriter
 from bufferbloat.run import identity, sweep
 from bufferbloat.scenarios import catalogue
 

@@ -5,7 +5,7 @@ import json
 import os
 import shutil
 
-from bufferbloat.plots import report, sweep
+from bufferbloat.plots import report, sweep, sweep_figures, sweep_tables
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                    "fixtures", "runs", "sweep_fifo_buffer")
@@ -46,11 +46,11 @@ def test_quick_and_full_runs_never_share_a_set(tmp_path):
     assert sorted(sets) == ["a1_fifo-full-6s", "a1_fifo-quick-20s"]
     for name, group in sets.items():
         assert len(group) == 2 and len({p.setting for p in group}) == 1
-        rows = sweep.table_rows(group)
+        rows = sweep_tables.table_rows(group)
         assert [r["reps"] for r in rows] == [1, 1]
         label = "quick profile, 20 s" if "quick" in name else "full profile, 6 s"
         assert {r["setting"] for r in rows} == {label}
-        figs = sweep.draw_all(group)
+        figs = sweep_figures.draw_all(group)
         assert figs
         for fig in figs.values():
             assert label in fig._suptitle.get_text()
@@ -74,7 +74,7 @@ def test_a_different_scaling_is_a_different_set(tmp_path):
 def test_one_setting_keeps_the_scenario_name(tmp_path):
     sets = sweep.by_scenario(sweep.load_points(_tree(tmp_path, lambda rec: None)))
     assert list(sets) == ["a1_fifo"]
-    assert [r["reps"] for r in sweep.table_rows(sets["a1_fifo"])] == [2, 2]
+    assert [r["reps"] for r in sweep_tables.table_rows(sets["a1_fifo"])] == [2, 2]
 
 
 def test_same_point_other_configuration_is_not_averaged(tmp_path):
@@ -86,7 +86,7 @@ def test_same_point_other_configuration_is_not_averaged(tmp_path):
     root = _tree(tmp_path, edited)
     _edit_rep1(root, original)
     pts = sweep.load_points(root)
-    rows = sweep.table_rows(pts)
+    rows = sweep_tables.table_rows(pts)
     assert len(rows) == 4 and all(r["reps"] == 1 for r in rows)
     assert {p.varied["config"] for p in pts} == {"a" * 12, "b" * 12}
 
@@ -109,4 +109,4 @@ def test_configurations_apart_are_labelled_by_what_differs(tmp_path):
     assert {p.varied["config"] for p in pts} == {
         "aqm_both_ways=true, delay_ms=5, reverse_qdisc=unset",
         "aqm_both_ways=false, delay_ms=0.25, reverse_qdisc=fq_codel"}
-    assert len(sweep.table_rows(pts)) == 4
+    assert len(sweep_tables.table_rows(pts)) == 4

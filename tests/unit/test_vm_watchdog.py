@@ -185,7 +185,7 @@ def test_close_unfinished_status_by_how_the_vm_ended(tmp_path, end, status):
 
 
 def test_the_host_status_is_one_the_results_loader_accepts():
-    from bufferbloat.results.records import STATUSES
+    from bufferbloat.results.records_layout import STATUSES
     assert {s for s, _ in control.END_STATUS.values()} <= set(STATUSES)
 
 
