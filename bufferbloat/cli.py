@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 from bufferbloat.commands.errors import DropClosedPipe, exit_code
-from bufferbloat.commands.table import COMMANDS, DESCRIPTION, EPILOG, VERSION_HELP, load
+from bufferbloat.commands.table import COMMANDS, DESCRIPTION, EPILOG, VERSION_HELP, OneOf, load
 from bufferbloat.core.signals import ignore_signals, interrupt_rc
 
 
@@ -39,7 +39,7 @@ def parser():
             epilog="examples:\n" + "\n".join(f"  {line}" for line in command.examples),
             formatter_class=argparse.RawDescriptionHelpFormatter)
         for argument in command.arguments:
-            if hasattr(argument, "defaults"):       # mutually exclusive options
+            if isinstance(argument, OneOf):
                 group = sp.add_mutually_exclusive_group()
                 for a in argument.args:
                     group.add_argument(*a.flags, **a.options)
