@@ -50,7 +50,7 @@ def _key(name, overrides, rep):
 def profile_points(quick):
     """[(scenario name, duration s, key, [its providers' keys])] in the runner's
     order."""
-    from bufferbloat.cli import catalogue_points
+    from bufferbloat.commands.run_all import catalogue_points
     from bufferbloat.run import derive, identity
     todo = derive.providers_first(catalogue_points(quick))
     out = []

@@ -17,7 +17,7 @@ The package reads as its layers, each importing only those below it (docs/ARCHIT
 ``run``         scenarios as data, a run's identity, the engine, sweeps, where to run
 ``scenarios``   the catalogue (one module per experiment, mostly data)
 ``plots``       figures and the report, from stored results
-(top)           the commands: ``cli``, ``summary``, ``describe``, ``compare``
+(top)           the commands: ``cli``, ``commands``, ``summary``, ``describe``, ``compare``
 ==============  ===========================================================================
 
 ``scenarios``, ``plots`` and ``webserver`` are the design's top-level folders of the

@@ -14,6 +14,8 @@ and the two entry scripts; this package holds the rest:
   script) and the run records a guest leaves ``running``;
 * :mod:`.session`: one run (:func:`bufferbloat.vm.session.run`): boots, output,
   interrupts, exit code, the boots recorded; the KVM probe;
+* :mod:`.watch`: one boot watched: the guest's output streamed, the watchdog's
+  verdicts, a stop passed on to the guest;
 * :mod:`.common`: paths, cache, errors, host tools, locks, stopping a process;
 * :mod:`.cli`: the command line.
 

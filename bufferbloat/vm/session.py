@@ -43,16 +43,13 @@ from bufferbloat.core.errors import (
 from bufferbloat.core.params import env_number
 from bufferbloat.vm.boot import (
     APPEND_ENV,
-    LOCKUP_S,
     BootWatch,
     boot_bounds,
-    guest_lockup,
     lockup_bound,
     parse_append,
     print_tails,
     qemu_args,
     qemu_version,
-    read_text,
 )
 from bufferbloat.vm.common import (
     REPO_ROOT,
@@ -76,6 +73,7 @@ from bufferbloat.vm.control import (
     result_roots,
 )
 from bufferbloat.vm.image import build_image
+from bufferbloat.vm.watch import DroppingOutput, DroppingProgress, watch_boot
 
 GUEST_ACCEL_ENV = "BUFFERBLOAT_GUEST_ACCEL"   # set in the guest command's environment
 ACCEL_ENV = "BUFFERBLOAT_VM_ACCEL"
@@ -223,173 +221,186 @@ def run(command: Sequence[str] | str, share: Path | str | None = None,
     paths = build_image(progress=progress)
     if accel is None:
         accel = choose_accel(progress)
-    bound_s, first_s, attempts = boot_bounds(accel)
-    lockup_s = lockup_bound()
-    if _probe:
-        attempts = 1
-    run_id = new_run_id()
-    ctl = share / CONTROL_DIR / run_id
-    record = {"run_id": run_id, "time": datetime.datetime.now().isoformat(timespec="seconds"),
-              "accel": accel, "cpus": cpus, "memory_mb": memory_mb,
-              "command": command if isinstance(command, str) else shlex.join(command),
-              "boot_bound_s": bound_s, "first_output_bound_s": first_s,
-              "attempts_allowed": attempts, "boots": [], "rc": None, "end": None}
-    tmp = None
-    live = None
-    proc = None
-    rc = None
-    since = None            # epoch s when the first qemu started (for close_unfinished)
-    end = None
-    sig = _Signals()
+    vm = _Session(command, share, env, paths, accel, memory_mb, cpus, append, grace_s,
+                  progress, output, attempts=1 if _probe else None)
     one_at_a_time = contextlib.ExitStack()
     if threading.current_thread() is threading.main_thread():
-        one_at_a_time.enter_context(signals.handled(STOP_SIGNALS, sig.handler))
+        one_at_a_time.enter_context(signals.handled(STOP_SIGNALS, vm.sig.handler))
     try:
-        # One project VM per machine: two TCG guests share the host's cores and distort
-        # each other's timing (and every measurement with it).
-        one_at_a_time.enter_context(locked(
-            cache_dir() / "run.lock", progress,
-            "vm: another project VM is running on this machine; waiting for it to end"))
-        # the lock is ours: a live file left now is a command killed with SIGKILL
-        recover_killed(progress)
-        t0 = time.monotonic()
-        deadline = t0 + timeout_s if timeout_s else None
-        ctl.mkdir(parents=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f"bb-vm-{run_id}-"))
-        # what the next command must clean up should this one be killed (SIGKILL)
-        live = LiveFile(run_id, share, command, ctl, tmp)
-        qenv = dict(os.environ, TMPDIR=str(tmp))   # the snapshot overlay goes there too
-        for attempt in range(1, attempts + 1):
-            console_log, out_log, qemu_log = _boot_files(ctl, tmp, attempt, command, env,
-                                                         accel, record["boots"])
-            argv = qemu_args(paths, run_id, share, console_log, out_log, accel, memory_mb,
-                             cpus, qemu=tool("qemu-system-x86_64"), append=append)
-            progress(f"vm: booting the project VM ({accel}, {cpus} CPU, {memory_mb} MB, "
-                     f"kernel {paths.kernel_release or '?'}), run {run_id}, boot "
-                     f"{attempt}/{attempts} (the command must start within {bound_s:.0f}s)")
-            t_boot = time.monotonic()
-            if since is None:
-                since = time.time() - 2.0
-            with open(qemu_log, "wb") as qlog:
-                # qemu dies with this process, even by SIGKILL (PR_SET_PDEATHSIG)
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog,
-                                        stderr=subprocess.STDOUT, env=qenv,
-                                        start_new_session=True,
-                                        preexec_fn=signals.die_with_parent)
-            live.update(qemu_pid=proc.pid, qemu_start=signals.proc_start_time(proc.pid),
-                        since=since, record=record)
-            sig.armed = True
-            watch = BootWatch(bound_s, first_s)
-            outcome, end = _watch_boot(proc, watch, t_boot, ctl, console_log, out_log,
-                                       qemu_log, output, accel, deadline, sig, grace_s,
-                                       progress, lockup_s)
-            sig.armed = False
-            stop_process(proc)
-            boot = {"attempt": attempt, "outcome": outcome, "stage": watch.stage,
-                    "stages": watch.times, "boot_s": watch.times.get("command"),
-                    "qemu_pid": proc.pid, "qemu_rc": proc.returncode}
-            record["boots"].append(boot)
-            if outcome == "timeout":
-                end = "timeout"
-            if outcome in ("hung", "qemu-exit") and not sig.got:
-                progress(f"vm: boot {attempt}/{attempts} failed at stage {watch.stage!r} "
-                         f"({end}); qemu (pid {proc.pid}) stopped; last console lines:")
-                print_tails(progress, console_log, qemu_log, 15, 5)
-                end = "boot"
-                if attempt < attempts:
-                    progress("vm: booting a fresh copy of the VM")
-                    continue
-                progress(f"vm: error: the project VM did not start the command in "
-                         f"{attempts} boot(s) (stages reached: "
-                         f"{', '.join(b['stage'] for b in record['boots'])}); "
-                         f"exit code {EXIT_BOOT_FAILED}")
-                rc = EXIT_BOOT_FAILED
-            break
-        wall = time.monotonic() - t0
-        retries = len(record["boots"]) - 1
-        if record["boots"] and record["boots"][-1]["outcome"] == "started":
-            progress(f"vm: boots: {len(record['boots'])} ({retries} retr"
-                     f"{'y' if retries == 1 else 'ies'}), the command started "
-                     f"{record['boots'][-1]['boot_s']:.1f}s after qemu started")
-        if sig.got:
-            end = sig.end
-            progress(f"vm: {sig.name}: the VM is stopped ({wall:.1f}s wall)")
-            raise KeyboardInterrupt if sig.got == signal.SIGINT else _Terminated(sig.got)
-        if rc is None:
-            rc, end = _guest_rc(ctl, end, proc, wall, console_log, qemu_log, progress)
-        return rc
+        vm.begin(one_at_a_time, timeout_s)
+        vm.boot()
+        return vm.outcome()
     except KeyboardInterrupt:
-        end = sig.end if sig.got else "interrupt"
-        rc = EXIT_INTERRUPTED
+        vm.end = vm.sig.end if vm.sig.got else "interrupt"
+        vm.rc = EXIT_INTERRUPTED
         raise
     except _Terminated as exc:
-        end = _SIGNAL_END.get(exc.signum, "terminate")
-        rc = 128 + exc.signum
-        raise SystemExit(rc)
+        vm.end = _SIGNAL_END.get(exc.signum, "terminate")
+        vm.rc = 128 + exc.signum
+        raise SystemExit(vm.rc)
     finally:
-        if proc is not None and proc.poll() is None:
-            progress(f"vm: stopping qemu (pid {proc.pid})")
-            stop_process(proc)
-        if since is not None:
-            close_unfinished(result_roots(share, command), since,
-                             end if end in END_STATUS else "crash", progress)
-            record["end"], record["rc"] = end, rc
-            record["wall_s"] = round(time.monotonic() - t0, 1)   # lock held: no waiting
-            if output.dropped or progress.dropped:
-                record["output_dropped"] = True
-            _append_boot_log(record)
-        shutil.rmtree(ctl, ignore_errors=True)
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if live is not None:
-            live.remove()
+        vm.clean_up()
         one_at_a_time.close()
 
 
-class DroppingOutput:
-    """The guest's output stream: a reader that went away (``| head``, a closed terminal)
-    is no error; what follows is dropped, the run and its bookkeeping go on."""
+class _Session:
+    """One :func:`run` once its settings are checked, in steps: :meth:`begin` (the lock,
+    the folders), :meth:`boot` (until the command starts), :meth:`outcome` (the exit
+    code), :meth:`clean_up` (always); and what the clean-up needs however far the run
+    got: the control and temporary directories, the live file, qemu, the exit code and
+    how the run ended (``end``), the boots recorded (``record``)."""
 
-    def __init__(self, stream):
-        self.stream = stream
-        self.dropped = False
+    def __init__(self, command, share: Path, env: dict | None, paths, accel: str,
+                 memory_mb: int, cpus: int, append, grace_s: float, progress, output,
+                 attempts: int | None = None):
+        self.command, self.share, self.env, self.paths = command, share, env, paths
+        self.accel, self.memory_mb, self.cpus, self.append = accel, memory_mb, cpus, append
+        self.grace_s, self.progress, self.output = grace_s, progress, output
+        self.bound_s, self.first_s, self.attempts = boot_bounds(accel)
+        self.lockup_s = lockup_bound()
+        if attempts is not None:
+            self.attempts = attempts
+        self.run_id = new_run_id()
+        self.ctl = share / CONTROL_DIR / self.run_id
+        self.record = {
+            "run_id": self.run_id,
+            "time": datetime.datetime.now().isoformat(timespec="seconds"),
+            "accel": accel, "cpus": cpus, "memory_mb": memory_mb,
+            "command": command if isinstance(command, str) else shlex.join(command),
+            "boot_bound_s": self.bound_s, "first_output_bound_s": self.first_s,
+            "attempts_allowed": self.attempts, "boots": [], "rc": None, "end": None}
+        self.tmp = self.live = self.proc = self.rc = self.end = None
+        self.since = None       # epoch s when the first qemu started (for close_unfinished)
+        self.t0 = self.deadline = None
+        self.logs = None        # the last boot's (console, qemu) logs
+        self.sig = _Signals()
 
-    def write(self, data: bytes) -> None:
-        if not self.dropped:
-            try:
-                self.stream.write(data)
-            except (BrokenPipeError, OSError, ValueError):
-                self._drop()
+    def begin(self, one_at_a_time: contextlib.ExitStack, timeout_s: float | None) -> None:
+        """Wait for this machine's run lock (held in ``one_at_a_time``), clean up after
+        killed commands, make the control and temporary directories and the live file;
+        the timeout's clock starts."""
+        # One project VM per machine: two TCG guests share the host's cores and distort
+        # each other's timing (and every measurement with it).
+        one_at_a_time.enter_context(locked(
+            cache_dir() / "run.lock", self.progress,
+            "vm: another project VM is running on this machine; waiting for it to end"))
+        # the lock is ours: a live file left now is a command killed with SIGKILL
+        recover_killed(self.progress)
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + timeout_s if timeout_s else None
+        self.ctl.mkdir(parents=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix=f"bb-vm-{self.run_id}-"))
+        # what the next command must clean up should this one be killed (SIGKILL)
+        self.live = LiveFile(self.run_id, self.share, self.command, self.ctl, self.tmp)
 
-    def flush(self) -> None:
-        if not self.dropped:
-            try:
-                self.stream.flush()
-            except (BrokenPipeError, OSError, ValueError):
-                self._drop()
+    def boot(self) -> None:
+        """Boot until the command starts: a fresh copy after a boot that hung or whose
+        qemu exited before, EXIT_BOOT_FAILED after the last attempt."""
+        qenv = dict(os.environ, TMPDIR=str(self.tmp))   # the snapshot overlay goes there too
+        for attempt in range(1, self.attempts + 1):
+            outcome, watch = self._boot_once(attempt, qenv)
+            if outcome == "timeout":
+                self.end = "timeout"
+            if outcome in ("hung", "qemu-exit") and not self.sig.got:
+                self.progress(f"vm: boot {attempt}/{self.attempts} failed at stage "
+                              f"{watch.stage!r} ({self.end}); qemu (pid {self.proc.pid}) "
+                              "stopped; last console lines:")
+                print_tails(self.progress, *self.logs, 15, 5)
+                self.end = "boot"
+                if attempt < self.attempts:
+                    self.progress("vm: booting a fresh copy of the VM")
+                    continue
+                self.progress(f"vm: error: the project VM did not start the command in "
+                              f"{self.attempts} boot(s) (stages reached: "
+                              f"{', '.join(b['stage'] for b in self.record['boots'])}); "
+                              f"exit code {EXIT_BOOT_FAILED}")
+                self.rc = EXIT_BOOT_FAILED
+            break
 
-    def _drop(self) -> None:
-        self.dropped = True
-        signals.silence_closed_stream(self.stream)
+    def _boot_once(self, attempt: int, qenv: dict) -> tuple[str, BootWatch]:
+        """Boot ``attempt``: qemu started, the guest's output streamed until the command
+        ends or the boot fails (:func:`watch_boot`), qemu stopped, the boot recorded;
+        returns (outcome, the boot's watch)."""
+        console_log, out_log, qemu_log = _boot_files(self.ctl, self.tmp, attempt,
+                                                     self.command, self.env, self.accel,
+                                                     self.record["boots"])
+        self.logs = console_log, qemu_log
+        paths = self.paths
+        argv = qemu_args(paths, self.run_id, self.share, console_log, out_log, self.accel,
+                         self.memory_mb, self.cpus, qemu=tool("qemu-system-x86_64"),
+                         append=self.append)
+        self.progress(f"vm: booting the project VM ({self.accel}, {self.cpus} CPU, "
+                      f"{self.memory_mb} MB, kernel {paths.kernel_release or '?'}), run "
+                      f"{self.run_id}, boot {attempt}/{self.attempts} (the command must "
+                      f"start within {self.bound_s:.0f}s)")
+        t_boot = time.monotonic()
+        if self.since is None:
+            self.since = time.time() - 2.0
+        with open(qemu_log, "wb") as qlog:
+            # qemu dies with this process, even by SIGKILL (PR_SET_PDEATHSIG)
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog,
+                                         stderr=subprocess.STDOUT, env=qenv,
+                                         start_new_session=True,
+                                         preexec_fn=signals.die_with_parent)
+        proc = self.proc
+        self.live.update(qemu_pid=proc.pid, qemu_start=signals.proc_start_time(proc.pid),
+                         since=self.since, record=self.record)
+        self.sig.armed = True
+        watch = BootWatch(self.bound_s, self.first_s)
+        outcome, self.end = watch_boot(proc, watch, t_boot, self.ctl, console_log, out_log,
+                                        qemu_log, self.output, self.accel, self.deadline,
+                                        self.sig, self.grace_s, self.progress,
+                                        self.lockup_s)
+        self.sig.armed = False
+        stop_process(proc)
+        self.record["boots"].append({
+            "attempt": attempt, "outcome": outcome, "stage": watch.stage,
+            "stages": watch.times, "boot_s": watch.times.get("command"),
+            "qemu_pid": proc.pid, "qemu_rc": proc.returncode})
+        return outcome, watch
 
+    def outcome(self) -> int:
+        """The exit code, once the boots are over: the boots reported; on a signal the
+        run is interrupted (KeyboardInterrupt, _Terminated); else the guest command's
+        (:func:`_guest_rc`) unless the boots failed."""
+        wall = time.monotonic() - self.t0
+        boots = self.record["boots"]
+        retries = len(boots) - 1
+        if boots and boots[-1]["outcome"] == "started":
+            self.progress(f"vm: boots: {len(boots)} ({retries} retr"
+                          f"{'y' if retries == 1 else 'ies'}), the command started "
+                          f"{boots[-1]['boot_s']:.1f}s after qemu started")
+        if self.sig.got:
+            self.end = self.sig.end
+            self.progress(f"vm: {self.sig.name}: the VM is stopped ({wall:.1f}s wall)")
+            raise KeyboardInterrupt if self.sig.got == signal.SIGINT \
+                else _Terminated(self.sig.got)
+        if self.rc is None:
+            self.rc, self.end = _guest_rc(self.ctl, self.end, self.proc, wall, *self.logs,
+                                          self.progress)
+        return self.rc
 
-class DroppingProgress:
-    """``progress`` that never raises for a closed stream (its lines are then dropped;
-    the default, :func:`stderr`, has its closed stderr pointed at /dev/null)."""
-
-    def __init__(self, progress: Progress):
-        self.progress = progress
-        self.dropped = False
-
-    def __call__(self, msg: str) -> None:
-        if self.dropped:
-            return
-        try:
-            self.progress(msg)
-        except (BrokenPipeError, OSError, ValueError):
-            self.dropped = True
-            if self.progress is stderr:
-                signals.silence_closed_stream(sys.stderr)
+    def clean_up(self) -> None:
+        """However far the run got: qemu stopped, the run records under the share left
+        ``running`` closed, the boots recorded, the control and temporary directories
+        and the live file removed."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            self.progress(f"vm: stopping qemu (pid {proc.pid})")
+            stop_process(proc)
+        if self.since is not None:
+            close_unfinished(result_roots(self.share, self.command), self.since,
+                             self.end if self.end in END_STATUS else "crash", self.progress)
+            self.record["end"], self.record["rc"] = self.end, self.rc
+            self.record["wall_s"] = round(time.monotonic() - self.t0, 1)   # lock held: no waiting
+            if self.output.dropped or self.progress.dropped:
+                self.record["output_dropped"] = True
+            _append_boot_log(self.record)
+        shutil.rmtree(self.ctl, ignore_errors=True)
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        if self.live is not None:
+            self.live.remove()
 
 
 class LiveFile:
@@ -510,88 +521,3 @@ def _append_boot_log(record: dict) -> None:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a") as f:
             f.write(json.dumps(record, default=str) + "\n")
-
-
-def _watch_boot(proc, watch: BootWatch, t_boot: float, ctl: Path, console_log: Path,
-                out_log: Path, qemu_log: Path, output, accel: str, deadline: float | None,
-                sig: _Signals, grace_s: float, progress: Progress,
-                lockup_s: float = LOCKUP_S) -> tuple[str, str | None]:
-    """Stream the guest's output while qemu runs; returns (outcome, end): outcome
-    "started" (the command started), "hung" or "qemu-exit" (before it started);
-    end: None, or why the VM is to be stopped (timeout, interrupt, crash, lockup: the
-    guest kernel reported a CPU stuck for ``lockup_s`` or more)."""
-    out_f = None
-    stop_at = None
-    end = None
-    next_lockup_check = 0.0
-
-    def pump() -> None:
-        nonlocal out_f
-        if out_f is None:
-            try:
-                out_f = open(out_log, "rb")
-            except FileNotFoundError:
-                return
-        while True:
-            chunk = out_f.read(65536)
-            if not chunk:
-                break
-            output.write(chunk.replace(b"\r", b""))
-        output.flush()
-
-    try:
-        while proc.poll() is None:
-            time.sleep(0.2)
-            pump()
-            now = time.monotonic()
-            if not watch.started:
-                hung = watch.update(now - t_boot, read_text(console_log),
-                                    (ctl / "started").exists())
-                if watch.started:
-                    progress(f"vm: guest command started {now - t_boot:.1f}s after boot "
-                             f"({watch.summary()})")
-                elif hung and not sig.got:
-                    return "hung", hung
-            if watch.started and now >= next_lockup_check and stop_at is None:
-                next_lockup_check = now + 5.0
-                locked_up = guest_lockup(read_text(console_log), lockup_s)
-                if locked_up:
-                    progress(f"vm: {locked_up}: stopping qemu (pid {proc.pid})")
-                    return "started", "lockup"
-            if accel == "kvm" and b"KVM internal error" in qemu_log.read_bytes()[-65536:]:
-                progress("vm: KVM internal error: this KVM cannot run the guest")
-                return ("started" if watch.started else "qemu-exit"), "crash"
-            if sig.orphaned():
-                progress("vm: the process that started this command has died: "
-                         "stopping the VM as on SIGHUP")
-            if sig.got and stop_at is None:
-                end = sig.end
-                if not watch.started:
-                    progress(f"vm: {sig.name} before the command started: stopping qemu "
-                             f"(pid {proc.pid})")
-                    return "interrupted", end
-                progress(f"vm: {sig.name}: asking the guest command to stop (SIGINT in the "
-                         f"guest), {grace_s:.0f}s grace; again to stop the VM at once")
-                with contextlib.suppress(OSError):
-                    (ctl / "stop").write_text(f"{sig.name}\n")
-                stop_at = now + grace_s
-            if stop_at is not None and now > stop_at:
-                progress(f"vm: the guest command did not stop within {grace_s:.0f}s: "
-                         f"stopping qemu (pid {proc.pid})")
-                return "started", end
-            if deadline and now > deadline:
-                progress(f"vm: timeout: stopping qemu (pid {proc.pid})")
-                return ("started" if watch.started else "timeout"), "timeout"
-        pump()
-        if not watch.started:
-            watch.update(time.monotonic() - t_boot, read_text(console_log),
-                         (ctl / "started").exists())
-        if not watch.started:
-            return ("interrupted" if sig.got else "qemu-exit"), \
-                (end or f"qemu exited ({proc.returncode}) before the command started")
-        return "started", end or "crash"
-    finally:
-        with contextlib.suppress(Exception):
-            pump()
-        if out_f is not None:
-            out_f.close()

@@ -15,7 +15,8 @@ import sys
 import pytest
 from conftest import FIXTURES, ROOT
 
-from bufferbloat.cli import main, os_error_text
+from bufferbloat.cli import main
+from bufferbloat.commands.errors import os_error_text
 from bufferbloat.core.atomic import write_text_atomic
 
 RUNS = os.path.join(FIXTURES, "runs")

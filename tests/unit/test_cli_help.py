@@ -152,7 +152,7 @@ def test_the_estimate_does_not_jump_when_a_point_is_slow(tmp_path):
 
 
 def test_run_all_prints_what_the_points_it_ran_cost():
-    from bufferbloat.cli import cost_line
+    from bufferbloat.commands.run_all import cost_line
     index = [{"duration_s": 20, "wall_s": 30.0},
              {"duration_s": 10, "wall_s": 25.0},
              {"duration_s": 20, "wall_s": 999.0, "resumed": True},   # not run now

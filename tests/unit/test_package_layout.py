@@ -1,12 +1,13 @@
 """The two layouts of the code (bufferbloat/core/paths.py): a checkout and an installed
 package; what the project VM shares for each (bufferbloat/run/where.py); what a broken
-install says (bufferbloat/cli.py). The wheel itself: tests/host/test_package.py."""
+install says (bufferbloat/commands/errors.py). The wheel itself: tests/host/test_package.py."""
 import os
 from pathlib import Path
 
 import pytest
 
-from bufferbloat.cli import main, missing_module_text
+from bufferbloat.cli import main
+from bufferbloat.commands.errors import missing_module_text
 from bufferbloat.core import paths
 from bufferbloat.run import where
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from bufferbloat import cli
+from bufferbloat.commands import placement, run_all
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.signals import deferred_signals
 from bufferbloat.results.records_writer import RunWriter
@@ -372,10 +373,10 @@ def test_run_all_reports_a_stalled_point_and_completes_the_others(tmp_path, monk
     class Caps:
         def require(self, needed):
             pass
-    monkeypatch.setattr(cli, "_needs", lambda names: (Caps(), []))
+    monkeypatch.setattr(run_all, "_needs", lambda names: (Caps(), []))
     monkeypatch.setattr("bufferbloat.run.where.require_here", lambda topos: None)
     scn = catalogue()["a4_wifi_loss"]
-    todo = cli.catalogue_points(True, ["a4_wifi_loss"])
+    todo = run_all.catalogue_points(True, ["a4_wifi_loss"])
     stuck = todo[1][2]                      # the second point's varied values
     calls = []
     monkeypatch.setattr(engine, "run_point", fake_runner(
@@ -450,8 +451,8 @@ def test_run_all_plans_every_point_of_the_catalogue_before_it_runs(quick):
     import argparse
 
     from bufferbloat.run import derive
-    todo = cli.catalogue_points(quick, None)
-    topos = cli._topologies(argparse.Namespace(quick=quick), [(s, o) for s, o, _, _ in todo])
+    todo = run_all.catalogue_points(quick, None)
+    topos = placement._topologies(argparse.Namespace(quick=quick), [(s, o) for s, o, _, _ in todo])
     distinct = {(s.name, tuple(sorted((k, str(v)) for k, v in o.items())))
                 for s, o, _, _ in todo}
     assert len(topos) == len(distinct) > 0
