@@ -68,20 +68,18 @@ def _check_reachable(address, timeout_s=5.0):
 def point_main(spec_path):
     """The child of :func:`bufferbloat.run.cluster.run_remote`: run one point as the
     spec says, under its stall watchdog; write its outcome beside the spec."""
-    from bufferbloat.run.engine import run_point
-    from bufferbloat.run.sweep import run_one
+    from bufferbloat.run.engine import run_resolved
+    from bufferbloat.run.resolved import resolve_spec
+    from bufferbloat.run.watch import run_one
     from bufferbloat.scenarios import catalogue
     with open(spec_path) as f:
         spec = json.load(f)
-    scn = catalogue()[spec["scenario"]]
-
-    def run():
-        return run_point(scn, spec["overrides"], duration_s=spec.get("duration_s"),
-                         quick=bool(spec.get("quick")), run_dir=spec["run_dir"],
-                         rep=int(spec["rep"]))
     outcome = {"status": "interrupted", "error": "interrupted"}
     try:
-        done = run_one(run, spec.get("label") or scn.name, spec.get("limit_s"), 0)
+        # the run the sweep planned, made from its data once here, its key checked
+        run = resolve_spec(spec, catalogue())
+        done = run_one(lambda: run_resolved(run, run_dir=spec["run_dir"]),
+                       spec.get("label") or run.name, spec.get("limit_s"), 0)
         outcome = {"status": done.status, "health": done.health,
                    "error": None if done.exc is None else
                    f"{type(done.exc).__name__}: {done.exc}"}

@@ -50,7 +50,8 @@ from bufferbloat.core.errors import UsageError
 from bufferbloat.core.paths import IMPORT_ROOT, code_fingerprint
 from bufferbloat.core.signals import die_with_parent, proc_start_time, same_process
 from bufferbloat.results.health import verdict_of
-from bufferbloat.run.sweep import Outcome, read_record
+from bufferbloat.run.plan import read_record
+from bufferbloat.run.watch import Outcome
 
 #: the resource every worker has once: one point at a time per worker
 RESOURCE = "emulator"
@@ -566,9 +567,8 @@ class DaskExecutor:
     def submit(self, job):
         from bufferbloat.net.bottleneck import features_for  # noqa: PLC0415
         spec = dict(job.spec, code=self.code, stop_event=self.event_name)
-        if job.scn is not None:        # what the worker's kernel must have (else its VM)
-            topo = job.scn.build(job.spec["overrides"], quick=job.spec["quick"])[0]
-            spec["features"] = sorted(features_for(topo))
+        if job.run is not None:        # what the worker's kernel must have (else its VM)
+            spec["features"] = sorted(features_for(job.run.topo))
         key = re.sub(r"[^A-Za-z0-9_.=,-]", "_", job.label)[:80]
         fut = self.client.submit(run_remote, spec, resources={RESOURCE: 1}, pure=False,
                                  key=f"bufferbloat-{key}-{uuid.uuid4().hex[:8]}")

@@ -15,7 +15,7 @@ import tarfile
 import pytest
 
 from bufferbloat.core import paths
-from bufferbloat.run import cluster, sweep
+from bufferbloat.run import cluster, plan, sweep, watch
 from bufferbloat.run.executor import SerialExecutor
 from bufferbloat.scenarios import catalogue
 
@@ -125,9 +125,9 @@ class _OutOfOrder:
 
     def next_done(self):
         job = self.queue.pop()               # the newest first
-        job.run()
+        job.go()
         self.order.append(job.pos)
-        return job, sweep.Outcome("ok", job.path, "healthy")
+        return job, watch.Outcome("ok", job.path, "healthy")
 
     def stop(self):
         jobs, self.queue = self.queue, []
@@ -140,12 +140,8 @@ class _OutOfOrder:
         pass
 
 
-def _fake_run_point(scn, overrides, duration_s=None, quick=False, run_dir=None, log=None,
-                    rep=1):
-    from bufferbloat.run import identity
-    config = identity.run_config(scn, overrides, quick=quick, duration_s=duration_s,
-                                 rep=rep)
-    _run_dir(run_dir, identity.run_key(config))
+def _fake_run_point(run, run_dir=None, log=None):
+    _run_dir(run_dir, run.key)
 
 
 def test_the_index_keeps_the_points_order_whatever_order_they_finish_in(tmp_path):
@@ -153,8 +149,8 @@ def test_the_index_keeps_the_points_order_whatever_order_they_finish_in(tmp_path
     todo = [(scn, {"buffer_pkts": str(n)}, {"buffer_pkts": str(n)}, 1)
             for n in (20, 30, 40, 50)]
     ex = _OutOfOrder()
-    index, failed = sweep.run_points(todo, str(tmp_path), _fake_run_point,
-                                     str(tmp_path / "index.json"), {}, duration_s=5.0,
+    index, failed = sweep.run_points(plan.plan_points(todo, duration_s=5.0), str(tmp_path),
+                                     _fake_run_point, str(tmp_path / "index.json"), {},
                                      log=lambda m: None, stall_limit=None, executor=ex)
     assert failed == 0
     assert ex.order != sorted(ex.order)              # they did finish out of order
@@ -164,9 +160,9 @@ def test_the_index_keeps_the_points_order_whatever_order_they_finish_in(tmp_path
     assert saved["executor"] == "test"
     # the same tree as the serial executor's
     serial = tmp_path / "serial"
-    sweep.run_points(todo, str(serial), _fake_run_point, str(serial / "index.json"), {},
-                     duration_s=5.0, log=lambda m: None, stall_limit=None,
-                     executor=SerialExecutor(sweep.run_one, lambda m: None))
+    sweep.run_points(plan.plan_points(todo, duration_s=5.0), str(serial), _fake_run_point,
+                     str(serial / "index.json"), {}, log=lambda m: None, stall_limit=None,
+                     executor=SerialExecutor(watch.run_one, lambda m: None))
     def tree(root):
         return sorted(os.path.relpath(os.path.join(d, f), root)
                       for d, _, fs in os.walk(root) for f in fs if f != "index.json")
@@ -177,11 +173,11 @@ def test_the_index_keeps_the_points_order_whatever_order_they_finish_in(tmp_path
 def test_a_derived_point_waits_for_its_provider(tmp_path):
     scn = catalogue()["d1_cca_paths"]         # streams paced from their bulk run
     vary = {"cca": ["reno", "cubic"], "load": ["bulk", "stream50"]}
-    todo = [(scn, dict(v), v, rep) for v, rep in sweep.points(vary, 1)]
+    todo = [(scn, dict(v), v, rep) for v, rep in plan.points(vary, 1)]
     ex = _OutOfOrder()
-    index, failed = sweep.run_points(todo, str(tmp_path), _fake_run_point,
-                                     str(tmp_path / "index.json"), {}, quick=True,
-                                     duration_s=5.0, log=lambda m: None,
+    index, failed = sweep.run_points(plan.plan_points(todo, quick=True, duration_s=5.0),
+                                     str(tmp_path), _fake_run_point,
+                                     str(tmp_path / "index.json"), {}, log=lambda m: None,
                                      stall_limit=None, executor=ex)
     assert failed == 0 and [e["status"] for e in index] == ["ok"] * 4, index
     assert ex.derived > 0 and ex.order      # derived points ran, after others
