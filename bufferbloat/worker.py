@@ -18,7 +18,7 @@ from bufferbloat.core.errors import EXIT_USAGE, UsageError
 
 def cmd_worker(args):
     """Run a Dask worker for ``args.scheduler`` until interrupted."""
-    from bufferbloat.run import cluster
+    from bufferbloat.run import remote
     if not re_address(args.scheduler):
         raise UsageError(f"invalid scheduler address {args.scheduler!r}: give "
                          "tcp://HOST:PORT (the scheduler's default port is 8786)")
@@ -34,17 +34,17 @@ def cmd_worker(args):
                          "python3-distributed (scripts/install-deps.sh does)") from None
     _check_reachable(args.scheduler)
     name = args.name or socket.gethostname()
-    slot = cluster.slot_dir(name)
-    for what in cluster.clean_slot(slot, log=print):
+    slot = remote.slot_dir(name)
+    for what in remote.clean_slot(slot, log=print):
         print(f"worker {name}: {what} (left by an earlier worker of this name)", flush=True)
 
     async def serve():
         async with Worker(args.scheduler, nthreads=1, name=name,
-                          resources={cluster.RESOURCE: 1}) as worker:
+                          resources={remote.RESOURCE: 1}) as worker:
             print(f"worker {name}: joined {args.scheduler} as {worker.address}; one point "
                   f"at a time; state in {slot}", flush=True)
             await worker.finished()
-    with cluster.global_settings(log=print):
+    with remote.global_settings(log=print):
         asyncio.run(serve())
     return 0
 
@@ -66,7 +66,7 @@ def _check_reachable(address, timeout_s=5.0):
 
 
 def point_main(spec_path):
-    """The child of :func:`bufferbloat.run.cluster.run_remote`: run one point as the
+    """The child of :func:`bufferbloat.run.remote.run_remote`: run one point as the
     spec says, under its stall watchdog; write its outcome beside the spec."""
     from bufferbloat.run.engine import run_resolved
     from bufferbloat.run.resolved import resolve_spec
@@ -93,7 +93,7 @@ def point_main(spec_path):
 
 def spool_main(spool, poll_s=0.3):
     """In a worker's project VM: run the points whose specs appear in ``spool``
-    (``ID.spec.json``, written by the host's :class:`bufferbloat.run.cluster.VMWorker`),
+    (``ID.spec.json``, written by the host's :class:`bufferbloat.run.remote.VMWorker`),
     one at a time, each a child (:func:`point_main`); ``ID.spec.json.stop`` ends the
     point (SIGTERM: it records itself interrupted); ``quit`` ends the spool. Writes
     ``ready`` once it listens."""

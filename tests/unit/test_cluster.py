@@ -15,7 +15,7 @@ import tarfile
 import pytest
 
 from bufferbloat.core import paths
-from bufferbloat.run import cluster, plan, sweep, watch
+from bufferbloat.run import cluster, plan, remote, sweep, watch
 from bufferbloat.run.executor import SerialExecutor
 from bufferbloat.scenarios import catalogue
 
@@ -35,7 +35,7 @@ def _run_dir(path, key, status="ok"):
 
 def test_a_run_comes_back_whole_under_its_key(tmp_path):
     _run_dir(tmp_path / "worker", "k1")
-    archive = cluster.pack_run(str(tmp_path / "worker"))
+    archive = remote.pack_run(str(tmp_path / "worker"))
     dest = tmp_path / "tree" / "a1_fifo" / "rep-1"
     cluster.unpack_run(archive, str(dest), "k1")
     assert json.loads((dest / "result.json").read_text())["run_key"] == "k1"
@@ -47,7 +47,7 @@ def test_a_run_under_another_key_is_refused_and_nothing_written(tmp_path):
     _run_dir(tmp_path / "worker", "other")
     dest = tmp_path / "tree" / "rep-1"
     with pytest.raises(ValueError, match="run_key other.*expected k1"):
-        cluster.unpack_run(cluster.pack_run(str(tmp_path / "worker")), str(dest), "k1")
+        cluster.unpack_run(remote.pack_run(str(tmp_path / "worker")), str(dest), "k1")
     assert not dest.exists()
     assert list((tmp_path / "tree").iterdir()) == []
 
@@ -87,10 +87,10 @@ def test_the_code_identity_changes_with_a_scenario_file(tmp_path, monkeypatch):
 
 
 def test_a_worker_with_other_code_refuses_naming_both(monkeypatch):
-    monkeypatch.setattr(cluster, "code_fingerprint",
+    monkeypatch.setattr(remote, "code_fingerprint",
                         lambda: {"hash": "aaaa", "text": "git 111"})
-    with pytest.raises(cluster.CodeMismatch) as err:
-        cluster.run_remote({"code": {"hash": "bbbb", "text": "git 222"}})
+    with pytest.raises(remote.CodeMismatch) as err:
+        remote.run_remote({"code": {"hash": "bbbb", "text": "git 222"}})
     text = str(err.value)
     assert "aaaa" in text and "bbbb" in text and "git 111" in text and "git 222" in text
     assert "refused, nothing run" in text
@@ -216,6 +216,6 @@ def test_an_unreachable_scheduler_exits_2_before_anything_is_made(tmp_path):
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
     proc = _cli(["worker", f"tcp://127.0.0.1:{port}", "--name", "t"],
-                env={cluster.WORKER_DIR_ENV: str(tmp_path / "w")})
+                env={remote.WORKER_DIR_ENV: str(tmp_path / "w")})
     assert proc.returncode == 2 and "cannot reach the Dask scheduler" in proc.stderr
     assert not (tmp_path / "w").exists()
