@@ -18,6 +18,7 @@ from bufferbloat.run import derive
 from bufferbloat.run.executor import Job, SerialExecutor
 from bufferbloat.run.index import INDEX_FILE, group_configs
 from bufferbloat.run.plan import (
+    Point,
     config_dir_name,
     overhead_of,
     place,
@@ -27,6 +28,7 @@ from bufferbloat.run.plan import (
     recorded_ok,
     set_aside_degraded,
 )
+from bufferbloat.run.precision import judge
 from bufferbloat.run.resolved import resolve_run
 from bufferbloat.run.watch import run_one, stall_limit_s
 
@@ -89,7 +91,7 @@ class SweepRunner:
     order they finish in."""
 
     def __init__(self, planned, out_root, runner, index_path, meta, log=print,
-                 stall_limit=stall_limit_s, retries=0, executor=None):
+                 stall_limit=stall_limit_s, retries=0, executor=None, precision=None):
         # points whose knobs come from another point's result run after it (derive.py)
         self.points = derive.providers_first(planned)
         self.out_root, self.runner, self.index_path, self.meta = (out_root, runner,
@@ -104,6 +106,16 @@ class SweepRunner:
         #: positions of the points recorded before this sweep started
         self.done_before = set()
         self.t0 = time.monotonic()
+        #: positions still to plan or run
+        self.pending = []
+        #: ``--precision``: the rule (:mod:`.precision`), each configuration's positions
+        #: and its verdict once it stops
+        self.precision = precision
+        self.groups = {}
+        self.judged = {}
+        if precision is not None:
+            for pos, point in enumerate(self.points):
+                self.groups.setdefault(point.run.config_key, []).append(pos)
 
     @property
     def n(self):
@@ -114,7 +126,8 @@ class SweepRunner:
         os.makedirs(os.path.dirname(self.index_path), exist_ok=True)
         self.t0 = time.monotonic()
         self._count_recorded()
-        executor, pending = self.executor, list(range(self.n))
+        executor, pending = self.executor, self.pending
+        pending[:] = range(self.n)
         try:
             while pending or executor.busy():
                 while pending and executor.room() > 0:
@@ -122,12 +135,17 @@ class SweepRunner:
                     if derive.needs(point.scn, point.overrides) and executor.busy() and \
                             not self._provider_recorded(point):
                         break                       # its provider may still be running
-                    job = self._plan(pending.pop(0))
+                    pos = pending.pop(0)
+                    job = self._plan(pos)
                     if job is not None:
                         job.started = time.monotonic()
                         executor.submit(job)
+                    else:
+                        self._ended(pos)
                 if executor.busy():
-                    self._record(*executor.next_done())
+                    job, done = executor.next_done()
+                    self._record(job, done)
+                    self._ended(job.pos)
         except KeyboardInterrupt:
             for job in executor.stop():
                 self.entries[job.pos] = dict(job.entry, status="interrupted")
@@ -136,16 +154,56 @@ class SweepRunner:
         self._save()
         return [self.entries[k] for k in sorted(self.entries)], self.failed
 
+    def _ended(self, pos):
+        """A point ended (ran, was recorded already, or failed): with ``--precision``,
+        once every repetition of its configuration has, judge it and add what it needs
+        (:func:`bufferbloat.run.precision.judge`)."""
+        if self.precision is None:
+            return
+        point = self.points[pos]
+        key = point.run.config_key
+        group = self.groups[key]
+        if key in self.judged or any(p not in self.entries for p in group):
+            return
+        dirs = [self.entries[p].get("run_dir") for p in group
+                if self.entries[p].get("status") == "ok" and self.entries[p].get("run_dir")]
+        verdict = judge(self.precision, dirs, len(group))
+        if verdict["stop"]:
+            self.judged[key] = verdict
+            widths = "; ".join(
+                f"{m} {c['mean']:.4g} +- {c['half_width']:.2g}" if c.get("half_width")
+                else f"{m} {c['mean']}" for m, c in verdict["metrics"].items())
+            self.log(f"  {point.label.rsplit(' rep ', 1)[0]}: {verdict['why']} after "
+                     f"{verdict['runs']} healthy of {len(group)} runs ({widths})")
+            return
+        last = max(self.points[p].rep for p in group)
+        for rep in range(last + 1, last + 1 + verdict["more"]):
+            run = point.run
+            added = Point(resolve_run(run.scn, run.overrides, quick=run.quick,
+                                      duration_s=run.asked_duration_s, rep=rep,
+                                      sample_period_s=run.sample_period_s),
+                          point.varied, point.overrides)
+            self.points.append(added)
+            group.append(len(self.points) - 1)
+            self.pending.append(len(self.points) - 1)
+        self.log(f"  {point.label.rsplit(' rep ', 1)[0]}: {verdict['runs']} healthy "
+                 f"runs are not precise enough yet: {verdict['more']} more")
+
     def _root(self, point):
         return os.path.join(self.out_root, point.scn.name, "sweep")
 
     def _save(self):
         index = [self.entries[k] for k in sorted(self.entries)]
         quick = bool(self.points) and self.points[0].run.quick
+        extra = {}
+        if self.precision is not None:
+            extra["precision"] = {"rule": self.precision.describe(), "configs": {
+                key: {k: v[k] for k in ("why", "runs", "metrics")}
+                for key, v in self.judged.items()}}
         write_json_atomic(self.index_path, dict(
             self.meta, points=self.n, profile="quick" if quick else "full",
             executor=self.executor.describe(), wall_s=time.monotonic() - self.t0,
-            done=index, configs=group_configs(index)))
+            done=index, configs=group_configs(index), **extra))
 
     def _count_recorded(self):
         """The points recorded already (read only; a derived point's key is known only
@@ -283,27 +341,31 @@ class SweepRunner:
 
 
 def run_points(planned, out_root, runner, index_path, meta, log=print,
-               stall_limit=stall_limit_s, retries=0, executor=None):
+               stall_limit=stall_limit_s, retries=0, executor=None, precision=None):
     """Run the planned points (:class:`SweepRunner`); returns (index entries, number
     failed or stalled)."""
     return SweepRunner(planned, out_root, runner, index_path, meta, log=log,
-                       stall_limit=stall_limit, retries=retries, executor=executor).run()
+                       stall_limit=stall_limit, retries=retries, executor=executor,
+                       precision=precision).run()
 
 
 
 def run_sweep(scn, vary, repeat, out_root, runner, quick=False, duration_s=None,
               base=None, log=print, stall_limit=stall_limit_s, retries=0, executor=None,
-              planned=None):
+              planned=None, precision=None):
     """Run every missing point of ``scn`` x ``vary`` x ``repeat`` (None: the scenario's
     own repetitions); returns (index path, number of failed or stalled points).
     ``planned``: its points as :func:`~bufferbloat.run.plan.plan_sweep` made them (made
     here when not given). Every point is resolved before the first runs, so a bad value
     stops the sweep before any network exists."""
     repeat = scn.repeat if repeat is None else repeat
+    if precision is not None:      # each configuration starts with its first stage
+        repeat = precision.min_reps
     if planned is None:
         planned = plan_sweep(scn, vary, repeat, base, quick=quick, duration_s=duration_s)
     index_path = os.path.join(out_root, scn.name, "sweep", INDEX_FILE)
     meta = {"scenario": scn.name, "vary": vary, "repeat": repeat, "base": dict(base or {})}
     _, failed = run_points(planned, out_root, runner, index_path, meta, log=log,
-                           stall_limit=stall_limit, retries=retries, executor=executor)
+                           stall_limit=stall_limit, retries=retries, executor=executor,
+                           precision=precision)
     return index_path, failed
