@@ -43,7 +43,7 @@ PHASES = ("resolve", "record", "sampler_build", "build", "readback", "parts", "i
 def run_points(scenarios, out):
     """Run each scenario's first quick sweep point into ``out`` (here); their run dirs."""
     from bufferbloat.run.engine import run_point  # noqa: PLC0415 - needs Mininet
-    from bufferbloat.run.sweep import points  # noqa: PLC0415
+    from bufferbloat.run.plan import points  # noqa: PLC0415
     from bufferbloat.scenarios import catalogue  # noqa: PLC0415
     cat = catalogue()
     dirs = []

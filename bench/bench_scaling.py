@@ -59,7 +59,7 @@ SCALING_WITH_RATE = (
 
 def quick_points(scn):
     """The overrides of each quick sweep point of ``scn``."""
-    from bufferbloat.run.sweep import points  # noqa: PLC0415
+    from bufferbloat.run.plan import points  # noqa: PLC0415
     sweep = scn.sweep_for(True)
     return [dict(p[0]) for p in points(sweep, 1)] if sweep else [{}]
 

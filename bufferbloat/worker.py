@@ -18,7 +18,7 @@ from bufferbloat.core.errors import EXIT_USAGE, UsageError
 
 def cmd_worker(args):
     """Run a Dask worker for ``args.scheduler`` until interrupted."""
-    from bufferbloat.run import cluster
+    from bufferbloat.run import remote
     if not re_address(args.scheduler):
         raise UsageError(f"invalid scheduler address {args.scheduler!r}: give "
                          "tcp://HOST:PORT (the scheduler's default port is 8786)")
@@ -34,17 +34,17 @@ def cmd_worker(args):
                          "python3-distributed (scripts/install-deps.sh does)") from None
     _check_reachable(args.scheduler)
     name = args.name or socket.gethostname()
-    slot = cluster.slot_dir(name)
-    for what in cluster.clean_slot(slot, log=print):
+    slot = remote.slot_dir(name)
+    for what in remote.clean_slot(slot, log=print):
         print(f"worker {name}: {what} (left by an earlier worker of this name)", flush=True)
 
     async def serve():
         async with Worker(args.scheduler, nthreads=1, name=name,
-                          resources={cluster.RESOURCE: 1}) as worker:
+                          resources={remote.RESOURCE: 1}) as worker:
             print(f"worker {name}: joined {args.scheduler} as {worker.address}; one point "
                   f"at a time; state in {slot}", flush=True)
             await worker.finished()
-    with cluster.global_settings(log=print):
+    with remote.global_settings(log=print):
         asyncio.run(serve())
     return 0
 
@@ -66,22 +66,20 @@ def _check_reachable(address, timeout_s=5.0):
 
 
 def point_main(spec_path):
-    """The child of :func:`bufferbloat.run.cluster.run_remote`: run one point as the
+    """The child of :func:`bufferbloat.run.remote.run_remote`: run one point as the
     spec says, under its stall watchdog; write its outcome beside the spec."""
-    from bufferbloat.run.engine import run_point
-    from bufferbloat.run.sweep import run_one
+    from bufferbloat.run.engine import run_resolved
+    from bufferbloat.run.resolved import resolve_spec
+    from bufferbloat.run.watch import run_one
     from bufferbloat.scenarios import catalogue
     with open(spec_path) as f:
         spec = json.load(f)
-    scn = catalogue()[spec["scenario"]]
-
-    def run():
-        return run_point(scn, spec["overrides"], duration_s=spec.get("duration_s"),
-                         quick=bool(spec.get("quick")), run_dir=spec["run_dir"],
-                         rep=int(spec["rep"]))
     outcome = {"status": "interrupted", "error": "interrupted"}
     try:
-        done = run_one(run, spec.get("label") or scn.name, spec.get("limit_s"), 0)
+        # the run the sweep planned, made from its data once here, its key checked
+        run = resolve_spec(spec, catalogue())
+        done = run_one(lambda: run_resolved(run, run_dir=spec["run_dir"]),
+                       spec.get("label") or run.name, spec.get("limit_s"), 0)
         outcome = {"status": done.status, "health": done.health,
                    "error": None if done.exc is None else
                    f"{type(done.exc).__name__}: {done.exc}"}
@@ -95,7 +93,7 @@ def point_main(spec_path):
 
 def spool_main(spool, poll_s=0.3):
     """In a worker's project VM: run the points whose specs appear in ``spool``
-    (``ID.spec.json``, written by the host's :class:`bufferbloat.run.cluster.VMWorker`),
+    (``ID.spec.json``, written by the host's :class:`bufferbloat.run.remote.VMWorker`),
     one at a time, each a child (:func:`point_main`); ``ID.spec.json.stop`` ends the
     point (SIGTERM: it records itself interrupted); ``quit`` ends the spool. Writes
     ``ready`` once it listens."""

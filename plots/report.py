@@ -54,7 +54,7 @@ from bufferbloat.results.health import NOT_MEASURED
 from bufferbloat.results.metrics import METRICS_VERSION, format_value
 from bufferbloat.results.records import load_run
 from bufferbloat.run import identity
-from bufferbloat.run.sweep import set_aside
+from bufferbloat.run.plan import set_aside
 from bufferbloat.scenarios import catalogue
 
 REPORT_FILE = "report.html"

@@ -31,13 +31,13 @@ def _links():
 
 def run_attempts(paths):
     """One run's attempts from their result.json ``paths``, oldest first, as (directory,
-    record). A run that comes out degraded is run again (sweep.retry_degraded_default:
+    record). A run that comes out degraded is run again (watch.retry_degraded_default:
     its attempts keep their own directories): every attempt but the last must be
     degraded, and there are no more than the reruns allow."""
     import json  # noqa: PLC0415 - only the tests that read runs need it
 
     from bufferbloat.results.health import verdict_of  # noqa: PLC0415
-    from bufferbloat.run.sweep import retry_degraded_default  # noqa: PLC0415
+    from bufferbloat.run.watch import retry_degraded_default  # noqa: PLC0415
     paths = sorted(str(p) for p in paths)
     assert 1 <= len(paths) <= 1 + retry_degraded_default(), paths
     found = []

@@ -201,7 +201,7 @@ def run_until_healthy_counted(run_once, retries=DEGRADED_RERUNS, log=print, ledg
     """``bufferbloat.run.sweep.run_until_healthy`` (at most ``retries`` reruns of a
     degraded run, never more than :data:`DEGRADED_RERUNS`); every attempt counts in
     the session's ledger, each degraded one with its reasons, printed."""
-    from bufferbloat.run.sweep import run_until_healthy  # noqa: PLC0415
+    from bufferbloat.run.watch import run_until_healthy  # noqa: PLC0415
     ledger = ledger or SESSION
     run_dir, aside = run_until_healthy(run_once, min(retries, DEGRADED_RERUNS), log=log)
     degraded = [(d, _reasons(d)) for d in aside]

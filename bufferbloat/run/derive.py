@@ -48,10 +48,10 @@ def provides(scn, overrides):
                for rule in (getattr(scn, "derived", None) or {}).values())
 
 
-def providers_first(todo):
-    """``todo`` = [(scenario, overrides, varied, rep)] with every provider point before
-    the points that may need it (a stable sort: otherwise in the given order)."""
-    return sorted(todo, key=lambda p: 0 if provides(p[0], p[1]) else 1)
+def providers_first(planned):
+    """``planned`` points (:class:`~bufferbloat.run.plan.Point`) with every provider
+    point before the points that may need it (a stable sort: otherwise in their order)."""
+    return sorted(planned, key=lambda p: 0 if provides(p.scn, p.overrides) else 1)
 
 
 def placeholders(scn, overrides):

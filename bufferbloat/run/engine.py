@@ -1,6 +1,7 @@
 """Run one scenario point: build its network, drive its traffic, sample, record, measure.
 
-``run_point(scn, overrides, ...)`` validates everything before any network state exists,
+``run_resolved(run)`` runs a point resolved once (:mod:`.resolved`) and checks what the
+kernel must have before any network state exists,
 then writes one run directory (schema 2, docs/RESULTS.md):
 
 * ``result.json``: scenario, every parameter as validated (topology, qdisc, knobs, the
@@ -24,9 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from bufferbloat.core.machine import machine_record, tool_versions
 from bufferbloat.core.params import (
-    SAMPLE_PERIOD_LIMITS_S,
     check_out_dir,
-    check_range,
     env_number,
 )
 from bufferbloat.core.series import columns_of
@@ -38,12 +37,12 @@ from bufferbloat.net.capabilities import probe
 from bufferbloat.net.cleanup import record_result_file
 from bufferbloat.net.isolation import in_initial_netns
 from bufferbloat.net.network import Network
-from bufferbloat.net.scaling import rate_cap_mbit
 from bufferbloat.results import health
 from bufferbloat.results import metrics as mx
 from bufferbloat.results.records import load_run
 from bufferbloat.results.records_writer import RunWriter
 from bufferbloat.run import identity
+from bufferbloat.run.resolved import resolve_run
 from bufferbloat.traffic import base as traffic_base
 from bufferbloat.traffic import kinds as traffic_kinds
 from bufferbloat.traffic.ping import idle_rtt
@@ -80,23 +79,6 @@ def sampler_flows(parts):
     return [flow for part in parts for flow in part.sampled_flows()]
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    """How one point runs, beside its scenario and overrides (:func:`resolve`)."""
-
-    #: the traffic's duration, s (None: the scenario's, or its quick profile's)
-    duration_s: float | None = None
-    #: where the run directory goes (``OUT/SCENARIO/STAMP-PID``) unless ``run_dir``
-    out_root: str = "results"
-    quick: bool = False
-    log: object = print
-    #: the run directory itself (a sweep's point), or None
-    run_dir: str | None = None
-    sample_period_s: float = SAMPLE_PERIOD_S
-    #: the repetition number, part of the run's identity
-    rep: int = 1
-
-
 @dataclass
 class RunContext:
     """What the steps of one run share (see :func:`run_point` for the steps)."""
@@ -116,7 +98,7 @@ class RunContext:
     log: object = print
     parts: list = field(default_factory=list)
     sampler: Sampler | None = None
-    #: the kernel's timing of every departure of the watched leaves (issue 28)
+    #: the kernel's timing of every departure of the watched leaves
     departures: object = None
     #: the compiled queue sampler, made ready before the network is built
     #: (:func:`bufferbloat.measure.sampler.prepare_qdisc_helper`)
@@ -149,15 +131,23 @@ class RunContext:
 
 def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=False,
               log=print, run_dir=None, sample_period_s=SAMPLE_PERIOD_S, rep=1):
-    """Run ``scn`` once with ``overrides``; returns the run directory. Bad input raises
-    UsageError before any network state exists. ``rep`` is the repetition number, part
-    of the run's identity (:mod:`.identity`: result.json's run_config, run_key).
+    """Resolve one point of ``scn`` (:func:`bufferbloat.run.resolved.resolve_run`) and
+    run it (:func:`run_resolved`); returns the run directory."""
+    run = resolve_run(scn, overrides, quick=quick, duration_s=duration_s, rep=rep,
+                      sample_period_s=sample_period_s)
+    return run_resolved(run, out_root=out_root, log=log, run_dir=run_dir)
 
-    The steps, top to bottom: :func:`resolve` (the configuration, once; the network's
-    checks; the record's identity) -> :func:`run_network` (build the network, record
-    it, then :func:`measure`: build and prepare the traffic parts, start the sampler and
-    the parts, watch them, wait, stop) -> :func:`finish` (collect what the parts and
-    the sampler left into the series, once; close the record; metrics, once; the health
+
+def run_resolved(run, out_root="results", log=print, run_dir=None):
+    """Run the resolved point ``run`` (:class:`~bufferbloat.run.resolved.ResolvedRun`)
+    once; returns the run directory. Nothing is resolved again: the network's checks and
+    the output directory are checked before any network state exists (UsageError).
+
+    The steps, top to bottom: :func:`prepare` (the kernel's checks; the record's
+    identity) -> :func:`run_network` (build the network, record it, then
+    :func:`measure`: build and prepare the traffic parts, start the sampler and the
+    parts, watch them, wait, stop) -> :func:`finish` (collect what the parts and the
+    sampler left into the series, once; close the record; metrics, once; the health
     verdict from what was collected; write).
 
     While the traffic runs, its processes are checked every 0.5 s (see
@@ -167,8 +157,7 @@ def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=Fa
     so far and every tool's output (raw/) are kept and the network is removed."""
     terminate_on_sigterm()
     t_resolve = time.monotonic()
-    ctx = resolve(scn, overrides, RunOptions(duration_s, out_root, quick, log, run_dir,
-                                             sample_period_s, rep))
+    ctx = prepare(run, out_root, log, run_dir)
     ctx.t_wall = t_resolve
     ctx.phases["resolve"] = time.monotonic() - t_resolve
     status, error = "failed", None
@@ -192,32 +181,25 @@ def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=Fa
     return ctx.run_dir
 
 
-def resolve(scn, overrides, options):
-    """Step 1: the run's configuration, validated once, before any network state exists
-    (UsageError otherwise); the run directory and its record's identity. ``options``: a
-    :class:`RunOptions`."""
-    quick, log, run_dir = options.quick, options.log, options.run_dir
-    sample_period_s, rep = options.sample_period_s, options.rep
+def prepare(run, out_root="results", log=print, run_dir=None):
+    """Step 1: what this kernel must have for ``run`` (UsageError otherwise, before any
+    network state exists), the run directory and its record's identity."""
     caps = probe()
-    topo, knobs, traffic = scn.build(overrides, quick=quick, hz=caps.hz,
-                                     max_rate_mbit=rate_cap_mbit(scn))
-    for warning in topo.qdisc.warnings:   # e.g. PIE's tupdate rounded to the kernel tick
+    for warning in run.warnings(caps.hz):   # e.g. PIE's tupdate rounded to the kernel tick
         log(f"  warning: {warning}")
-    duration, warmup = identity.durations(scn, quick, options.duration_s)
-    check_range("sample period", sample_period_s, *SAMPLE_PERIOD_LIMITS_S, " s")
-    check_out_dir(run_dir if run_dir is not None else options.out_root,
+    check_out_dir(run_dir if run_dir is not None else out_root,
                   "--out" if run_dir is None else "run_dir")
-    net = Network(topo, caps=caps)
+    net = Network(run.topo, caps=caps)
     net.check()
-    caps.require(traffic_kinds.needs_of(traffic))  # the traffic's tools and kernel features
+    caps.require(traffic_kinds.needs_of(run.traffic))  # the traffic's tools and features
     if run_dir is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = os.path.join(options.out_root, scn.name, f"{stamp}-{os.getpid()}")
+        run_dir = os.path.join(out_root, run.name, f"{stamp}-{os.getpid()}")
     writer = RunWriter(run_dir)
-    writer.record.update(identity.record_fields(identity.config_of(
-        scn, topo, knobs, traffic, quick, duration, warmup, sample_period_s, rep)))
-    return RunContext(scn, dict(overrides or {}), quick, duration, warmup, sample_period_s,
-                      topo, knobs, traffic, caps, net, writer, log)
+    writer.record.update(identity.record_fields(run.config))
+    return RunContext(run.scn, dict(run.overrides), run.quick, run.duration_s,
+                      run.warmup_s, run.sample_period_s, run.topo, run.knobs, run.traffic,
+                      caps, net, writer, log)
 
 
 class RunFailed(RuntimeError):

@@ -16,18 +16,19 @@ import time
 
 class Job:
     """One point to run: what the runner records (``entry``, ``path``, ``key``) and what
-    an executor needs to run it (``run``: a callable for this process; ``spec``: the
+    an executor needs to run it (``go``: a callable for this process; ``spec``: the
     same as data, for a worker; ``limit``: the stall limit, s; ``retries``: reruns of
-    a degraded run; ``set_aside``: moves a degraded attempt out of ``path``)."""
+    a degraded run; ``set_aside``: moves a degraded attempt out of ``path``; ``run``:
+    the point's :class:`~bufferbloat.run.resolved.ResolvedRun`)."""
 
-    def __init__(self, pos, label, entry, path, key, run, spec, limit, retries,
-                 set_aside, duration_s):
+    def __init__(self, pos, label, entry, path, key, go, spec, limit, retries,
+                 set_aside, duration_s, run=None):
         self.pos, self.label, self.entry, self.path, self.key = pos, label, entry, path, key
-        self.run, self.spec, self.limit, self.retries = run, spec, limit, retries
+        self.go, self.spec, self.limit, self.retries = go, spec, limit, retries
         self.set_aside, self.duration_s = set_aside, duration_s
         self.started = time.monotonic()
         self.attempt = 0
-        self.scn = None          # the scenario (a worker checks what its kernel needs)
+        self.run = run           # what a worker's kernel must have comes from it
 
 
 class SerialExecutor:
@@ -37,7 +38,7 @@ class SerialExecutor:
     name = "serial"
 
     def __init__(self, run_one, log=print):
-        self.run_one, self.log = run_one, log      # sweep.run_one: watchdog, reruns
+        self.run_one, self.log = run_one, log      # watch.run_one: watchdog, reruns
         self.queue = []
 
     def room(self):
@@ -54,7 +55,7 @@ class SerialExecutor:
         """Run the queued job; (job, Outcome)."""
         job = self.queue.pop(0)
         try:
-            outcome = self.run_one(job.run, job.label, job.limit, job.retries,
+            outcome = self.run_one(job.go, job.label, job.limit, job.retries,
                                    log=self.log, set_aside=job.set_aside)
         except BaseException:
             self.queue.insert(0, job)       # still ours: the runner marks it interrupted

@@ -26,7 +26,7 @@ def test_a_stalled_point_is_ended_and_the_next_one_runs(tmp_path, net_guard):
         return LIMIT_S if config["params"]["buffer_pkts"] == 20 else None
     t0 = time.monotonic()
     index, failed = sweep.run_sweep(scn, {"buffer_pkts": ["20", "50"]}, 1, str(tmp_path),
-                                    engine.run_point, duration_s=TRAFFIC_S,
+                                    engine.run_resolved, duration_s=TRAFFIC_S,
                                     base={"delay_ms": "0"}, log=lines.append,
                                     stall_limit=limit)
     wall = time.monotonic() - t0

@@ -11,7 +11,7 @@ import time
 from bufferbloat.core.errors import EXIT_DEGRADED
 from bufferbloat.net.cleanup import STATE_PATH
 from bufferbloat.run.identity import run_config, run_key
-from bufferbloat.run.sweep import point_dir
+from bufferbloat.run.plan import point_dir
 from bufferbloat.scenarios import catalogue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -121,6 +121,7 @@ def test_the_estimate_does_not_jump_when_a_point_is_slow(tmp_path):
     durations plus the median overhead, so one slow point moves it by little (the old
     average of past runs jumped with it)."""
     from bufferbloat.run import sweep
+    from bufferbloat.run.plan import plan_points
     from bufferbloat.scenarios import catalogue
     scn = catalogue()["a1_fifo"]
     todo = [(scn, {"buffer_pkts": str(n)}, {"buffer_pkts": str(n)}, 1)
@@ -128,8 +129,7 @@ def test_the_estimate_does_not_jump_when_a_point_is_slow(tmp_path):
     logs, clock = [], [0.0]
     walls = iter([25.0, 25.0, 200.0, 25.0, 25.0])
 
-    def fake_run_point(scn, overrides, duration_s=None, quick=False, run_dir=None, log=None,
-                       rep=1):
+    def fake_run_point(run, run_dir=None, log=None):
         clock[0] += next(walls)
         os.makedirs(run_dir, exist_ok=True)
         with open(os.path.join(run_dir, "result.json"), "w") as f:
@@ -138,8 +138,9 @@ def test_the_estimate_does_not_jump_when_a_point_is_slow(tmp_path):
     real = sweep.time.monotonic
     sweep.time.monotonic = lambda: clock[0]
     try:
-        sweep.run_points(todo, str(tmp_path), fake_run_point, str(tmp_path / "index.json"),
-                         {}, duration_s=10.0, log=logs.append, stall_limit=None)
+        sweep.run_points(plan_points(todo, duration_s=10.0), str(tmp_path), fake_run_point,
+                         str(tmp_path / "index.json"), {}, log=logs.append,
+                         stall_limit=None)
     finally:
         sweep.time.monotonic = real
     import re

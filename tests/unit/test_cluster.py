@@ -15,7 +15,7 @@ import tarfile
 import pytest
 
 from bufferbloat.core import paths
-from bufferbloat.run import cluster, sweep
+from bufferbloat.run import cluster, plan, remote, sweep, watch
 from bufferbloat.run.executor import SerialExecutor
 from bufferbloat.scenarios import catalogue
 
@@ -35,7 +35,7 @@ def _run_dir(path, key, status="ok"):
 
 def test_a_run_comes_back_whole_under_its_key(tmp_path):
     _run_dir(tmp_path / "worker", "k1")
-    archive = cluster.pack_run(str(tmp_path / "worker"))
+    archive = remote.pack_run(str(tmp_path / "worker"))
     dest = tmp_path / "tree" / "a1_fifo" / "rep-1"
     cluster.unpack_run(archive, str(dest), "k1")
     assert json.loads((dest / "result.json").read_text())["run_key"] == "k1"
@@ -47,7 +47,7 @@ def test_a_run_under_another_key_is_refused_and_nothing_written(tmp_path):
     _run_dir(tmp_path / "worker", "other")
     dest = tmp_path / "tree" / "rep-1"
     with pytest.raises(ValueError, match="run_key other.*expected k1"):
-        cluster.unpack_run(cluster.pack_run(str(tmp_path / "worker")), str(dest), "k1")
+        cluster.unpack_run(remote.pack_run(str(tmp_path / "worker")), str(dest), "k1")
     assert not dest.exists()
     assert list((tmp_path / "tree").iterdir()) == []
 
@@ -87,10 +87,10 @@ def test_the_code_identity_changes_with_a_scenario_file(tmp_path, monkeypatch):
 
 
 def test_a_worker_with_other_code_refuses_naming_both(monkeypatch):
-    monkeypatch.setattr(cluster, "code_fingerprint",
+    monkeypatch.setattr(remote, "code_fingerprint",
                         lambda: {"hash": "aaaa", "text": "git 111"})
-    with pytest.raises(cluster.CodeMismatch) as err:
-        cluster.run_remote({"code": {"hash": "bbbb", "text": "git 222"}})
+    with pytest.raises(remote.CodeMismatch) as err:
+        remote.run_remote({"code": {"hash": "bbbb", "text": "git 222"}})
     text = str(err.value)
     assert "aaaa" in text and "bbbb" in text and "git 111" in text and "git 222" in text
     assert "refused, nothing run" in text
@@ -125,9 +125,9 @@ class _OutOfOrder:
 
     def next_done(self):
         job = self.queue.pop()               # the newest first
-        job.run()
+        job.go()
         self.order.append(job.pos)
-        return job, sweep.Outcome("ok", job.path, "healthy")
+        return job, watch.Outcome("ok", job.path, "healthy")
 
     def stop(self):
         jobs, self.queue = self.queue, []
@@ -140,12 +140,8 @@ class _OutOfOrder:
         pass
 
 
-def _fake_run_point(scn, overrides, duration_s=None, quick=False, run_dir=None, log=None,
-                    rep=1):
-    from bufferbloat.run import identity
-    config = identity.run_config(scn, overrides, quick=quick, duration_s=duration_s,
-                                 rep=rep)
-    _run_dir(run_dir, identity.run_key(config))
+def _fake_run_point(run, run_dir=None, log=None):
+    _run_dir(run_dir, run.key)
 
 
 def test_the_index_keeps_the_points_order_whatever_order_they_finish_in(tmp_path):
@@ -153,8 +149,8 @@ def test_the_index_keeps_the_points_order_whatever_order_they_finish_in(tmp_path
     todo = [(scn, {"buffer_pkts": str(n)}, {"buffer_pkts": str(n)}, 1)
             for n in (20, 30, 40, 50)]
     ex = _OutOfOrder()
-    index, failed = sweep.run_points(todo, str(tmp_path), _fake_run_point,
-                                     str(tmp_path / "index.json"), {}, duration_s=5.0,
+    index, failed = sweep.run_points(plan.plan_points(todo, duration_s=5.0), str(tmp_path),
+                                     _fake_run_point, str(tmp_path / "index.json"), {},
                                      log=lambda m: None, stall_limit=None, executor=ex)
     assert failed == 0
     assert ex.order != sorted(ex.order)              # they did finish out of order
@@ -164,9 +160,9 @@ def test_the_index_keeps_the_points_order_whatever_order_they_finish_in(tmp_path
     assert saved["executor"] == "test"
     # the same tree as the serial executor's
     serial = tmp_path / "serial"
-    sweep.run_points(todo, str(serial), _fake_run_point, str(serial / "index.json"), {},
-                     duration_s=5.0, log=lambda m: None, stall_limit=None,
-                     executor=SerialExecutor(sweep.run_one, lambda m: None))
+    sweep.run_points(plan.plan_points(todo, duration_s=5.0), str(serial), _fake_run_point,
+                     str(serial / "index.json"), {}, log=lambda m: None, stall_limit=None,
+                     executor=SerialExecutor(watch.run_one, lambda m: None))
     def tree(root):
         return sorted(os.path.relpath(os.path.join(d, f), root)
                       for d, _, fs in os.walk(root) for f in fs if f != "index.json")
@@ -177,11 +173,11 @@ def test_the_index_keeps_the_points_order_whatever_order_they_finish_in(tmp_path
 def test_a_derived_point_waits_for_its_provider(tmp_path):
     scn = catalogue()["d1_cca_paths"]         # streams paced from their bulk run
     vary = {"cca": ["reno", "cubic"], "load": ["bulk", "stream50"]}
-    todo = [(scn, dict(v), v, rep) for v, rep in sweep.points(vary, 1)]
+    todo = [(scn, dict(v), v, rep) for v, rep in plan.points(vary, 1)]
     ex = _OutOfOrder()
-    index, failed = sweep.run_points(todo, str(tmp_path), _fake_run_point,
-                                     str(tmp_path / "index.json"), {}, quick=True,
-                                     duration_s=5.0, log=lambda m: None,
+    index, failed = sweep.run_points(plan.plan_points(todo, quick=True, duration_s=5.0),
+                                     str(tmp_path), _fake_run_point,
+                                     str(tmp_path / "index.json"), {}, log=lambda m: None,
                                      stall_limit=None, executor=ex)
     assert failed == 0 and [e["status"] for e in index] == ["ok"] * 4, index
     assert ex.derived > 0 and ex.order      # derived points ran, after others
@@ -220,6 +216,6 @@ def test_an_unreachable_scheduler_exits_2_before_anything_is_made(tmp_path):
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists()
     proc = _cli(["worker", f"tcp://127.0.0.1:{port}", "--name", "t"],
-                env={cluster.WORKER_DIR_ENV: str(tmp_path / "w")})
+                env={remote.WORKER_DIR_ENV: str(tmp_path / "w")})
     assert proc.returncode == 2 and "cannot reach the Dask scheduler" in proc.stderr
     assert not (tmp_path / "w").exists()

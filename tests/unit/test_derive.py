@@ -8,7 +8,7 @@ import pytest
 
 from bufferbloat.core.errors import UsageError
 from bufferbloat.results.records_writer import RunWriter
-from bufferbloat.run import derive, identity, sweep
+from bufferbloat.run import derive, identity, plan, sweep
 from bufferbloat.scenarios import catalogue
 
 SCN = catalogue()["d1_cca_paths"]     # 15 Mbit/s and below: never scaled in the VM
@@ -16,11 +16,9 @@ QUIET = dict(log=lambda *_: None)
 
 
 def fake_runner(calls, goodput=9.0, scaling=None):
-    def run_point(scn, overrides, duration_s=None, quick=False, run_dir=None, log=None,
-                  rep=1):
-        calls.append(dict(overrides, rep=rep))
-        config = identity.run_config(scn, overrides, quick=quick, duration_s=duration_s,
-                                     rep=rep)
+    def run_point(run, run_dir=None, log=None):
+        calls.append(dict(run.overrides, rep=run.rep))
+        config, rep = run.config, run.rep
         w = RunWriter(run_dir)
         w.record.update(identity.record_fields(config), scaling=scaling,
                         knobs=config["knobs"])
@@ -47,9 +45,10 @@ def test_needs_provides_and_order():
     assert derive.needs(SCN, {"load": "onoff"}) == {}
     assert derive.provides(SCN, {"load": "bulk"})
     assert derive.provides(SCN, {})                 # bulk is the default load
-    todo = [(SCN, {"load": v}, {"load": v}, 1) for v in ("stream50", "onoff", "bulk")]
-    assert [p[1]["load"] for p in derive.providers_first(todo)] == ["bulk", "stream50",
-                                                                    "onoff"]
+    todo = plan.plan_points([(SCN, {"load": v}, {"load": v}, 1)
+                             for v in ("stream50", "onoff", "bulk")])
+    assert [p.overrides["load"] for p in derive.providers_first(todo)] == [
+        "bulk", "stream50", "onoff"]
 
 
 def test_sweep_runs_bulk_first_and_paces_the_streams_at_its_goodput(tmp_path):

@@ -9,7 +9,7 @@ from bufferbloat.describe import describe, key_rows, unit_of
 from bufferbloat.net.topology import DUMBBELL_PARAMS
 from bufferbloat.results import headline, theory
 from bufferbloat.results.records import load_run
-from bufferbloat.run.sweep import points
+from bufferbloat.run.plan import points
 from bufferbloat.scenarios import catalogue
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

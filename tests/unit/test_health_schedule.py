@@ -6,7 +6,7 @@ import pytest
 
 from bufferbloat.results import health as hl
 from bufferbloat.results import health_record
-from bufferbloat.run.sweep import degraded, faulty
+from bufferbloat.run.index import degraded, faulty
 from unit.test_health import _write
 
 ORIGIN = 3.0     # the traffic's origin, run time s (result.json traffic_start_s)

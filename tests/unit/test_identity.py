@@ -5,6 +5,7 @@ import pytest
 
 from bufferbloat.core.errors import UsageError
 from bufferbloat.run import identity
+from bufferbloat.run.resolved import resolve_run
 from bufferbloat.scenarios import catalogue
 
 CAT = catalogue()
@@ -85,6 +86,9 @@ def test_the_engine_and_the_sweep_compute_the_same_configuration():
     sweep_cfg = identity.run_config(A4, {"variant": "pie"}, quick=True, rep=3,
                                     max_rate_mbit=1.0)
     assert engine_cfg == sweep_cfg
+    resolved = resolve_run(A4, {"variant": "pie"}, quick=True, rep=3, max_rate_mbit=1.0)
+    assert resolved.config == sweep_cfg and resolved.key == identity.run_key(sweep_cfg)
+    assert resolved.config_key == identity.config_key(sweep_cfg)
     assert engine_cfg["scaling"]["max_rate_mbit"] == 1.0
     assert engine_cfg["profile"] == "quick" and engine_cfg["rep"] == 3
 

@@ -3,10 +3,12 @@ within one package, and no two modules import each other, directly or round a lo
 loop, as ``test_no_mininet.py`` guards Mininet.
 
 Every module's imports are read with :mod:`ast`: at module level and inside functions,
-absolute and relative. An import of a ``bufferbloat`` module that does not exist fails
-too (a path left behind by a move). The second test plants an upward import, an upward
-relative import and a cycle into a copy of the tree and shows that the checker finds
-each.
+absolute and relative, and an import of a module's own package (its ``__init__``: a
+registry the package's modules must not reach back into) counts like any other. An
+import of a ``bufferbloat`` module that does not exist fails too (a path left behind by
+a move). ``webserver/`` imports nothing of ours, and no module uses another module's
+private names (``from m import _x``, ``m._x``). The last tests plant each kind of fault
+into a copy of the tree and show that the checker finds it.
 """
 import ast
 import os
@@ -87,8 +89,11 @@ def graph(root):
             if mod not in known:
                 problems.append(f"{where}: {name} imports {mod}, which does not exist")
                 continue
-            if mod == name or name.startswith(mod + "."):
-                continue          # a package's module naming its own package's parents
+            if mod == name or mod == "bufferbloat":
+                continue          # itself; the root package (the finder only)
+            if name.startswith("bufferbloat.webserver"):
+                problems.append(f"{where}: {name} imports {mod}: the web server imports "
+                                "nothing of ours")
             mine.setdefault(mod, line)
             (rank, pkg), (to_rank, to_pkg) = layer(name), layer(mod)
             if to_rank > rank or (to_rank == rank and to_pkg != pkg):
@@ -100,6 +105,52 @@ def graph(root):
         except ValueError:
             problems.append(f"{name}: in no layer of LAYERS")
     return edges, problems
+
+
+def _imported_modules(name, tree, package, known):
+    """{local name: module} of the bufferbloat modules ``tree`` binds to a name, and
+    [(line, module, name)] of the names it imports from a module."""
+    aliases, names = {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".")[:len(name.split(".")) - node.level + package]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod != "bufferbloat" and not mod.startswith("bufferbloat."):
+                continue
+            for a in node.names:
+                if f"{mod}.{a.name}" in known:
+                    aliases[a.asname or a.name] = f"{mod}.{a.name}"
+                else:
+                    names.append((node.lineno, mod, a.name))
+        elif isinstance(node, ast.Import):
+            aliases.update({a.asname: a.name for a in node.names
+                            if a.asname and a.name.startswith("bufferbloat.")})
+    return aliases, names
+
+
+def private_uses(root):
+    """Every use of another module's private name (``_x``, not ``__x__``):
+    ``from m import _x`` and ``m._x`` where ``m`` is a bufferbloat module."""
+    known, found = modules(root), []
+
+    def private(attr):
+        return attr.startswith("_") and not attr.startswith("__")
+    for name, (path, package) in sorted(known.items()):
+        tree = ast.parse(open(path).read(), path)
+        where = os.path.relpath(path, root)
+        aliases, names = _imported_modules(name, tree, package, known)
+        found += [f"{where}:{line}: {name} uses {mod}.{attr}, a private name"
+                  for line, mod, attr in names if private(attr) and mod != name]
+        found += [f"{where}:{node.lineno}: {name} uses {aliases[node.value.id]}."
+                  f"{node.attr}, a private name"
+                  for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                  and node.value.id in aliases and private(node.attr)
+                  and aliases[node.value.id] != name]
+    return sorted(set(found))
 
 
 def cycles(edges):
@@ -136,7 +187,8 @@ def cycles(edges):
 def check(root):
     """Every problem of the tree at ``root``: layer violations and cycles."""
     edges, problems = graph(root)
-    return problems + [f"import cycle: {' <-> '.join(c)}" for c in cycles(edges)]
+    return (problems + [f"import cycle: {' <-> '.join(c)}" for c in cycles(edges)]
+            + private_uses(root))
 
 
 def test_imports_point_down_and_never_round():
@@ -183,3 +235,25 @@ def test_the_checker_finds_a_planted_upward_import_and_a_cycle(tmp_path):
            "\nfrom bufferbloat.sampler import main\n")
     assert any("imports bufferbloat.sampler, which does not exist" in p
                for p in check(tmp_path / "again"))
+
+
+def test_the_checker_finds_a_registry_cycle_a_web_server_import_and_a_private_use(tmp_path):
+    _copy(tmp_path)
+    # a module reaching back into its own package's registry (its __init__)
+    _plant(tmp_path / "bufferbloat" / "net" / "qdiscs" / "fifo.py",
+           "\n\ndef _planted():\n    from bufferbloat.net.qdiscs import KINDS\n"
+           "    return KINDS\n")
+    # the web server importing ours
+    _plant(tmp_path / "webserver" / "server.py", "\nfrom bufferbloat.core import stats\n")
+    # another module's private name, both ways
+    _plant(tmp_path / "bufferbloat" / "results" / "theory.py",
+           "\nfrom bufferbloat.core import stats\nfrom bufferbloat.core.paths import _x\n"
+           "\n\ndef _planted():\n    return stats._private\n")
+    problems = check(tmp_path)
+    assert any(p.startswith("import cycle:") and "bufferbloat.net.qdiscs <-> " in p
+               and "bufferbloat.net.qdiscs.fifo" in p for p in problems), problems
+    assert any("bufferbloat.webserver.server imports bufferbloat.core.stats" in p
+               for p in problems), problems
+    assert any("uses bufferbloat.core.paths._x, a private name" in p for p in problems)
+    assert any("uses bufferbloat.core.stats._private, a private name" in p
+               for p in problems), problems

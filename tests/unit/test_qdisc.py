@@ -106,6 +106,7 @@ def test_run_prints_the_tick_rounding_before_anything_is_built(monkeypatch):
     (HZ=250: 4 ms): 1 ms becomes 4 ms, 30 ms 32 ms; 60 ms is 15 ticks, nothing said."""
     from bufferbloat.net.capabilities import Capabilities
     from bufferbloat.run import engine
+    from bufferbloat.run.resolved import resolve_run
     from bufferbloat.scenarios import catalogue
 
     class Built(Exception):
@@ -122,8 +123,8 @@ def test_run_prints_the_tick_rounding_before_anything_is_built(monkeypatch):
                           (30, "pie tupdate 30 ms becomes 32 ms"), (60, None)):
         lines = []
         with pytest.raises(Built):
-            engine.resolve(scn, {"qdisc.tupdate_ms": tupdate}, engine.RunOptions(
-                10, "/tmp", True, lines.append, None, 0.01, 1))
+            engine.prepare(resolve_run(scn, {"qdisc.tupdate_ms": tupdate}, quick=True,
+                                       duration_s=10), "/tmp", lines.append)
         warnings = [x for x in lines if "warning" in x]
         if said:
             assert len(warnings) == 1 and said in warnings[0] and "HZ=250" in warnings[0]

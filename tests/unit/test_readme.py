@@ -5,8 +5,8 @@ import re
 
 import pytest
 
+from bufferbloat.run.plan import points
 from bufferbloat.run.scenario import study_path
-from bufferbloat.run.sweep import points
 from bufferbloat.scenarios import catalogue
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -15,7 +15,7 @@ from bufferbloat.commands import placement, run_all
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.signals import deferred_signals
 from bufferbloat.results.records_writer import RunWriter
-from bufferbloat.run import identity, sweep
+from bufferbloat.run import identity, plan, sweep, watch
 from bufferbloat.scenarios import catalogue
 
 SCN = catalogue()["a4_wifi_loss"]
@@ -27,7 +27,7 @@ def no_rate_cap(monkeypatch):
     """The tests decide the scaling cap themselves (not the machine they run on)."""
     monkeypatch.delenv("BUFFERBLOAT_MAX_MBIT", raising=False)
     monkeypatch.delenv("BUFFERBLOAT_GUEST_ACCEL", raising=False)
-    monkeypatch.delenv(sweep.STALL_ALLOWANCE_ENV, raising=False)
+    monkeypatch.delenv(watch.STALL_ALLOWANCE_ENV, raising=False)
 
 
 def fake_runner(calls, interrupt_at=None, fail=None, sleep_s=None, degraded=None):
@@ -35,11 +35,10 @@ def fake_runner(calls, interrupt_at=None, fail=None, sleep_s=None, degraded=None
     ``interrupt_at``: the call that is interrupted; ``fail(overrides)``: raise for it;
     ``sleep_s(overrides)``: seconds of 'traffic' (a run that never ends: a long sleep);
     ``degraded(overrides, call number)``: the run's health verdict is degraded."""
-    def run_point(scn, overrides, duration_s=None, quick=False, run_dir=None, log=None,
-                  rep=1):
-        calls.append(dict(overrides, rep=rep, quick=quick, duration_s=duration_s))
-        config = identity.run_config(scn, overrides, quick=quick, duration_s=duration_s,
-                                     rep=rep)
+    def run_point(run, run_dir=None, log=None):
+        overrides, config = run.overrides, run.config
+        calls.append(dict(overrides, rep=run.rep, quick=run.quick,
+                          duration_s=run.asked_duration_s))
         w = RunWriter(run_dir)
         w.record.update(identity.record_fields(config), overrides=dict(overrides),
                         profile=config["profile"], duration_s=config["duration_s"])
@@ -77,16 +76,16 @@ def _record(run_dir):
 
 
 def test_parse_vary_and_points():
-    vary = sweep.parse_vary(["loss_pct=0.5,1,2", "variant=fifo,pie"])
+    vary = plan.parse_vary(["loss_pct=0.5,1,2", "variant=fifo,pie"])
     assert vary == {"loss_pct": ["0.5", "1", "2"], "variant": ["fifo", "pie"]}
-    pts = sweep.points(vary, repeat=2)
+    pts = plan.points(vary, repeat=2)
     assert len(pts) == 3 * 2 * 2
     assert len({(tuple(sorted(o.items())), r) for o, r in pts}) == 12
     for bad in (["loss_pct"], ["=1,2"], ["loss_pct="]):
         with pytest.raises(UsageError):
-            sweep.parse_vary(bad)
+            plan.parse_vary(bad)
     with pytest.raises(UsageError):
-        sweep.parse_vary(["a=1", "a=2"])
+        plan.parse_vary(["a=1", "a=2"])
 
 
 def test_bad_value_stops_the_sweep_before_any_point_runs(tmp_path):
@@ -221,7 +220,7 @@ def test_a_changed_scenario_definition_reruns(tmp_path):
 
 def test_a_directory_holding_another_run_is_never_overwritten(tmp_path):
     config = identity.run_config(SCN, {"loss_pct": "1"}, rep=1)
-    path = sweep.point_dir(os.path.join(str(tmp_path), SCN.name, "sweep"),
+    path = plan.point_dir(os.path.join(str(tmp_path), SCN.name, "sweep"),
                            {"loss_pct": "1"}, 1, config)
     os.makedirs(path)
     foreign = {"status": "ok", "run_key": "0" * 64, "note": "another run"}
@@ -254,13 +253,13 @@ def test_a_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
 
 
 def test_point_dirs_are_stable_readable_and_safe():
-    a = sweep.point_dir("r", {"b": "1", "a": "x/y"}, 2)
-    assert a == sweep.point_dir("r", {"a": "x/y", "b": "1"}, 2)
+    a = plan.point_dir("r", {"b": "1", "a": "x/y"}, 2)
+    assert a == plan.point_dir("r", {"a": "x/y", "b": "1"}, 2)
     assert a == os.path.join("r", "a=x_y,b=1", "rep-2")
     cfg1 = identity.run_config(SCN, {"loss_pct": "1"}, quick=True, rep=1)
     cfg2 = identity.run_config(SCN, {"loss_pct": "1"}, quick=True, rep=2)
-    d1 = sweep.point_dir("r", {"loss_pct": "1"}, 1, cfg1)
-    d2 = sweep.point_dir("r", {"loss_pct": "1"}, 2, cfg2)
+    d1 = plan.point_dir("r", {"loss_pct": "1"}, 1, cfg1)
+    d2 = plan.point_dir("r", {"loss_pct": "1"}, 2, cfg2)
     short = identity.short(identity.config_key(cfg1))
     assert d1 == os.path.join("r", "loss_pct=1", f"quick-{short}", "rep-1")
     assert os.path.dirname(d1) == os.path.dirname(d2)   # repetitions share a directory
@@ -275,10 +274,10 @@ def test_a_c1_sweep_without_repeat_runs_the_scenarios_five_repetitions(tmp_path,
     rc = cli.main(["sweep", "c1_red_vs_pie", "--quick", "--host", "--no-figures",
                    "--out", str(tmp_path)])
     scn = catalogue()["c1_red_vs_pie"]
-    points = len(sweep.points(scn.sweep_for(True)))
+    points = len(plan.points(scn.sweep_for(True)))
     assert rc == 0 and scn.repeat == 5
     assert len(calls) == points * 5
-    for varied, _ in sweep.points(scn.sweep_for(True)):
+    for varied, _ in plan.points(scn.sweep_for(True)):
         reps = sorted(c["rep"] for c in calls
                       if all(str(c[k]) == str(v) for k, v in varied.items()))
         assert reps == [1, 2, 3, 4, 5]
@@ -311,7 +310,7 @@ def test_the_watchdog_waits_for_a_held_teardown(tmp_path):
     """A stall during a build or teardown (deferred_signals) is delivered after it."""
     finished = []
 
-    def run_point(scn, overrides, run_dir=None, rep=1, **_):
+    def run_point(run, run_dir=None, **_):
         with deferred_signals():
             time.sleep(1.0)                  # the watchdog fires at 0.3 s, in here
             finished.append(True)
@@ -327,16 +326,16 @@ def test_the_watchdog_waits_for_a_held_teardown(tmp_path):
 def test_stall_limit_is_the_duration_plus_a_stated_margin(monkeypatch):
     from bufferbloat.run.engine import FLOW_GRACE_S
     cfg = identity.run_config(SCN, quick=True)
-    assert sweep.stall_limit_s(cfg) == pytest.approx(
-        (cfg["duration_s"] + FLOW_GRACE_S + sweep.STALL_ALLOWANCE_S) * 1.5)
-    monkeypatch.setenv(sweep.STALL_ALLOWANCE_ENV, "0")
-    assert sweep.stall_limit_s(cfg) == pytest.approx((cfg["duration_s"] + FLOW_GRACE_S) * 1.5)
-    monkeypatch.setenv(sweep.STALL_LIMIT_ENV, "2.5")
-    assert sweep.stall_limit_s(cfg) == 2.5
-    monkeypatch.delenv(sweep.STALL_LIMIT_ENV)
-    monkeypatch.setenv(sweep.STALL_ALLOWANCE_ENV, "soon")
+    assert watch.stall_limit_s(cfg) == pytest.approx(
+        (cfg["duration_s"] + FLOW_GRACE_S + watch.STALL_ALLOWANCE_S) * 1.5)
+    monkeypatch.setenv(watch.STALL_ALLOWANCE_ENV, "0")
+    assert watch.stall_limit_s(cfg) == pytest.approx((cfg["duration_s"] + FLOW_GRACE_S) * 1.5)
+    monkeypatch.setenv(watch.STALL_LIMIT_ENV, "2.5")
+    assert watch.stall_limit_s(cfg) == 2.5
+    monkeypatch.delenv(watch.STALL_LIMIT_ENV)
+    monkeypatch.setenv(watch.STALL_ALLOWANCE_ENV, "soon")
     with pytest.raises(UsageError):
-        sweep.stall_limit_s(cfg)
+        watch.stall_limit_s(cfg)
 
 
 def test_run_ends_a_stalled_repetition_and_runs_the_next(tmp_path, monkeypatch, capsys):
@@ -353,7 +352,7 @@ def test_run_ends_a_stalled_repetition_and_runs_the_next(tmp_path, monkeypatch, 
         return path
     monkeypatch.setattr(engine, "run_point", run_point)
     monkeypatch.setattr("bufferbloat.run.where.require_here", lambda topos: None)
-    monkeypatch.setenv(sweep.STALL_LIMIT_ENV, "0.5")
+    monkeypatch.setenv(watch.STALL_LIMIT_ENV, "0.5")
     t0 = time.monotonic()
     rc = cli.main(["run", "a4_wifi_loss", "--repeat", "2", "--time", "5", "--host",
                    "--out", str(tmp_path)])
@@ -382,13 +381,13 @@ def test_run_all_reports_a_stalled_point_and_completes_the_others(tmp_path, monk
     monkeypatch.setattr(engine, "run_point", fake_runner(
         calls, sleep_s=lambda o: 3600 if all(o.get(k) == v for k, v in stuck.items())
         else 0))
-    monkeypatch.setenv(sweep.STALL_LIMIT_ENV, "0.5")
+    monkeypatch.setenv(watch.STALL_LIMIT_ENV, "0.5")
     t0 = time.monotonic()
     rc = cli.main(["run-all", "--quick", "--only", "a4_wifi_loss", "--host",
                    "--out", str(tmp_path)])
     out, err = capsys.readouterr()
     assert time.monotonic() - t0 < 60
-    assert rc == 1 and len(calls) == len(todo) == len(sweep.points(scn.sweep_for(True)))
+    assert rc == 1 and len(calls) == len(todo) == len(plan.points(scn.sweep_for(True)))
     done = _index(os.path.join(str(tmp_path), "index.json"))["done"]
     assert [d["status"] for d in done].count("stalled") == 1
     assert done[1]["status"] == "stalled"
@@ -412,7 +411,7 @@ def test_a_degraded_point_is_kept_aside_and_run_again(tmp_path):
     aside = done[1]["degraded_attempts"]
     assert aside == [done[1]["run_dir"] + ".degraded-1"]
     assert _record(aside[0])["health"]["verdict"] == "degraded"
-    assert sweep.set_aside(aside[0]) and not sweep.set_aside(done[1]["run_dir"])
+    assert plan.set_aside(aside[0]) and not plan.set_aside(done[1]["run_dir"])
     assert _record(done[1]["run_dir"])["health"]["verdict"] == "healthy"
     assert "degraded_attempts" not in done[0]
     # always degraded, one retry: two attempts, the last one is the point's (marked)
@@ -422,7 +421,7 @@ def test_a_degraded_point_is_kept_aside_and_run_again(tmp_path):
                                **QUIET)
     done = _index(index)["done"]
     assert len(calls) == 2 and done[-1]["health"] == "degraded"
-    assert sweep.degraded(done) == [done[-1]]
+    assert index.degraded(done) == [done[-1]]
     # no retries: one attempt
     calls = []
     sweep.run_sweep(SCN, {"loss_pct": ["3"]}, 1, str(tmp_path),
@@ -435,10 +434,10 @@ def test_retry_degraded_is_validated_before_anything_runs(tmp_path, monkeypatch)
     for bad in ("-1", "11"):
         assert cli.main(["sweep", "a4_wifi_loss", "--vary", "loss_pct=1", "--host",
                          "--retry-degraded", bad, "--out", str(tmp_path)]) == 2
-    monkeypatch.setenv(sweep.RETRY_DEGRADED_ENV, "x")
+    monkeypatch.setenv(watch.RETRY_DEGRADED_ENV, "x")
     assert cli.main(["run", "a4_wifi_loss", "--host", "--out", str(tmp_path)]) == 2
-    monkeypatch.setenv(sweep.RETRY_DEGRADED_ENV, "3")
-    assert sweep.retry_degraded_default() == 3
+    monkeypatch.setenv(watch.RETRY_DEGRADED_ENV, "3")
+    assert watch.retry_degraded_default() == 3
     assert not os.listdir(str(tmp_path))
 
 
@@ -547,19 +546,34 @@ def test_a_run_a_fix_made_obsolete_is_run_again_and_kept_aside_unread(tmp_path):
     path = str(tmp_path / "variant=fifo" / "rep-1")
     _ok_record(path, "k1", traffic_results=[{"kind": "Iperf3Flow", "flow": "long"},
                                          old_stream])
-    assert superseded_why(sweep.read_record(path))
-    assert sweep.recorded(path) == ("superseded", "k1")
-    assert sweep.recorded_ok(path, "k1") is None
+    assert superseded_why(plan.read_record(path))
+    assert plan.recorded(path) == ("superseded", "k1")
+    assert plan.recorded_ok(path, "k1") is None
     assert find_runs(tmp_path) == [path]
-    assert sweep.place(path, "k1") == (path, False)
+    assert plan.place(path, "k1") == (path, False)
     assert not os.path.exists(path) and os.path.isdir(path + ".superseded-1")
     assert find_runs(tmp_path) == []                      # set aside: not read
     # the rerun records its stream's launch: reused from then on
     _ok_record(path, "k1", traffic_results=[dict(old_stream, t_launch=12.0, scheduled_s=12.0)])
-    assert superseded_why(sweep.read_record(path)) is None
-    assert sweep.recorded_ok(path, "k1") == path and sweep.place(path, "k1") == (path, True)
+    assert superseded_why(plan.read_record(path)) is None
+    assert plan.recorded_ok(path, "k1") == path and plan.place(path, "k1") == (path, True)
     assert find_runs(tmp_path) == [path]
     # a run without a UDP stream is never superseded by this fix
     other = str(tmp_path / "other")
     _ok_record(other, "k2", traffic_results=[{"kind": "Iperf3Flow", "flow": "long"}])
-    assert sweep.recorded(other) == ("ok", "k2")
+    assert plan.recorded(other) == ("ok", "k2")
+
+
+def test_two_values_that_make_one_run_are_refused_before_anything_runs():
+    """plan_sweep resolves every point once; two values of a key that make the same run
+    (20 and 20.0 packets) are refused, naming the key and both values."""
+    with pytest.raises(UsageError, match=r"invalid --vary loss_pct: '1' and '1.0' are the "
+                                         r"same value"):
+        plan.plan_sweep(SCN, {"loss_pct": ["1", "1.0", "2"]}, 1)
+    with pytest.raises(UsageError, match="both set"):
+        plan.plan_sweep(SCN, {"loss_pct": ["1"]}, 1, base={"loss_pct": "2"})
+    planned = plan.plan_sweep(SCN, {"loss_pct": ["1", "2"]}, 2)
+    assert [(p.varied["loss_pct"], p.rep) for p in planned] == [
+        ("1", 1), ("1", 2), ("2", 1), ("2", 2)]
+    assert len({p.run.key for p in planned}) == 4
+    assert len({p.run.config_key for p in planned}) == 2

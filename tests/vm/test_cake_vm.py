@@ -33,7 +33,7 @@ import pytest
 from bufferbloat.results.health import headline
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
-from bufferbloat.run.sweep import RETRY_DEGRADED
+from bufferbloat.run.watch import RETRY_DEGRADED
 from bufferbloat.scenarios import catalogue
 from tests.retries import run_until_healthy_counted
 

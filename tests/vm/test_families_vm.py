@@ -18,7 +18,7 @@ from bufferbloat.results.health import headline
 from bufferbloat.results.metrics import traffic_start_s
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
-from bufferbloat.run.sweep import RETRY_DEGRADED
+from bufferbloat.run.watch import RETRY_DEGRADED
 from bufferbloat.scenarios import catalogue
 from tests.retries import run_until_healthy_counted
 

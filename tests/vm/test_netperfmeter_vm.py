@@ -22,9 +22,10 @@ import pytest
 from host.test_netperfmeter_host import run_and_check
 
 from bufferbloat.results.records import load_run
-from bufferbloat.run.engine import run_point
+from bufferbloat.run.engine import run_point, run_resolved
 from bufferbloat.run.scenario import Scenario
-from bufferbloat.run.sweep import RETRY_DEGRADED, run_sweep
+from bufferbloat.run.sweep import run_sweep
+from bufferbloat.run.watch import RETRY_DEGRADED
 from bufferbloat.scenarios import catalogue
 from tests.retries import note_sweep_reruns, run_until_healthy_counted
 
@@ -111,7 +112,7 @@ def test_d_streams_at_half_and_a_quarter_of_the_bulk_goodput(tmp_path):
     scn = CAT["d1_cca_paths"]
     index, failed = run_sweep(scn, {"load": ["stream50", "stream25", "bulk"]}, 1,
                               str(tmp_path),
-                              run_point, quick=True, duration_s=15,
+                              run_resolved, quick=True, duration_s=15,
                               base={"variant": "fiber", "cca": "cubic"}, log=print,
                               retries=RETRY_DEGRADED)
     assert failed == 0

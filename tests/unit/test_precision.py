@@ -1,0 +1,97 @@
+"""``--precision``: a sweep adds repetitions to each configuration until its healthy
+runs' headline metrics are within the precision, never past ``--max-reps``, counting
+only healthy runs, and a resumed sweep adds nothing to a configuration that is done
+(bufferbloat/run/precision.py, run/sweep.py). The runs are fakes with a known spread."""
+
+import json
+import os
+import random
+
+import pytest
+
+from bufferbloat.core.errors import UsageError
+from bufferbloat.results.metrics import METRICS_VERSION
+from bufferbloat.results.records_writer import RunWriter
+from bufferbloat.run import identity, sweep
+from bufferbloat.run.precision import PrecisionRule
+from bufferbloat.scenarios import catalogue
+
+SCN = catalogue()["a1_fifo"]
+QUIET = dict(log=lambda *_: None, stall_limit=None)
+
+
+@pytest.fixture(autouse=True)
+def no_rate_cap(monkeypatch):
+    monkeypatch.delenv("BUFFERBLOAT_MAX_MBIT", raising=False)
+    monkeypatch.delenv("BUFFERBLOAT_GUEST_ACCEL", raising=False)
+
+
+def fake_runner(calls, sd_of, degraded=lambda run: False, seed=1):
+    """Runs whose headline metrics are 100 ms RTT (and 1 s fetches, 1.4 Mbit/s, 80 ms
+    of queue) with a relative spread ``sd_of(buffer)``."""
+    rng = random.Random(seed)
+
+    def run_point(run, run_dir=None, log=None):
+        calls.append((run.overrides.get("buffer_pkts"), run.rep))
+        sd = sd_of(run.overrides.get("buffer_pkts"))
+        w = RunWriter(run_dir)
+        w.record.update(identity.record_fields(run.config),
+                        scenario={"name": run.name, "headline": list(run.scn.headline)})
+        w.record["health"] = {"verdict": "degraded" if degraded(run) else "healthy",
+                              "problems": [], "checks": {}}
+        w.close("ok")
+        rows = [{"scope": s, "name": n, "metric": m, "value": v * rng.gauss(1, sd),
+                 "unit": ""}
+                for s, n, m, v in (("ping", "p", "rtt_mean_ms", 100.0),
+                                   ("web", "all", "total_mean_s", 1.0),
+                                   ("network", "all", "aggregate_throughput_mbit", 1.4),
+                                   ("link", "l", "qdelay_mean_ms", 80.0))]
+        with open(os.path.join(run_dir, "metrics.json"), "w") as f:
+            json.dump({"metrics_version": METRICS_VERSION, "metrics": rows}, f)
+        return run_dir
+    return run_point
+
+
+def _index(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_repetitions_are_added_until_precise_and_never_past_max_reps(tmp_path):
+    calls = []
+    rule = PrecisionRule(5, min_reps=3, max_reps=12).check()
+    runner = fake_runner(calls, lambda b: 0.002 if b == "20" else 0.2)
+    index, failed = sweep.run_sweep(SCN, {"buffer_pkts": ["20", "100"]}, None,
+                                    str(tmp_path), runner, quick=True, precision=rule,
+                                    **QUIET)
+    assert failed == 0
+    reps = {b: sorted(r for bb, r in calls if bb == b) for b in ("20", "100")}
+    assert reps["20"] == [1, 2, 3]                     # precise at the first stage
+    assert reps["100"] == list(range(1, 13))           # 20 % spread: stops at 12
+    judged = _index(index)["precision"]["configs"]
+    assert sorted(v["why"] for v in judged.values()) == ["max-reps", "precise"]
+    precise = next(v for v in judged.values() if v["why"] == "precise")
+    rtt = precise["metrics"]["ping:rtt_mean_ms"]
+    assert rtt["half_width"] <= 0.05 * rtt["mean"] and rtt["n"] == 3
+    # resumed: nothing more runs, the counts are kept
+    again = []
+    sweep.run_sweep(SCN, {"buffer_pkts": ["20", "100"]}, None, str(tmp_path),
+                    fake_runner(again, lambda b: 0.2), quick=True, precision=rule, **QUIET)
+    assert again == []
+    assert len(_index(index)["done"]) == 15
+
+
+def test_only_healthy_runs_count(tmp_path):
+    calls = []
+    rule = PrecisionRule(5, min_reps=3, max_reps=8).check()
+    runner = fake_runner(calls, lambda b: 0.002, degraded=lambda run: run.rep == 2)
+    sweep.run_sweep(SCN, {"buffer_pkts": ["20"]}, None, str(tmp_path), runner,
+                    quick=True, precision=rule, **QUIET)
+    assert [r for _, r in calls] == [1, 2, 3, 4]       # rep 2 degraded: one more
+
+
+def test_bad_precision_options_are_refused():
+    for rule in (PrecisionRule(0), PrecisionRule(5, min_reps=1),
+                 PrecisionRule(5, min_reps=6, max_reps=5), PrecisionRule(5, confidence=1.5)):
+        with pytest.raises(UsageError):
+            rule.check()
