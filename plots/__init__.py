@@ -58,6 +58,7 @@ from bufferbloat.plots import (
 from bufferbloat.plots.common import FORMATS, as_run, save
 from bufferbloat.plots.flags import flags
 from bufferbloat.results.records_layout import RESULT_FILE
+from bufferbloat.run.index import INDEX_FILE
 
 FIGURES = {
     "cwnd": cwnd.draw,
@@ -144,7 +145,7 @@ def tree_kind(path):
     path = str(path)
     if os.path.isfile(os.path.join(path, RESULT_FILE)):
         return "run"
-    index = os.path.join(path, sweep.INDEX_FILE)
+    index = os.path.join(path, INDEX_FILE)
     if os.path.isfile(index):
         try:
             with open(index) as f:

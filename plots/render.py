@@ -28,12 +28,12 @@ from bufferbloat.plots import (
     draw_figures,
     scenario_figures,
     study,
-    sweep,
     sweep_figures,
     sweep_tables,
 )
 from bufferbloat.plots.common import as_run, save
 from bufferbloat.results.records_layout import RESULT_FILE
+from bufferbloat.run.index import INDEX_FILE
 
 MAX_WORKERS = 4
 _PLOTS = os.path.dirname(os.path.abspath(__file__))
@@ -134,7 +134,7 @@ def set_inputs(points, index_dir=None):
     """The files a set's figures are drawn from: its runs' and its index."""
     files = [f for p in points for f in run_inputs(p.run.dir)]
     if index_dir:
-        files.append(os.path.join(index_dir, sweep.INDEX_FILE))
+        files.append(os.path.join(index_dir, INDEX_FILE))
     return files
 
 

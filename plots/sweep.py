@@ -32,10 +32,7 @@ from bufferbloat.results.metrics_flows import flow_directions
 from bufferbloat.results.metrics_queue import link_direction
 from bufferbloat.results.records import Run, find_runs, is_run_dir, load_run
 from bufferbloat.run import identity
-from bufferbloat.run.sweep import (
-    INDEX_FILE,  # noqa: F401 (plots.render, plots.__init__ use it)
-    read_index,
-)
+from bufferbloat.run.index import INDEX_FILE, read_index
 from bufferbloat.scenarios import catalogue
 
 #: Env: 1 puts degraded runs (the emulator fell behind) into means and figures too.

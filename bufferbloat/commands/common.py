@@ -9,19 +9,19 @@ import time
 from bufferbloat.core.errors import EXIT_DEGRADED, UsageError
 
 
-def _scenarios():
+def scenarios():
     from bufferbloat.scenarios import catalogue
     return catalogue()
 
 
-def _scenario(name):
-    cat = _scenarios()
+def scenario(name):
+    cat = scenarios()
     if name not in cat:
         raise UsageError(f"unknown scenario {name!r} (valid: {', '.join(cat)})")
     return cat[name]
 
 
-def _overrides(pairs):
+def parse_overrides(pairs):
     out = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
@@ -31,7 +31,7 @@ def _overrides(pairs):
     return out
 
 
-def _check_common(args):
+def check_common(args):
     """Options every running command shares, checked before anything is built."""
     from bufferbloat.core.params import (
         DURATION_LIMITS_S,
@@ -45,13 +45,37 @@ def _check_common(args):
     if getattr(args, "repeat", None) is not None:
         check_range("--repeat", args.repeat, *REPEAT_LIMITS)
     if hasattr(args, "retry_degraded"):
-        _retries(args)
+        retries_of(args)
 
 
-def _retries(args):
+def precision_rule(args, *scenarios):
+    """The ``--precision`` rule (bufferbloat/run/precision.py), or None without
+    --precision; checked before anything is built (UsageError, exit 2): its ranges, not
+    with --repeat, and not for a scenario whose knobs come from another run."""
+    from bufferbloat.run.precision import PrecisionRule
+    given = {k: getattr(args, k, None) for k in ("confidence", "min_reps", "max_reps")}
+    if getattr(args, "precision", None) is None:
+        extra = [f"--{k.replace('_', '-')}" for k, v in given.items() if v is not None]
+        if extra:
+            raise UsageError(f"{', '.join(extra)} only go with --precision P")
+        return None
+    if getattr(args, "repeat", None) is not None:
+        raise UsageError("--precision decides the number of repetitions: it cannot be "
+                         "combined with --repeat (use --min-reps/--max-reps)")
+    derived = sorted(s.name for s in scenarios if getattr(s, "derived", None))
+    if derived:
+        raise UsageError(f"--precision is not available for {', '.join(derived)}: its "
+                         "stream points are paced from the bulk run of the same "
+                         "repetition, which the rule does not add in step (use --repeat)")
+    defaults = PrecisionRule(args.precision)
+    return PrecisionRule(args.precision, **{k: v if v is not None else getattr(defaults, k)
+                                            for k, v in given.items()}).check()
+
+
+def retries_of(args):
     """The number of reruns of a degraded run (validated: UsageError, exit 2)."""
     from bufferbloat.core.params import check_range
-    from bufferbloat.run.sweep import RETRY_DEGRADED_LIMITS, retry_degraded_default
+    from bufferbloat.run.watch import RETRY_DEGRADED_LIMITS, retry_degraded_default
     n = getattr(args, "retry_degraded", None)
     if n is None:
         return retry_degraded_default()
@@ -71,7 +95,7 @@ def progress(text):
         print(text, file=sys.stderr, flush=True)
 
 
-def _report_faulty(entries):
+def report_faulty(entries):
     """Print the runs whose health is faulty (a part began before its due time: the
     run's own fault, which no rerun clears); returns how many (they count as failed)."""
     if entries:
@@ -81,7 +105,7 @@ def _report_faulty(entries):
     return len(entries)
 
 
-def _end_status(failed, degraded_dirs):
+def end_status(failed, degraded_dirs):
     """Exit status of a command that ran several points: 1 if any failed, else
     EXIT_DEGRADED (listing them) if any is degraded, else 0."""
     if degraded_dirs:

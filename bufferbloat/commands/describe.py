@@ -1,11 +1,11 @@
 """``bufferbloat describe``: everything about one scenario (bufferbloat/describe.py)."""
 
 from bufferbloat import describe
-from bufferbloat.commands.common import _scenario
+from bufferbloat.commands.common import scenario
 
 
 def cmd_describe(args):
     """Print everything about a scenario: study, topology, traffic, keys, sweep, figures,
     expected result, headline metrics."""
-    print("\n".join(describe.describe(_scenario(args.scenario))))
+    print("\n".join(describe.describe(scenario(args.scenario))))
     return 0

@@ -1,49 +1,49 @@
 """Where the commands that build networks (run, sweep, run-all) run their points: here or
-in the project VM (:func:`_place`, bufferbloat/run/where.py decides), or on Dask workers
-(:func:`_executor`, ``--cluster`` / ``--workers``); and what the scenarios need of this
-machine (:func:`_needs`). Each refuses, before anything is built, what cannot run."""
+in the project VM (:func:`where_to_run`, bufferbloat/run/where.py decides), or on Dask workers
+(:func:`executor_for`, ``--cluster`` / ``--workers``); and what the points need of this
+machine (:func:`needs`). Each takes the points as they were resolved, once
+(:class:`~bufferbloat.run.resolved.ResolvedRun`), and refuses, before anything is built,
+what cannot run."""
 
 import sys
 
-from bufferbloat.commands.common import _scenario
 from bufferbloat.core.errors import UsageError
 
 #: --workers N: local Dask workers (one point each at a time)
 WORKERS_LIMITS = (1, 64)
 
 
-def _needs(names):
-    """(capabilities, features the named scenarios need on this machine)."""
+def distinct(runs):
+    """``runs`` with one run per configuration (repetitions share their network)."""
+    seen = {}
+    for run in runs:
+        seen.setdefault(run.config_key, run)
+    return list(seen.values())
+
+
+def needs(runs):
+    """(capabilities, features the resolved ``runs`` need on this machine)."""
     from bufferbloat.net.capabilities import probe
     from bufferbloat.net.network import Network
+    from bufferbloat.traffic.kinds import needs_of
     caps = probe()
     needed = set()
-    from bufferbloat.traffic.kinds import needs_of
-    for name in names:
-        topo, _, traffic = _scenario(name).build(hz=caps.hz)
-        needed |= set(Network(topo, caps=caps).features) | set(needs_of(traffic))
+    for run in distinct(runs):
+        needed |= set(Network(run.topo, caps=caps).features) | set(needs_of(run.traffic))
     return caps, sorted(needed)
 
 
-def _topologies(args, builds):
-    """The topologies of ``builds`` [(scenario, overrides)], each distinct one once (a
-    derived knob, set from its provider only when the point runs, stands in here)."""
-    from bufferbloat.run.derive import placeholders
-    seen, topos = set(), []
-    for scn, overrides in builds:
-        key = (scn.name, tuple(sorted((k, str(v)) for k, v in overrides.items())))
-        if key not in seen:
-            seen.add(key)
-            topos.append(scn.build(placeholders(scn, overrides), quick=args.quick)[0])
-    return topos
+def topologies(runs):
+    """The topologies of the resolved ``runs``, each configuration's once."""
+    return [run.topo for run in distinct(runs)]
 
 
-def _place(args, builds):
-    """'host' or 'vm' for a command whose runs are ``builds`` [(scenario, overrides)]
+def where_to_run(args, runs):
+    """'host' or 'vm' for a command whose points are the resolved ``runs``
     (bufferbloat/run/where.py: the VM when this kernel lacks a piece they need, unless
     --host; --vm forces it); refuses a user who is not root."""
     from bufferbloat.run.where import choose, require_here, require_root
-    topos = _topologies(args, builds)
+    topos = topologies(runs)
     place = choose(args.where, topos, log=lambda m: print(m, file=sys.stderr, flush=True))
     require_root(place)
     if place == "host":
@@ -51,7 +51,7 @@ def _place(args, builds):
     return place
 
 
-def _executor(args, builds):
+def executor_for(args, runs):
     """The Dask executor of ``--cluster ADDR`` / ``--workers N``, or None (serial, here or
     in the VM). Checked before anything is built: an address that is not tcp://HOST:PORT,
     N out of range, a scheduler that cannot be reached: exit 2. Local workers run on
@@ -72,7 +72,7 @@ def _executor(args, builds):
                              "-- bufferbloat ...)")
         from bufferbloat.run.where import missing_kernel_pieces, require_here, require_root
         require_root("host")
-        topos = _topologies(args, builds)
+        topos = topologies(runs)
         missing = missing_kernel_pieces(topos)
         if not missing or args.where == "host":
             require_here(topos)     # what this machine lacks, before anything starts

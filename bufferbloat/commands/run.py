@@ -2,39 +2,46 @@
 
 import sys
 
-from bufferbloat.commands.common import _check_common, _end_status, _overrides, _retries, _scenario
-from bufferbloat.commands.placement import _place
+from bufferbloat.commands.common import (
+    check_common,
+    end_status,
+    parse_overrides,
+    retries_of,
+    scenario,
+)
+from bufferbloat.commands.placement import where_to_run
 
 
 def cmd_run(args):
     """Run one scenario (``--repeat`` times); a failed run is reported and the others go
     on; exit 1 if any failed."""
     from bufferbloat import summary
-    from bufferbloat.run.engine import run_point
-    scn = _scenario(args.scenario)
-    overrides = _overrides(args.set)
-    _check_common(args)
+    from bufferbloat.run import engine
+    scn = scenario(args.scenario)
+    overrides = parse_overrides(args.set)
+    check_common(args)
     from bufferbloat.core.params import SAMPLE_PERIOD_LIMITS_S, check_range
     check_range("--sample-ms", args.sample_ms,
                 *(1000 * x for x in SAMPLE_PERIOD_LIMITS_S), " ms")
-    from bufferbloat.run.identity import run_config
-    from bufferbloat.run.sweep import run_one, stall_limit_s
-    # every repetition's configuration (bad input: exit 2 before anything runs)
-    configs = [run_config(scn, overrides, quick=args.quick, duration_s=args.time,
-                          rep=i + 1, sample_period_s=args.sample_ms / 1000.0)
-               for i in range(args.repeat)]
-    if _place(args, [(scn, overrides)]) == "vm":
+    from bufferbloat.run.resolved import resolve_run
+    from bufferbloat.run.watch import run_one, stall_limit_s
+    # every repetition resolved, once (bad input: exit 2 before anything runs); the
+    # same objects are placed and run
+    runs = [resolve_run(scn, overrides, quick=args.quick, duration_s=args.time,
+                        rep=i + 1, sample_period_s=args.sample_ms / 1000.0)
+            for i in range(args.repeat)]
+    if where_to_run(args, runs) == "vm":
         return _run_in_vm(args)
     from bufferbloat.run.where import note_run
     failed, degraded = 0, []
-    for i, config in enumerate(configs):
-        limit = stall_limit_s(config)
-        print(f"[{i + 1}/{args.repeat}] {scn.name} ({config['profile']} profile, "
-              f"{config['duration_s']:g} s, stall limit {limit:.4g} s)", flush=True)
-        def run(rep=i + 1):
-            return run_point(scn, overrides, args.time, args.out, quick=args.quick,
-                             sample_period_s=args.sample_ms / 1000.0, rep=rep)
-        done = run_one(run, f"{scn.name} run {i + 1}", limit, _retries(args))
+    for i, resolved in enumerate(runs):
+        limit = stall_limit_s(resolved.config)
+        print(f"[{i + 1}/{args.repeat}] {scn.name} ({resolved.profile} profile, "
+              f"{resolved.duration_s:g} s, stall limit {limit:.4g} s)", flush=True)
+
+        def run(resolved=resolved):
+            return engine.run_resolved(resolved, args.out)
+        done = run_one(run, f"{scn.name} run {i + 1}", limit, retries_of(args))
         if done.status != "ok":     # recorded in the run's result.json
             failed += 1
             print(f"bufferbloat: run {done.status}: {done.exc}", file=sys.stderr)
@@ -50,7 +57,7 @@ def cmd_run(args):
             print(f"recorded in the VM: {run_dir}", flush=True)
             continue
         print("\n".join(summary.finish(run_dir, draw=not args.no_figures)), flush=True)
-    return _end_status(failed, degraded)
+    return end_status(failed, degraded)
 
 
 def _run_in_vm(args):

@@ -5,55 +5,64 @@ import os
 import sys
 
 from bufferbloat.commands.common import (
-    _check_common,
-    _end_status,
-    _report_faulty,
-    _retries,
-    _scenario,
-    _scenarios,
+    check_common,
+    end_status,
+    precision_rule,
+    report_faulty,
+    retries_of,
+    scenario,
+    scenarios,
 )
-from bufferbloat.commands.placement import _executor, _needs, _place
+from bufferbloat.commands.placement import executor_for, needs, where_to_run
 
 
-def catalogue_points(quick, only=None):
-    """Every point run_all runs: [(scenario, overrides, varied, rep)]."""
-    from bufferbloat.run.sweep import points
-    cat = _scenarios()
+def catalogue_points(quick, only=None, reps=None):
+    """Every point run_all runs: [(scenario, overrides, varied, rep)] (``reps``: each
+    configuration's repetitions, default 1 in the quick profile, else the scenario's)."""
+    from bufferbloat.run.plan import points
+    cat = scenarios()
     names = only or list(cat)
     for name in names:
-        _scenario(name)
+        scenario(name)
     todo = []
     for name in names:
         scn = cat[name]
-        for varied, rep in points(scn.sweep_for(quick), 1 if quick else scn.repeat):
+        n = reps or (1 if quick else scn.repeat)
+        for varied, rep in points(scn.sweep_for(quick), n):
             todo.append((scn, dict(varied), varied, rep))
     return todo
 
 
 def cmd_run_all(args):
     """Run the whole catalogue with progress; go on past failures; write an index."""
-    from bufferbloat.run.engine import run_point
+    from bufferbloat.run.engine import run_resolved
+    from bufferbloat.run.plan import plan_points
     from bufferbloat.run.sweep import run_points
-    _check_common(args)
-    todo = catalogue_points(args.quick, args.only)
-    executor = _executor(args, [(scn, o) for scn, o, _, _ in todo])
+    check_common(args)
+    precision = precision_rule(args, *(scenario(n) for n in args.only or scenarios()))
+    todo = catalogue_points(args.quick, args.only,
+                            reps=precision.min_reps if precision else None)
+    # every point resolved, once: the same objects are placed and run
+    planned = plan_points(todo, quick=args.quick)
+    runs = [p.run for p in planned]
+    executor = executor_for(args, runs)
     if executor is None:
-        if _place(args, [(scn, o) for scn, o, _, _ in todo]) == "vm":
+        if where_to_run(args, runs) == "vm":
             from bufferbloat.run.where import run_in_vm
             return run_in_vm(args.argv, args.out)
-        caps, needed = _needs(sorted({scn.name for scn, _, _, _ in todo}))
+        caps, needed = needs(runs)
         caps.require(needed)  # refuse up front, before any network state, what can't run
     index_path = os.path.join(args.out, "index.json")
     try:
-        index, failed = run_points(todo, args.out, run_point, index_path,
+        index, failed = run_points(planned, args.out, run_resolved, index_path,
                                    {"catalogue": sorted({s.name for s, _, _, _ in todo})},
-                                   quick=args.quick, retries=_retries(args),
-                                   executor=executor)
+                                   retries=retries_of(args), executor=executor,
+                                   precision=precision)
     finally:
         if executor is not None:
             executor.close()
     ok = sum(1 for e in index if e["status"] == "ok")
-    from bufferbloat.run.sweep import degraded, faulty
+    from bufferbloat.run.index import degraded, faulty
     bad, wrong = degraded(index), faulty(index)
     print(f"done: {ok}/{len(todo)} runs ok ({ok - len(bad) - len(wrong)} healthy, "
           f"{len(bad)} degraded{f', {len(wrong)} faulty' if wrong else ''}); "
@@ -66,7 +75,7 @@ def cmd_run_all(args):
             f"{e['run_dir']}: {e.get('error', '')}" for e in index
             if e["status"] in ("failed", "stalled")),
             file=sys.stderr)
-    return _end_status(failed + _report_faulty(wrong), [e["run_dir"] for e in bad])
+    return end_status(failed + report_faulty(wrong), [e["run_dir"] for e in bad])
 
 
 def cost_line(index):

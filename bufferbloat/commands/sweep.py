@@ -5,45 +5,40 @@ import json
 import os
 
 from bufferbloat.commands.common import (
-    _check_common,
-    _end_status,
-    _overrides,
-    _report_faulty,
-    _retries,
-    _scenario,
+    check_common,
+    end_status,
+    parse_overrides,
+    precision_rule,
     progress,
+    report_faulty,
+    retries_of,
+    scenario,
 )
-from bufferbloat.commands.placement import _executor, _place
+from bufferbloat.commands.placement import executor_for, where_to_run
 from bufferbloat.core.errors import EXIT_NOTHING_RECORDED, UsageError
 
 
 def cmd_sweep(args):
     """Vary parameters over a scenario (cartesian product x repetitions), resumable."""
-    from bufferbloat.run.engine import run_point
-    from bufferbloat.run.identity import run_config
-    from bufferbloat.run.sweep import (
-        check_sweep_size,
-        check_vary,
-        parse_vary,
-        points,
-        run_sweep,
-    )
-    scn = _scenario(args.scenario)
-    _check_common(args)
+    from bufferbloat.run.engine import run_resolved
+    from bufferbloat.run.plan import check_sweep_size, parse_vary, plan_sweep
+    from bufferbloat.run.sweep import run_sweep
+    scn = scenario(args.scenario)
+    check_common(args)
+    precision = precision_rule(args, scn)
     vary = parse_vary(args.vary) if args.vary else scn.sweep_for(args.quick)
     if not vary:
         raise UsageError(f"scenario {scn.name} declares no sweep: give --vary key=v1,v2")
-    base = _overrides(args.set)
+    base = parse_overrides(args.set)
     # bad input: exit 2 before anything starts. The sweep's size first, counted (not
-    # built), then each varied value on its own, then every point
-    check_sweep_size(vary, scn.repeat if args.repeat is None else args.repeat,
+    # built), then every point resolved, once: the same objects are placed and run
+    repeat = precision.min_reps if precision else args.repeat
+    check_sweep_size(vary, scn.repeat if repeat is None else repeat,
                      what="--vary" if args.vary else f"the sweep of {scn.name}")
-    check_vary(scn, vary, base, quick=args.quick, duration_s=args.time)
-    todo = [dict(base, **o) for o, _ in points(vary, 1)]
-    for overrides in todo:
-        run_config(scn, overrides, quick=args.quick, duration_s=args.time)
-    executor = _executor(args, [(scn, o) for o in todo])
-    if executor is None and _place(args, [(scn, o) for o in todo]) == "vm":
+    planned = plan_sweep(scn, vary, repeat, base, quick=args.quick, duration_s=args.time)
+    runs = [p.run for p in planned]
+    executor = executor_for(args, runs)
+    if executor is None and where_to_run(args, runs) == "vm":
         from bufferbloat.run.where import run_in_vm
         rc = run_in_vm(args.argv, args.out, extra=["--no-figures"])
         sweep_dir = os.path.join(args.out, scn.name, "sweep")
@@ -54,9 +49,10 @@ def cmd_sweep(args):
         return rc
     # --repeat overrides the scenario's own repetitions (None: the scenario's)
     try:
-        index, failed = run_sweep(scn, vary, args.repeat, args.out, run_point,
+        index, failed = run_sweep(scn, vary, repeat, args.out, run_resolved,
                                   quick=args.quick, duration_s=args.time, base=base,
-                                  retries=_retries(args), executor=executor)
+                                  retries=retries_of(args), executor=executor,
+                                  planned=planned, precision=precision)
     finally:
         if executor is not None:
             executor.close()
@@ -64,8 +60,8 @@ def cmd_sweep(args):
     if not args.no_figures:
         from bufferbloat.summary import finish_sweep
         print("\n".join(finish_sweep(os.path.dirname(index), progress=progress)))
-    from bufferbloat.run.sweep import degraded, faulty
+    from bufferbloat.run.index import degraded, faulty
     with open(index) as f:
         entries = json.load(f).get("done", [])
-    return _end_status(failed + _report_faulty(faulty(entries)),
+    return end_status(failed + report_faulty(faulty(entries)),
                        [e["run_dir"] for e in degraded(entries)])

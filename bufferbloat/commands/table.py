@@ -108,6 +108,22 @@ CLUSTER = one_of(
         help="start a local cluster of N workers on this machine and run the "
              "points on them, N at a time (this kernel must run them)"))
 
+#: --precision P and its companions: repetitions until precise (run/precision.py)
+PRECISION = [
+    arg("--precision", type=float, metavar="P",
+        help="repeat each configuration until every headline metric's confidence "
+             "interval is within +-P %% of its mean (healthy runs only; Stein's "
+             "two-stage t interval); instead of --repeat"),
+    arg("--confidence", type=float, metavar="C",
+        help="the intervals' confidence with --precision (default 0.95)"),
+    arg("--min-reps", type=int, metavar="N",
+        help="runs each configuration starts with under --precision (default 5; "
+             "the interval's spread comes from them)"),
+    arg("--max-reps", type=int, metavar="N",
+        help="at most this many runs a configuration under --precision (default 20; "
+             "said in the output and the index when reached)"),
+]
+
 # ------------------------------------------------------------------------- the commands
 
 COMMANDS = (
@@ -181,7 +197,7 @@ COMMANDS = (
          out("the sweep's runs and index.json"),
          QUICK,
          no_figures("no figures and no report.html at the end"),
-         RETRY, WHERE, CLUSTER],
+         *PRECISION, RETRY, WHERE, CLUSTER],
         "bufferbloat.commands.sweep:cmd_sweep"),
     Command(
         "show", "a run's metrics table",
@@ -261,7 +277,7 @@ COMMANDS = (
          out("every scenario's runs and index.json"),
          arg("--only", action="append", metavar="SCENARIO",
              help="run only this scenario (repeatable)"),
-         RETRY, WHERE, CLUSTER],
+         *PRECISION, RETRY, WHERE, CLUSTER],
         "bufferbloat.commands.run_all:cmd_run_all"),
     Command(
         "worker", "a Dask worker that runs a cluster's points",

@@ -194,7 +194,10 @@ def prepare(run, out_root="results", log=print, run_dir=None):
     caps.require(traffic_kinds.needs_of(run.traffic))  # the traffic's tools and features
     if run_dir is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = os.path.join(out_root, run.name, f"{stamp}-{os.getpid()}")
+        run_dir = base = os.path.join(out_root, run.name, f"{stamp}-{os.getpid()}")
+        n = 2
+        while os.path.exists(run_dir):     # a repetition that ended within the second
+            run_dir, n = f"{base}.{n}", n + 1
     writer = RunWriter(run_dir)
     writer.record.update(identity.record_fields(run.config))
     return RunContext(run.scn, dict(run.overrides), run.quick, run.duration_s,

@@ -16,6 +16,7 @@ from bufferbloat.core.errors import UsageError
 from bufferbloat.core.signals import deferred_signals
 from bufferbloat.results.records_writer import RunWriter
 from bufferbloat.run import identity, plan, sweep, watch
+from bufferbloat.run.index import degraded
 from bufferbloat.scenarios import catalogue
 
 SCN = catalogue()["a4_wifi_loss"]
@@ -269,7 +270,7 @@ def test_a_c1_sweep_without_repeat_runs_the_scenarios_five_repetitions(tmp_path,
                                                                          monkeypatch):
     import bufferbloat.run.engine as engine
     calls = []
-    monkeypatch.setattr(engine, "run_point", fake_runner(calls))
+    monkeypatch.setattr(engine, "run_resolved", fake_runner(calls))
     monkeypatch.setattr("bufferbloat.run.where.require_here", lambda topos: None)
     rc = cli.main(["sweep", "c1_red_vs_pie", "--quick", "--host", "--no-figures",
                    "--out", str(tmp_path)])
@@ -343,14 +344,13 @@ def test_run_ends_a_stalled_repetition_and_runs_the_next(tmp_path, monkeypatch, 
     calls = []
     fake = fake_runner(calls)
 
-    def run_point(scn, overrides, duration_s=None, out_root=None, quick=False, rep=1,
-                  sample_period_s=None, **_):
-        path = os.path.join(out_root, f"rep{rep}")
-        fake(scn, overrides, duration_s=duration_s, quick=quick, run_dir=path, rep=rep)
-        if rep == 1:
+    def run_point(run, out_root=None, **_):
+        path = os.path.join(out_root, f"rep{run.rep}")
+        fake(run, run_dir=path)
+        if run.rep == 1:
             time.sleep(3600)               # the first repetition never ends
         return path
-    monkeypatch.setattr(engine, "run_point", run_point)
+    monkeypatch.setattr(engine, "run_resolved", run_point)
     monkeypatch.setattr("bufferbloat.run.where.require_here", lambda topos: None)
     monkeypatch.setenv(watch.STALL_LIMIT_ENV, "0.5")
     t0 = time.monotonic()
@@ -372,13 +372,13 @@ def test_run_all_reports_a_stalled_point_and_completes_the_others(tmp_path, monk
     class Caps:
         def require(self, needed):
             pass
-    monkeypatch.setattr(run_all, "_needs", lambda names: (Caps(), []))
+    monkeypatch.setattr(run_all, "needs", lambda runs: (Caps(), []))
     monkeypatch.setattr("bufferbloat.run.where.require_here", lambda topos: None)
     scn = catalogue()["a4_wifi_loss"]
     todo = run_all.catalogue_points(True, ["a4_wifi_loss"])
     stuck = todo[1][2]                      # the second point's varied values
     calls = []
-    monkeypatch.setattr(engine, "run_point", fake_runner(
+    monkeypatch.setattr(engine, "run_resolved", fake_runner(
         calls, sleep_s=lambda o: 3600 if all(o.get(k) == v for k, v in stuck.items())
         else 0))
     monkeypatch.setenv(watch.STALL_LIMIT_ENV, "0.5")
@@ -421,7 +421,7 @@ def test_a_degraded_point_is_kept_aside_and_run_again(tmp_path):
                                **QUIET)
     done = _index(index)["done"]
     assert len(calls) == 2 and done[-1]["health"] == "degraded"
-    assert index.degraded(done) == [done[-1]]
+    assert degraded(done) == [done[-1]]
     # no retries: one attempt
     calls = []
     sweep.run_sweep(SCN, {"loss_pct": ["3"]}, 1, str(tmp_path),
@@ -447,11 +447,9 @@ def test_run_all_plans_every_point_of_the_catalogue_before_it_runs(quick):
     before anything is built. A point whose knob is derived from another point (D's
     streams: the bulk run's goodput) has no value yet then: it must be planned with a
     stand-in, not refused (the full profile once stopped here with exit 2)."""
-    import argparse
-
     from bufferbloat.run import derive
     todo = run_all.catalogue_points(quick, None)
-    topos = placement._topologies(argparse.Namespace(quick=quick), [(s, o) for s, o, _, _ in todo])
+    topos = placement.topologies([p.run for p in plan.plan_points(todo, quick=quick)])
     distinct = {(s.name, tuple(sorted((k, str(v)) for k, v in o.items())))
                 for s, o, _, _ in todo}
     assert len(topos) == len(distinct) > 0
