@@ -1,4 +1,4 @@
-"""Benchmark (not a test): the TCG VM's shaper burst decided by measurement (issue 28).
+"""Benchmark (not a test): the TCG VM's shaper burst decided by measurement.
 
     sudo PYTHONPATH=. /usr/bin/python3 bench/bench_burst.py [--bursts 0,5,10,20]
                                                             [--families A,B,C,D,E] [--reps 2]

@@ -12,7 +12,7 @@ processes). Its last line:
 
     serial S s, 2 workers W s, ratio W/S, points ok N/N, leftovers K
 
-Expected on a 2-core machine: ratio <= 0.6, N/N, K = 0 (issue 26). Asserts nothing.
+Expected on a 2-core machine: ratio <= 0.6, N/N, K = 0. Asserts nothing.
 """
 
 import argparse

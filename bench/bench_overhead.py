@@ -11,7 +11,7 @@ point, its traffic time, its wall time, the overhead ratio (wall / traffic) and 
 phase of the run as the engine records it (result.json ``phases_s``: resolve, record,
 sampler_build, build, readback, parts, idle_rtt, prepare, sampler_start, connect,
 traffic, grace, stop, collect, metrics, health, teardown, other), then the totals, and
-per point the departure-timing and sender checks (issue 28: their values, and the cost
+per point the departure-timing and sender checks (their values, and the cost
 of the departure trace, its start/stop phases and reader CPU; ``--departures off`` runs
 the same points without it, for the side-by-side; ``--mininet-config shell`` builds with
 Mininet's own ifconfig and brctl through its shells, serially, for another;

@@ -1,4 +1,4 @@
-"""Benchmark (not a test): are scaled runs the study's runs? (issue 28, part 3)
+"""Benchmark (not a test): are scaled runs the study's runs?
 
     sudo PYTHONPATH=. /usr/bin/python3 bench/bench_scaling.py [--scenarios e1_aqm_kflows,...]
                                                               [--caps e1_aqm_kflows=5,10,20]

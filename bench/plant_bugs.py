@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Plant bugs, one at a time, in a copy of the tree and run the gate on each copy
-(issue 39, part 5): does the gate catch every one of them, and with which test?
+"""Plant bugs, one at a time, in a copy of the tree and run the gate on each copy:
+does the gate catch every one of them, and with which test?
 
 Usage (as root: the gate needs namespaces, qdiscs and the project VM):
 
@@ -428,7 +428,7 @@ def table(results, not_run=()):
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Plant bugs one at a time in a copy of the tree and run the gate on "
-                    "each (issue 39, part 5). Exit 0 only if every bug was caught.",
+                    "each. Exit 0 only if every bug was caught.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="bugs:\n" + "\n".join(f"  {b.name:27} {b.what}" for b in BUGS))
     ap.add_argument("--list", action="store_true",

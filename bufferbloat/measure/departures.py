@@ -1,4 +1,4 @@
-"""Every packet that leaves a watched bottleneck leaf, timed by the kernel (issue 28).
+"""Every packet that leaves a watched bottleneck leaf, timed by the kernel.
 
 The 10 ms sampler says whether the link sent at its rate over each interval; it cannot
 say whether each packet left when an ideal link would have sent it. Mininet-HiFi

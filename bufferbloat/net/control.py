@@ -1,4 +1,4 @@
-"""A control path between two hosts, beside the emulated links (issue 27).
+"""A control path between two hosts, beside the emulated links.
 
 A testbed keeps its tools' control traffic off the links it measures. NetPerfMeter's
 control connection (the passive side's port + 1) carries the flows' set-up before the

@@ -135,7 +135,7 @@ def scale_traffic_rates(spec, factor, names=None):
 
 
 # ----------------------------------------------------------------------------- evidence
-#: Where the evidence is that a scaled run is the study's run (issue 28):
+#: Where the evidence is that a scaled run is the study's run:
 #: bench/bench_scaling.py ran each scaled scenario's quick points at three caps in the
 #: TCG VM, and this file holds its tables.
 EVIDENCE = "docs/SCALING.md"

@@ -85,8 +85,8 @@ def due_s(origin, at_s):
     """When a tool at offset ``at_s`` (s) of the traffic is due: ``origin`` + ``at_s``,
     in the origin's clock (monotonic s for a :class:`Schedule`, run time s for a record's
     ``scheduled_s``). The one place a due time is computed: every kind's tools are started
-    there by their part's schedule (never against the run's t0 or a clock of their own,
-    issue 38: A.5's stream once sent at t0 + its start, 2.7-3.0 s early), and health
+    there by their part's schedule (never against the run's t0 or a clock of their own:
+    A.5's stream once sent at t0 + its start, 2.7-3.0 s early), and health
     judges each start against it."""
     return origin + at_s
 

@@ -1,4 +1,4 @@
-"""Sweeps on Dask workers on this kernel (issue 26): HTB and pfifo only (``--set
+"""Sweeps on Dask workers on this kernel: HTB and pfifo only (``--set
 delay_ms=0``: no netem), which every Linux kernel has.
 
 * a local cluster of 2 workers runs a sweep two points at a time, each in its own

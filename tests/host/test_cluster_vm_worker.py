@@ -1,5 +1,5 @@
 """A worker whose kernel lacks what the points need runs them in its project VM, booted
-once for all of them (issue 26): ``sweep a1_fifo`` (netem) on a local cluster of one
+once for all of them: ``sweep a1_fifo`` (netem) on a local cluster of one
 worker, on this host whose kernel has no netem. Three points, one VM boot, every point
 ok and recorded in the driver's tree under its key, the VM gone at the end. Boots the VM
 (minutes under TCG; one VM at a time)."""

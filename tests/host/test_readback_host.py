@@ -1,4 +1,4 @@
-"""Everything configured is read back from the host kernel (issue 39, part 1), where this
+"""Everything configured is read back from the host kernel, where this
 kernel can hold it: namespaces, a Linux bridge, HTB, pfifo/bfifo, sysctls, reno and
 cubic (this machine has no sch_netem, sch_pie, sch_red, sch_codel or sch_cake: the
 project VM's tests/vm/test_readback_vm.py reads those back).

@@ -1,4 +1,4 @@
-"""Writes that fail (issue 22, part 3): a full disk during ``report`` (a 2 MiB tmpfs)
+"""Writes that fail: a full disk during ``report`` (a 2 MiB tmpfs)
 and a read-only folder for ``compare --html`` and ``export -o`` (a tmpfs mounted
 read-only: root ignores mode bits). Each: one line naming what and where, exit 1, no
 temporary file left, no file left half-written (0 bytes), the previous page intact.

@@ -1,4 +1,4 @@
-"""The command line a user reads with pleasure (issue 25, item 4): complete help,
+"""The command line a user reads with pleasure: complete help,
 validation before output, errors that name what is missing, compare writing HTML only
 when asked, a time estimate from the points' durations."""
 import argparse

@@ -1,4 +1,4 @@
-"""The pieces of a Dask sweep that need no network (issue 26): a run sent by a worker is
+"""The pieces of a Dask sweep that need no network: a run sent by a worker is
 written only under its own key and never outside its directory, the code identity
 changes with the code, the runner keeps the index in the points' order whatever order
 they finish in and holds a derived point until its provider is done, and bad cluster

@@ -1,4 +1,4 @@
-"""The engine's start-up order (issue 27): the sampler's start-up runs beside the idle
+"""The engine's start-up order: the sampler's start-up runs beside the idle
 RTT probe, except when a part labels its flows only once prepared (NetPerfMeter); the
 departure trace starts only once the sampler is ready (the order docs/COST.md
 measured), and the traffic's origin always follows a sampler

@@ -1,4 +1,4 @@
-"""Figures agree with the metrics (issue 25, item 3), on every run fixture.
+"""Figures agree with the metrics, on every run fixture.
 
 - every throughput-like line of every figure (per-run figures, compare's overlay, the
   studies' and sweeps' figures) stays at or below the rate of the link it crosses, read

@@ -1,4 +1,4 @@
-"""Health judges every part with a schedule, early and late (issue 38): a part that
+"""Health judges every part with a schedule, early and late: a part that
 began before its due time is a fault of the run (``faulty``, named in ``faults`` with its
 offset), never a degraded emulator; one that began late beyond the slack stays degraded."""
 

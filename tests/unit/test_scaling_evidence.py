@@ -1,4 +1,4 @@
-"""Issue 28, part 3: a scaled run says which of its numbers hold at the study's rate and
+"""A scaled run says which of its numbers hold at the study's rate and
 where the evidence is (docs/SCALING.md, measured by bench/bench_scaling.py): in
 ``describe`` for the scenarios the TCG VM scales, in a scaled run's summary and in its
 report's configuration; never for a run at the study's rate."""

@@ -1,5 +1,5 @@
 """Every scheduled part starts at the traffic's origin + its start, whatever its kind
-(issue 38: A.5's UDP stream sent at the run's t0 + its start, 2.7-3.0 s before its time,
+(A.5's UDP stream sent at the run's t0 + its start, 2.7-3.0 s before its time,
 and every run was judged healthy).
 
 Every kind of the traffic registry is built from a minimal spec on a fake network that

@@ -1,4 +1,4 @@
-"""Behaviours the suite configures but had never run on a kernel (issue 23, item 5), each
+"""Behaviours the suite configures but had never run on a kernel, each
 against theory. One network each, in the project VM (every qdisc, IFB, BBR).
 
 * netem jitter: every sender's path has one netem stage per direction, each delaying

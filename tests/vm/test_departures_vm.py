@@ -1,4 +1,4 @@
-"""Issue 28 in the project VM (TCG, every qdisc): the departure trace and the sender
+"""Departure timing in the project VM (TCG, every qdisc): the departure trace and the sender
 check on real study points.
 
 * a2_pie, quick profile: result.json holds ``departure_timing:s0-eth2:pie`` with a value

@@ -476,8 +476,8 @@ def test_e_ten_flows_keep_the_link_busy_and_the_fifo_near_full(out):
     packet per ~20 ms RTT each, ~500 packets/s in all; at x0.25 each holds ~3 packets,
     so a drop takes back ~1.6 and CoDel must drop ~300/s, against ~75/s at the study's
     80 Mbit/s (~13 packets a flow): 4x the rate, and CoDel's count, which sets its rate
-    as sqrt(count) per 100 ms, 16x. Probably a result that does not scale (issue 28
-    part 3), not yet shown. k = 20 with iperf3 was degraded twice in the TCG VM: flows
+    as sqrt(count) per 100 ms, 16x. Probably a result that does not scale (the scaling
+    evidence), not yet shown. k = 20 with iperf3 was degraded twice in the TCG VM: flows
     whose first data came 4-6 s after the start, late starts counted as idle 6-17 % of
     the judged window, E_TEN_S.)"""
     full_ms = 100 * 1514 * 8 / 80e3

@@ -153,7 +153,7 @@ def test_one_quick_point_of_each_family_is_complete(out, family):
 
 
 def _the_stream_at_its_time(run, rec, origin, duration_s):
-    """A.5's stream (issue 38): its first packet sent at origin + start x duration, never
+    """A.5's stream: its first packet sent at origin + start x duration, never
     before; its last by origin + stop x duration (plus one packet interval)."""
     spec = next(s for s in rec["traffic"]
                 if s.get("kind") == "udp" and s.get("name") == "video")

@@ -1,5 +1,5 @@
 """Everything configured is read back from the kernel and compared with the configuration
-(issue 39, part 1), in the project VM, whose kernel has every qdisc.
+in the project VM, whose kernel has every qdisc.
 
 * every registered qdisc kind (``bufferbloat.net.qdiscs.KINDS``, parametrised from the
   registry: a kind added without expected values here fails): built as the bottleneck's

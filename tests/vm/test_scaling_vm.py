@@ -1,4 +1,4 @@
-"""Scaled runs are the study's runs for what physics keeps (issue 28, part 3): study E
+"""Scaled runs are the study's runs for what physics keeps: study E
 (80 Mbit/s, 5 NewReno flows, 15 ms RTT) under CAKE, quick profile, run at two caps in
 the project VM (BUFFERBLOAT_MAX_MBIT 10 and 20: x0.125 and x0.25 of the study's rate,
 buffers scaled alike, every delay kept).
