@@ -1,5 +1,6 @@
 """No traceback for any input or fault, and every degradation said: outputs in the way,
-corrupted records (index.json, result.json, metrics.json), output to a closed pipe; warnings (one line each on stderr, ``warning: `` first) for
+corrupted records (index.json, result.json, metrics.json), output to a closed pipe;
+warnings (one line each on stderr, ``warning: `` first) for
 recomputed metrics, missing series, runs an index lists but the tree lacks, and a
 recompute over a cut series. The full disk and the read-only folder are in
 tests/host/test_write_faults.py (they mount a tmpfs)."""
