@@ -4,10 +4,10 @@ by configuration (``configs``). Read strictly: a corrupt index is refused (Usage
 rather than read in part.
 """
 
-import json
 import os
 
 from bufferbloat.core.errors import UsageError
+from bufferbloat.results.records import load_json_object
 
 #: A sweep's (and run-all's) index of its points, in its directory
 INDEX_FILE = "index.json"
@@ -32,13 +32,7 @@ def read_index(path):
     index_path = os.path.join(str(path), INDEX_FILE)
     if not os.path.isfile(index_path):
         return None
-    try:
-        with open(index_path) as f:
-            index = json.load(f)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{index_path}: not valid JSON ({exc})") from None
-    if not isinstance(index, dict):
-        raise UsageError(f"{index_path}: not a JSON object")
+    index = load_json_object(index_path, UsageError)
     if "done" not in index:
         raise UsageError(f"{index_path}: corrupt index: no 'done' field (its runs)")
     _check_types(index_path, "", index, _INDEX_TYPES)
