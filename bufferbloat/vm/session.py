@@ -325,12 +325,11 @@ class _Session:
                                                      self.command, self.env, self.accel,
                                                      self.record["boots"])
         self.logs = console_log, qemu_log
-        paths = self.paths
-        argv = qemu_args(paths, self.run_id, self.share, console_log, out_log, self.accel,
+        argv = qemu_args(self.paths, self.run_id, self.share, console_log, out_log, self.accel,
                          self.memory_mb, self.cpus, qemu=tool("qemu-system-x86_64"),
                          append=self.append)
         self.progress(f"vm: booting the project VM ({self.accel}, {self.cpus} CPU, "
-                      f"{self.memory_mb} MB, kernel {paths.kernel_release or '?'}), run "
+                      f"{self.memory_mb} MB, kernel {self.paths.kernel_release or '?'}), run "
                       f"{self.run_id}, boot {attempt}/{self.attempts} (the command must "
                       f"start within {self.bound_s:.0f}s)")
         t_boot = time.monotonic()
@@ -348,9 +347,8 @@ class _Session:
         self.sig.armed = True
         watch = BootWatch(self.bound_s, self.first_s)
         outcome, self.end = watch_boot(proc, watch, t_boot, self.ctl, console_log, out_log,
-                                        qemu_log, self.output, self.accel, self.deadline,
-                                        self.sig, self.grace_s, self.progress,
-                                        self.lockup_s)
+                                       qemu_log, self.output, self.accel, self.deadline,
+                                       self.sig, self.grace_s, self.progress, self.lockup_s)
         self.sig.armed = False
         stop_process(proc)
         self.record["boots"].append({
