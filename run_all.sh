@@ -44,7 +44,7 @@ fi
 # on this host (plotting needs no special kernel, and runs at native speed here). The
 # report is written even when some runs failed; the exit status says whether all of
 # them succeeded: 1 if a run failed, 5 if a run was degraded, i.e. the emulator fell
-# behind, docs/HEALTH.md.
+# behind, docs/design/health.md.
 $PY -m bufferbloat run-all "${args[@]}" "--$where"
 rc=$?
 case $rc in 2|4|130|143) exit $rc ;; esac   # bad input, no VM boot, Ctrl-C, SIGTERM: no report

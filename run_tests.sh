@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command, in two tiers (docs/TESTING.md):
+# The test command, in two tiers (docs/design/testing.md):
 #   sudo ./run_tests.sh                the gate: contracts correct code meets on any machine
 #                                      (unit, host-kernel, then the project VM); what CI runs
 #   sudo ./run_tests.sh --acceptance   the physics and timing bands on emulated runs

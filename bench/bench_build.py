@@ -9,7 +9,7 @@ own build and start, the offloads (ethtool per interface), the qdisc plan, the h
 settings (sysctl), the read-back the run records (qdiscs, sysctls, routes) and the
 teardown, with the tool processes each step ran and its calls made in this process inside
 a host's namespace (offloads and sysctls: bufferbloat/netlink/nsconfig.py). E's build grows with k (30 s at
-k = 20 in the TCG VM, docs/COST.md); this shows which step. Asserts nothing.
+k = 20 in the TCG VM, docs/design/cost.md); this shows which step. Asserts nothing.
 """
 
 import argparse

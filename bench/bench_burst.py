@@ -9,7 +9,7 @@ point) ``--reps`` times, in one project VM boot (env BUFFERBLOAT_HTB_BURST_MS se
 burst), and prints per burst and point: the health verdicts, work conservation, the
 departure timing (p99 gap error, share of gaps within 10 % of ideal), the sender check,
 and every headline metric of the family, as the mean and the spread (min-max) over the
-healthy repetitions only. The last lines are a Markdown table for docs/HEALTH.md.
+healthy repetitions only. The last lines are a Markdown table for docs/design/health.md.
 Asserts nothing; the runs are kept under .scratch/.
 """
 

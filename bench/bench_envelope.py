@@ -13,7 +13,7 @@ direction in one process, connected before the clock starts; 536 B segments come
 the hosts' advertised MSS, as in study C; one flow for a loaded reverse direction).
 
 --tcp-ms: how often the sockets are sampled (the queue always every 10 ms); --rt: the
-sampler's SCHED_FIFO priority (0: none). docs/HEALTH.md keeps the table.
+sampler's SCHED_FIFO priority (0: none). docs/design/health.md keeps the table.
 """
 
 import argparse

@@ -16,7 +16,7 @@ per point and cap, the quantities physics says a rate scaling leaves unchanged:
 
 with their spread over the caps (max - min, healthy runs only), and the quantities that
 are NOT invariant, for contrast: packets in the queue and drops per second (both scale
-with the rate). The last lines are a Markdown table per scenario for docs/SCALING.md.
+with the rate). The last lines are a Markdown table per scenario for docs/design/scaling.md.
 Asserts nothing; the runs are kept under .scratch/.
 """
 

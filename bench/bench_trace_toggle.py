@@ -1,4 +1,4 @@
-"""The guest lockup under TCG, reproduced (docs/HEALTH.md, "kernel code patched").
+"""The guest lockup under TCG, reproduced (docs/design/health.md, "kernel code patched").
 
 Run in the project VM, as root:
 

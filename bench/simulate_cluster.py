@@ -1,5 +1,5 @@
 """The full profile's wall time on N workers, simulated from a real run-all's records
-(not a test; docs/CLUSTER.md).
+(not a test; docs/guide/cluster.md).
 
     PYTHONPATH=. /usr/bin/python3 bench/simulate_cluster.py RESULTS/index.json [--workers 1,4,16]
                                                        [--profile full] [--boot-s 25]

@@ -1,6 +1,6 @@
 """bufferbloat: a Mininet-based emulation suite for bufferbloat and AQM experiments.
 
-The package reads as its layers, each importing only those below it (docs/ARCHITECTURE.md;
+The package reads as its layers, each importing only those below it (docs/design/architecture.md;
 ``tests/unit/test_layers.py`` holds every import to this order):
 
 ==============  ===========================================================================

@@ -6,7 +6,7 @@ run, or repetitions of one configuration), the sides are compared directly, what
 their scenarios (a student's FIFO run against the reference PIE run). Otherwise their
 runs are matched by scenario and sweep point (``a1_fifo buffer_pkts=20``), one group of
 rows per match. A side's value is the mean over its repetitions (degraded runs left
-out, as in every mean: docs/HEALTH.md).
+out, as in every mean: docs/design/health.md).
 
 The table has one row per headline metric (the union of the sides' scenarios'
 declarations, :mod:`bufferbloat.results.headline`), one column per side, and each side after

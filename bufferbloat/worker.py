@@ -1,7 +1,7 @@
 """``bufferbloat worker ADDRESS``: a Dask worker that runs a cluster's points, and the
 child process that runs one point (``python3 -m bufferbloat.worker point SPEC``).
 
-A lab starts one worker per machine (by ssh or a systemd unit: docs/CLUSTER.md); each
+A lab starts one worker per machine (by ssh or a systemd unit: docs/guide/cluster.md); each
 runs one point at a time (one thread, the resource ``emulator=1``), as root, each point
 in a network namespace of its own (:mod:`bufferbloat.run.cluster`). On start it removes
 what a dead predecessor of the same name left, and allows the catalogue's congestion
@@ -62,7 +62,7 @@ def _check_reachable(address, timeout_s=5.0):
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as exc:
         raise UsageError(f"cannot reach the Dask scheduler at {address}: {exc}; start one "
-                         "(dask-scheduler) or check the address (docs/CLUSTER.md)") from None
+                         "(dask-scheduler) or check the address (docs/guide/cluster.md)") from None
 
 
 def point_main(spec_path):

@@ -37,7 +37,7 @@ A_VARIANTS = {
 #: senders' egress, PIE stayed undropping (p ~ 0, a 50-100 ms standing queue, three of
 #: four uploads at 4 packets in flight) in 4 of 12 quick runs in the TCG VM (4 of 8 with
 #: its dequeue-rate estimator); with 0.25 ms it held its target in 16 of 16
-#: (docs/TESTBED_B.md).
+#: (docs/design/testbed-b.md).
 B_NET = dict(bottleneck_mbit=100, delay_ms=0.25, host_mbit=1000, qdisc="pie",
              buffer_pkts=1000, cca="cubic", reverse_qdisc="fq_codel")
 #: ``--set variant=dumbbell``: B before it had its testbed (the suite's default until

@@ -15,7 +15,7 @@ SCENARIO = Scenario(
     sweep={"qdisc.tupdate_ms": [1, 15, 30, 60], "extra": ["none", "udp", "tcp"]},
     quick_sweep={"qdisc.tupdate_ms": [1, 15, 30, 60]},
     figures=("totals", "ellipsis", "drops", "qdelay"),
-    # B's figures are totals, drops and the queue; the sockets every 50 ms cost the TCG VM a fifth of the 10 ms rate (docs/HEALTH.md)
+    # B's figures are totals, drops and the queue; the sockets every 50 ms cost the TCG VM a fifth of the 10 ms rate (docs/design/health.md)
     tcp_sample_ms=50,
     study="B.1: PIE target 20 ms, tupdate 1, 15, 30, 60 ms under RRUL (B.3: with a UDP "
           "flood or an extra TCP flow)",

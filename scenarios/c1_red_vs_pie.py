@@ -31,7 +31,7 @@ SCENARIO = Scenario(
     # connected before the clock starts. With
     # iperf3 (a client and a server per flow) 40 flows launched up to 5.5 s late in the
     # TCG VM; with NetPerfMeter 40 and 80 flows started on time and kept the link
-    # (docs/HEALTH.md)
+    # (docs/design/health.md)
     knobs=dict(flows=20, stagger_s=60, mss_bytes=536, tool="netperfmeter"),
     variants={"red": {"qdisc": "red", "qdisc.min_bytes": 4000, "qdisc.max_bytes": 12000,
                       "qdisc.probability": 0.02, "qdisc.avpkt_bytes": 576, "qdisc.ecn": True},

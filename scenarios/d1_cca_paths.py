@@ -88,7 +88,7 @@ SCENARIO = Scenario(
         {"metric": "flow:owd_mean_ms",
          "label": "one-way delay (NetPerfMeter's: send buffer included), mean",
          "expect": "the path's one-way delay plus the wait in the sender's socket buffer "
-                   "(docs/D_DELAY.md)"},
+                   "(docs/reference/one-way-delay.md)"},
         {"metric": "flow:path_owd_mean_ms", "label": "the path's one-way delay, mean",
          "expect": "half the base RTT plus the queue the CCA keeps"},
         {"metric": "flow:sndbuf_wait_mean_ms", "label": "wait in the send buffer, mean",

@@ -99,7 +99,7 @@ def pytest_runtest_logreport(report):
         os.fsync(f.fileno())
 
 
-#: the tiers (tests/retries.py, docs/TESTING.md): a test marked ``acceptance`` judges a
+#: the tiers (tests/retries.py, docs/design/testing.md): a test marked ``acceptance`` judges a
 #: physics or timing band on emulated runs; the gate runs every other test. A test
 #: marked ``bands`` runs in both: its contracts fail it in either, its bands
 #: (tests.retries.measure_until_met) are recorded in the gate and judged in acceptance

@@ -55,7 +55,7 @@ TC_HTB_MTU = 1600
 #: bottleneck.py's documented plain leaf (a link without impairment) and netem limit
 HOST_QUEUE_PKTS = 10_000
 NETEM_LIMIT_PKTS = 100_000
-#: the burst rule documented in bottleneck.py / docs/HEALTH.md: HTB_BURST_MS of the rate,
+#: the burst rule documented in bottleneck.py / docs/design/health.md: HTB_BURST_MS of the rate,
 #: at least 1600 B, at most 64 KiB (under TCG, or when the environment sets a time)
 BURST_MS_TCG = 20.0
 BURST_MIN, BURST_MAX = 1600, 64 * 1024

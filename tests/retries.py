@@ -1,6 +1,6 @@
 """The one retry and accounting module of the test tiers (import it as ``tests.retries``).
 
-Two tiers (docs/TESTING.md), named by env ``BUFFERBLOAT_TEST_TIER`` (run_tests.sh sets it):
+Two tiers (docs/design/testing.md), named by env ``BUFFERBLOAT_TEST_TIER`` (run_tests.sh sets it):
 
 * **gate** (the default; ``sudo ./run_tests.sh``): contracts that correct code meets on
   any machine, however loaded. A measurement with a physics or timing *band*
@@ -16,7 +16,7 @@ Two tiers (docs/TESTING.md), named by env ``BUFFERBLOAT_TEST_TIER`` (run_tests.s
   attempts passes with probability ``(1 - q) + q * (1 - q) ** 2`` (0.50 at q = 0.6,
   0.11 at q = 0.9).
 
-Degraded runs (the emulator fell behind: docs/HEALTH.md) are never judged: a test reruns
+Degraded runs (the emulator fell behind: docs/design/health.md) are never judged: a test reruns
 them (at most :data:`DEGRADED_RERUNS` times, :func:`run_until_healthy_counted`) and
 :data:`SESSION` counts every run and every degraded one, by family. In the acceptance
 tier, the session fails when a family's degraded count is improbable under its
@@ -43,8 +43,8 @@ DEGRADED_RERUNS = 2
 #: one-sided binomial test's level: a family's degraded count at least this improbable
 #: under its rate fails the acceptance session
 DEGRADED_ALPHA = 0.001
-#: each family's rate of degraded runs in the TCG VM, per run (docs/TESTING.md: from the
-#: degraded attempts recorded in the CI logs and docs/HEALTH.md; E at ten flows and C at
+#: each family's rate of degraded runs in the TCG VM, per run (docs/design/testing.md: from the
+#: degraded attempts recorded in the CI logs and docs/design/health.md; E at ten flows and C at
 #: 40 are the heaviest). Every test record writes the counts it saw, to recalibrate.
 DEGRADED_RATE = {"a": 0.05, "b": 0.08, "c": 0.15, "d": 0.08, "e": 0.25, "other": 0.10}
 
@@ -198,7 +198,7 @@ def _reasons(run_dir):
 
 
 def run_until_healthy_counted(run_once, retries=DEGRADED_RERUNS, log=print, ledger=None):
-    """``bufferbloat.run.sweep.run_until_healthy`` (at most ``retries`` reruns of a
+    """``bufferbloat.run.watch.run_until_healthy`` (at most ``retries`` reruns of a
     degraded run, never more than :data:`DEGRADED_RERUNS`); every attempt counts in
     the session's ledger, each degraded one with its reasons, printed."""
     from bufferbloat.run.watch import run_until_healthy  # noqa: PLC0415

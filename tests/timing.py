@@ -4,7 +4,7 @@ The host tier's timing bands (a sampler tick's p99, a process started on time, d
 against an ideal link, a full FIFO's RTT) are a real-time machine's: the host kernel here,
 or a stock Debian kernel on real hardware. Inside the project VM under qemu's software
 emulation (TCG; ``vm/run`` sets BUFFERBLOAT_GUEST_ACCEL in the guest) the guest's timers
-come late and a process takes seconds to start (docs/HEALTH.md), so those bands do not
+come late and a process takes seconds to start (docs/design/health.md), so those bands do not
 hold there, and the VM tier measures the same behaviours with the bands TCG holds.
 
 Inside such a VM, a test that is a real-time band as a whole is skipped with the name of
@@ -46,7 +46,7 @@ def sampler_timing_misses(stats, p99_ms):
     """What a sampler's stats miss of this machine's timing band: a real-time host's tick
     p99 <= ``p99_ms``; under TCG the VM tier's band (tests/vm/test_sampler_vm.py: the
     median tick within 1 ms of 10) and the health verdict's limit on skipped ticks
-    (docs/HEALTH.md `sampler_missed_ticks`). Returns a list of what missed."""
+    (docs/design/health.md `sampler_missed_ticks`). Returns a list of what missed."""
     miss = []
     if not EMULATED_CPU:
         if stats["period_p99_ms"] > p99_ms:

@@ -83,7 +83,7 @@ def executor_for(args, runs):
                     f"this kernel lacks {', '.join(missing)}: the points run in a worker's "
                     "project VM, and one VM per machine keeps timing honest (two TCG "
                     "guests distort each other): use --workers 1 here, or --cluster with "
-                    "workers on machines whose kernel has them (docs/CLUSTER.md)")
+                    "workers on machines whose kernel has them (docs/guide/cluster.md)")
             if SOURCE_ROOT is None:
                 raise UsageError(f"this kernel lacks {', '.join(missing)}: a worker runs "
                                  "such points in its project VM, from a checkout only")

@@ -99,7 +99,7 @@ WHERE = one_of(
         help="inside the project VM (default: there only when this kernel "
              "lacks what the runs need)"),
     defaults={"where": "auto"})
-#: --cluster ADDR / --workers N: the points on Dask workers (docs/CLUSTER.md)
+#: --cluster ADDR / --workers N: the points on Dask workers (docs/guide/cluster.md)
 CLUSTER = one_of(
     arg("--cluster", metavar="tcp://HOST:PORT",
         help="send the points to the workers of this Dask scheduler (each "
@@ -235,7 +235,7 @@ COMMANDS = (
         "Print a Markdown table, per scenario and setting: runs, healthy and "
         "degraded, traffic, point wall time, their ratio, the median time a run "
         "spent beyond its traffic and its costliest phases (from each run's "
-        "result.json: duration_s, wall_s, phases_s; docs/COST.md).",
+        "result.json: duration_s, wall_s, phases_s; docs/design/cost.md).",
         ["bufferbloat cost results"],
         [PATH],
         "bufferbloat.commands.figures:cmd_cost"),
@@ -283,7 +283,7 @@ COMMANDS = (
         "worker", "a Dask worker that runs a cluster's points",
         "Join a Dask scheduler as a worker that runs sweep and run-all points sent "
         "with --cluster: one point at a time, each in a network namespace of its "
-        "own, as root; start one per machine (docs/CLUSTER.md). On start it removes "
+        "own, as root; start one per machine (docs/guide/cluster.md). On start it removes "
         "what a dead worker of the same name left.",
         ["sudo bufferbloat worker tcp://10.0.0.1:8786",
          "sudo bufferbloat worker tcp://10.0.0.1:8786 --name lab-pc-7"],

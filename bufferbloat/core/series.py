@@ -1,5 +1,5 @@
 """The series schema: every standard series of a run directory (``series/NAME.csv``), its
-columns in order, which of them are labels, and when its rows happened (docs/RESULTS.md,
+columns in order, which of them are labels, and when its rows happened (docs/reference/results.md,
 "Series"). The one place column names are defined: the sampler writes qdisc.csv and
 tcp.csv with them (its compiled queue helper writes the same header, checked by the
 tests), the engine writes the traffic parts' rows with them, :mod:`.results` loads them
@@ -14,7 +14,7 @@ SERIES_COLUMNS = {
     "qdisc": ("t", "dev", "handle", "parent", "kind", "qlen_pkts", "backlog_bytes",
               "sent_bytes", "sent_pkts", "drops", "overlimits", "requeues", "marks",
               "early_drops", "prob", "delay_us", "maxq_pkts",
-              # the controller's last update (sch_pi, docs/PI.md): q, q_old, p before it,
+              # the controller's last update (sch_pi, docs/design/pi.md): q, q_old, p before it,
               # and the update count
               "ctl_q_pkts", "ctl_q_old_pkts", "ctl_prob_prev", "ctl_updates",
               # the largest and the smallest recent sojourn (CAKE's per-tin peak and
@@ -35,7 +35,7 @@ SERIES_COLUMNS = {
             # buffer; the delivery-rate sample's app-limited flag (0/1)
             "busy_us", "rwnd_limited_us", "sndbuf_limited_us", "app_limited",
             # written but not yet sent; retransmitted (cumulative): the highest byte
-            # sent is bytes_sent - bytes_retrans (docs/D_DELAY.md)
+            # sent is bytes_sent - bytes_retrans (docs/reference/one-way-delay.md)
             "notsent_bytes", "bytes_retrans"),
     "ping": ("probe", "t", "seq", "rtt_ms"),
     "iperf": ("flow", "t_start", "t_end", "bytes", "bits_per_second", "retransmits",

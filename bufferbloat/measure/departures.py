@@ -67,7 +67,7 @@ EVENTS = ("net/net_dev_queue", "net/net_dev_xmit")
 INSTANCE_PREFIX = "bufferbloat-"
 #: the project VM's guest holds EVENTS' probes for its whole boot in idle instances of
 #: this name (vm/guest/bb-run), so that a run's enable/disable patches no kernel code
-#: (under TCG that patching locked the guest up: docs/HEALTH.md)
+#: (under TCG that patching locked the guest up: docs/design/health.md)
 HOLD_PREFIX = "bb-hold-"
 #: per-CPU ring buffer of the instance: 100 Mbit/s of 1500-byte packets is ~8,300
 #: departures/s, two events each of ~64 bytes: ~1 MB/s, read every READ_PAUSE_S

@@ -89,7 +89,7 @@ def netem_args(imp, limit=NETEM_LIMIT_PKTS):
 #: link sends below its rate while it holds a queue. Under TCG the guest's timers come
 #: late by a millisecond or more: 20 Mbit/s then carried 0.50 of its rate. A burst of
 #: HTB_BURST_MS lets a late wake-up send what the timer owed; the average rate is the
-#: token bucket's, unchanged, and the queue's delay is the same (docs/HEALTH.md). 5 ms
+#: token bucket's, unchanged, and the queue's delay is the same (docs/design/health.md). 5 ms
 #: was enough for one flow; 40 flows of 536 B (study C) measured 0.84 with 5 ms and 0.94
 #: with 20 ms, the guest's timers coming later under that load.
 HTB_BURST_MS = 20.0
@@ -105,7 +105,7 @@ def htb_burst_bytes(rate_mbit, burst_ms=None):
     """HTB burst (and cburst) for ``rate_mbit``: ``burst_ms`` (default HTB_BURST_MS, env
     BUFFERBLOAT_HTB_BURST_MS) of its bytes, at least one MTU and at most 64 KiB; None
     (tc's one-MTU default) outside the TCG VM unless the environment asks: a kernel whose
-    timers fire on time shapes exactly with it (docs/PLATFORM.md: 100.0 % of 1.5-100 Mbit/s),
+    timers fire on time shapes exactly with it (docs/design/platform.md: 100.0 % of 1.5-100 Mbit/s),
     and a burst would let a short transfer on an idle link (a web fetch) go faster than
     the link."""
     if burst_ms is None and HTB_BURST_ENV not in os.environ \

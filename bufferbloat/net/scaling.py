@@ -2,7 +2,7 @@
 delay kept.
 
 Under TCG the project VM cannot forward the studies' bottleneck rates at full
-utilization (docs/PLATFORM.md, docs/HEALTH.md): :func:`rate_cap_mbit` says how fast this
+utilization (docs/design/platform.md, docs/design/health.md): :func:`rate_cap_mbit` says how fast this
 machine's bottleneck may go (env ``BUFFERBLOAT_MAX_MBIT`` overrides), and
 :func:`scale_to_rate` scales a study's rates and buffers by one factor, so that every
 delay (a buffer's drain time, an AQM target, the propagation delay) stays the study's;
@@ -20,7 +20,7 @@ from bufferbloat.net.qdiscs import DEFAULT_KIND, KINDS
 from bufferbloat.net.qdiscs import defaults as param_defaults
 
 #: Under TCG the project VM forwards ~57 Mbit/s at most with nothing else running
-#: (docs/PLATFORM.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
+#: (docs/design/platform.md); with flows, pings and the 10 ms sampler sharing its 2 vCPUs, 20 Mbit/s
 #: is what it sustains at full utilization. Env BUFFERBLOAT_MAX_MBIT overrides (0: none).
 TCG_MAX_MBIT = 20.0
 MAX_MBIT_ENV = "BUFFERBLOAT_MAX_MBIT"
@@ -30,7 +30,7 @@ def rate_cap_mbit(scn=None):
     """The highest bottleneck rate this machine sustains, or None (no scaling). Under
     TCG a scenario whose bottleneck is loaded both ways (:func:`loaded_both_ways`: B's RRUL)
     gets half the cap per direction: 20 Mbit/s each way measured work conservation
-    0.86 and 11 % sampler misses, 10 Mbit/s each way 0.998 (docs/HEALTH.md)."""
+    0.86 and 11 % sampler misses, 10 Mbit/s each way 0.998 (docs/design/health.md)."""
     cap = _machine_cap_mbit()
     if cap and scn is not None and os.environ.get(MAX_MBIT_ENV) is None:
         return per_direction_cap(scn, cap)
@@ -138,7 +138,7 @@ def scale_traffic_rates(spec, factor, names=None):
 #: Where the evidence is that a scaled run is the study's run:
 #: bench/bench_scaling.py ran each scaled scenario's quick points at three caps in the
 #: TCG VM, and this file holds its tables.
-EVIDENCE = "docs/SCALING.md"
+EVIDENCE = "docs/design/scaling.md"
 #: What a rate scaling keeps, per family, as measured there (three caps, healthy runs):
 #: these of a scaled run's numbers hold at the study's rate.
 HOLDS = {

@@ -85,7 +85,7 @@ _TI_FIELDS = {
     "flags7": (7, "B"), "busy_time": (168, "Q"), "rwnd_limited": (176, "Q"),
     "sndbuf_limited": (184, "Q"),
     # bytes written but not yet sent, and bytes retransmitted (Linux >= 4.19): the
-    # highest byte sent is bytes_sent - bytes_retrans (docs/D_DELAY.md)
+    # highest byte sent is bytes_sent - bytes_retrans (docs/reference/one-way-delay.md)
     "notsent_bytes": (144, "I"), "bytes_retrans": (208, "Q")}
 _TI_STRUCTS = {k: (off, struct.Struct("=" + f)) for k, (off, f) in _TI_FIELDS.items()}
 # the fields the sampler needs, in one unpack when the struct is long enough (>= 208 B,

@@ -1,4 +1,4 @@
-"""What runs cost beyond their traffic, from their own records (docs/COST.md).
+"""What runs cost beyond their traffic, from their own records (docs/design/cost.md).
 
 Every run records its traffic time (``duration_s``), its wall time from the start of its
 set-up to its last write (``wall_s``) and where that time went (``phases_s``: build,

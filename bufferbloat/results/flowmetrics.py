@@ -5,7 +5,7 @@ the study's tables that the suite did not have: per flow in-flight (mean, CoV), 
 rate, estimated queueing delay, inter-departure time, network power, recovery time, RTO
 count, utilities, utilization of the bandwidth and of the BDP, the sending rate at the
 transport; per network the sums of in-flight, throughput and utilities and the entropy and
-product fairness. Definitions: docs/RESULTS.md ("Study E's metrics"). Every per-sample
+product fairness. Definitions: docs/reference/results.md ("Study E's metrics"). Every per-sample
 quantity is averaged over the flow's samples after the warm-up cut (the mean of the
 per-sample ratios, never a ratio of means).
 
@@ -380,7 +380,7 @@ def link_rows(run, rows):
 NOT_LEAF_KINDS = {"htb", "netem", "ingress", "clsact", "tbf"} | ROW_KINDS
 
 #: NetPerfMeter's stream starts with its 26-byte IDENTIFY message: a data message's end
-#: in the TCP stream is 26 + its AbsBytes (docs/D_DELAY.md; a D run's last AbsBytes
+#: in the TCP stream is 26 + its AbsBytes (docs/reference/one-way-delay.md; a D run's last AbsBytes
 #: 107,794,912 against bytes_acked 107,794,939: the 26 and the FIN)
 NPM_STREAM_OFFSET = 26
 
@@ -410,7 +410,7 @@ def _read_leaf_backlog(run):
 
 def delay_parts(run, flow, msg_mask):
     """The tool's per-message delay of ``flow`` split in three (ms arrays, NaN where a
-    part cannot be told), docs/D_DELAY.md: the wait in the sender's socket buffer
+    part cannot be told), docs/reference/one-way-delay.md: the wait in the sender's socket buffer
     (from the message's stamp to when TCP first sent its last byte: the flow's highest
     byte sent, bytes_sent - bytes_retrans, reaching 26 + AbsBytes), the path's one-way
     delay (half the sender's base RTT + the bottleneck's backlog / rate when that byte

@@ -18,7 +18,7 @@ The checks are :mod:`~bufferbloat.results.health_series`' (what the series answe
 link's work conservation, departure timing and controller rate, the senders, goodput)
 and :mod:`~bufferbloat.results.health_record`' (what the record alone answers: the
 sampler's ticks, the parts' start times, the idle RTT, the overrun); their thresholds
-are justified by measurements in docs/HEALTH.md. Here: the verdict and its one line.
+are justified by measurements in docs/design/health.md. Here: the verdict and its one line.
 """
 
 from bufferbloat.results.health_record import (

@@ -5,7 +5,7 @@ of the run), was the idle RTT the configured one, did the traffic end on time.
 Each check takes the record (result.json as a dict) and returns {name: {"value",
 "limit", "ok", "what", ...}} ({} when the record does not say);
 :func:`bufferbloat.results.health.assess` gathers them into the verdict. The thresholds
-are justified by measurements in docs/HEALTH.md.
+are justified by measurements in docs/design/health.md.
 """
 
 import math

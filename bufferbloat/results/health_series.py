@@ -4,7 +4,7 @@ the link can carry) and did the senders keep their sockets full.
 
 Each check returns {name: {"value", "limit", "ok", "what", ...}} ({} when the run has no
 data for it); :func:`bufferbloat.results.health.assess` gathers them into the verdict.
-The thresholds are justified by measurements in docs/HEALTH.md.
+The thresholds are justified by measurements in docs/design/health.md.
 """
 
 import numpy as np
@@ -16,7 +16,7 @@ from bufferbloat.results.health_record import is_finite_number
 
 #: The bottleneck must send at >= this share of its configured rate whenever its leaf
 #: holds a backlog. The host kernel (HTB, exact) and an unloaded TCG VM measure
-#: 0.98-1.01 (docs/HEALTH.md); 0.95 leaves room for sampling edges, not for a CPU-starved
+#: 0.98-1.01 (docs/design/health.md); 0.95 leaves room for sampling edges, not for a CPU-starved
 #: emulator (0.23-0.88 measured under overload).
 MIN_WORK_CONSERVATION = 0.95
 #: A sampler interval counts as backlogged when the leaf held at least this many bytes
@@ -38,11 +38,11 @@ MIN_CONTROLLER_RATE_SHARE = 0.95
 #: 99th percentile of |gap - ideal gap| between departures may exceed the shaper's
 #: configured burst (as time at its rate: a token bucket may send that much at once, by
 #: design) by at most this. The host kernel (HTB with tc's one-MTU burst, real-time
-#: timers) measured a p99 of 0.045-0.052 ms at 1.5-100 Mbit/s (docs/HEALTH.md).
+#: timers) measured a p99 of 0.045-0.052 ms at 1.5-100 Mbit/s (docs/design/health.md).
 DEPARTURE_SLACK_MS = 1.0
 #: Fewer backlogged gaps than this are not enough to judge the timing on.
 MIN_DEPARTURE_GAPS = 100
-#: Machines whose departure timing has been calibrated (docs/HEALTH.md): elsewhere the
+#: Machines whose departure timing has been calibrated (docs/design/health.md): elsewhere the
 #: value is recorded and shown, not judged, until it is. The TCG VM (20 ms burst)
 #: measured 1.5-3.5 ms at the 99th percentile in healthy quick points of every family.
 DEPARTURES_CALIBRATED = ("host", "tcg")
@@ -51,7 +51,7 @@ DEPARTURES_CALIBRATED = ("host", "tcg")
 #: (the kernel's tcpi_busy_time: a non-empty write queue) for all but this share of
 #: the judged window; more means its application did not keep its socket full (a
 #: sender process starved of CPU looks like this) and the flow measured the emulator,
-#: not TCP. Measured in docs/HEALTH.md ("Did the senders keep up?").
+#: not TCP. Measured in docs/design/health.md ("Did the senders keep up?").
 MAX_APP_LIMITED_SHARE = 0.05
 #: the judged window: from the warm-up's end to this long before the traffic's end (a
 #: flow's own end drains its queue), at least MIN_SENDER_WINDOW_S long
@@ -172,7 +172,7 @@ def check_departures(run):
                    if info.get("shared_kernel")
                    else f"{s['backlogged_gaps']} backlogged gaps (< {MIN_DEPARTURE_GAPS})"
                    if s["backlogged_gaps"] < MIN_DEPARTURE_GAPS
-                   else f"not calibrated on {info.get('machine')} yet (docs/HEALTH.md)"
+                   else f"not calibrated on {info.get('machine')} yet (docs/design/health.md)"
                    if info.get("machine", "host") not in DEPARTURES_CALIBRATED else None)
         ok = None if why_not or value is None else value <= limit
         out[f"departure_timing:{dev}:{leaf.get(dev, '?')}"] = {

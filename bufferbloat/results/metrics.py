@@ -2,7 +2,7 @@
 
 Every metric is a row ``{scope, name, metric, value, unit}``: scope is ``flow``, ``link``,
 ``network``, ``web``, ``ping`` or ``udp``; name is the flow/link/probe/stream label. The
-definitions (docs/RESULTS.md, "Metrics"):
+definitions (docs/reference/results.md, "Metrics"):
 
 - percentiles are numpy's ``linear`` method (type 7: the q-th percentile of n sorted values
   interpolates linearly at rank (n - 1) * q / 100), CoV and Jain's index as

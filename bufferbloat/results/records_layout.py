@@ -1,6 +1,6 @@
 """The run directory's layout, which the writer and the loader both follow.
 
-A run directory (schema version 2, documented in ``docs/RESULTS.md``)::
+A run directory (schema version 2, documented in ``docs/reference/results.md``)::
 
     result.json        the record: scenario, params, machine, clock, status, series index
     series/NAME.csv    time series, one header row, comma separated, empty cell = n/a

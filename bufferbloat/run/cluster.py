@@ -129,7 +129,7 @@ class DaskExecutor:
             except (OSError, TimeoutError) as exc:
                 raise UsageError(f"cannot reach the Dask scheduler at {address}: {exc}; "
                                  "start one (dask-scheduler) or check the address "
-                                 "(docs/CLUSTER.md)") from None
+                                 "(docs/guide/cluster.md)") from None
             self.where = f"the Dask scheduler at {address}"
         self.event_name = f"bufferbloat-stop-{uuid.uuid4().hex}"
         self.event = distributed.Event(self.event_name, client=self.client)
@@ -138,7 +138,7 @@ class DaskExecutor:
         except (TimeoutError, OSError):
             raise UsageError(f"no worker joined {self.where} within "
                              f"{FIRST_WORKER_TIMEOUT_S:.0f} s: start one per machine with "
-                             "`sudo bufferbloat worker ADDRESS` (docs/CLUSTER.md)") from None
+                             "`sudo bufferbloat worker ADDRESS` (docs/guide/cluster.md)") from None
         info = self.client.scheduler_info()
         dash = (info.get("services") or {}).get("dashboard")
         log(f"cluster: {self.where}, {self.slots()} worker(s); "

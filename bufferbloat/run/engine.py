@@ -2,7 +2,7 @@
 
 ``run_resolved(run)`` runs a point resolved once (:mod:`.resolved`) and checks what the
 kernel must have before any network state exists,
-then writes one run directory (schema 2, docs/RESULTS.md):
+then writes one run directory (schema 2, docs/reference/results.md):
 
 * ``result.json``: scenario, every parameter as validated (topology, qdisc, knobs, the
   traffic as resolved), machine (host, kernel, host or VM), tool versions, sysctls, the
@@ -56,7 +56,7 @@ FLOW_GRACE_S = 8.0
 SAMPLER_SPARE_S = 60.0
 #: Env: the sampler's SCHED_FIFO priority (0: the normal scheduler). Default: 0 in the
 #: TCG VM, where a real-time sampler starves the softirq work that forwards the packets
-#: (work conservation 0.78 against 0.82 without, docs/HEALTH.md); 1 elsewhere, where the
+#: (work conservation 0.78 against 0.82 without, docs/design/health.md); 1 elsewhere, where the
 #: sampler costs a few % of a core and real-time keeps its ticks on time.
 SAMPLER_RT_ENV = "BUFFERBLOAT_SAMPLER_RT"
 
@@ -106,7 +106,7 @@ class RunContext:
     #: every measurement is in (an interrupt in the teardown leaves the run ok)
     measured: bool = False
     t_wall: float = field(default_factory=time.monotonic)
-    #: seconds spent in each phase of the run (result.json ``phases_s``, docs/RESULTS.md)
+    #: seconds spent in each phase of the run (result.json ``phases_s``, docs/reference/results.md)
     phases: dict = field(default_factory=dict)
 
     @contextlib.contextmanager
@@ -273,8 +273,8 @@ def measure(ctx):
     # prepared (NetPerfMeter's pre-connected sockets), inside the wait until its flows'
     # start (origin_at). It samples from before the traffic; metrics start at the
     # traffic's start plus the warm-up. The departure trace starts once the sampler is
-    # ready (the order every bench in docs/COST.md measured; the guest lockups once
-    # blamed on the two side by side came from kernel code patching, docs/HEALTH.md).
+    # ready (the order every bench in docs/design/cost.md measured; the guest lockups once
+    # blamed on the two side by side came from kernel code patching, docs/design/health.md).
     early = not any(part.flows_known_after_prepare for part in ctx.parts)
     if early:
         with ctx.phase("sampler_start"):

@@ -5,7 +5,7 @@ The sweep runner (:func:`bufferbloat.run.sweep.run_points`) plans every point (i
 configuration, key, directory, whether it is already recorded) and hands the ones to run
 to an executor as :class:`Job` s, at most :meth:`room` at a time; it records each as the
 executor returns it (:meth:`next_done`: the job and its
-:class:`~bufferbloat.run.sweep.Outcome`). The executor decides where and how: the serial
+:class:`~bufferbloat.run.watch.Outcome`). The executor decides where and how: the serial
 one calls the run in this process under the stall watchdog, again while it comes out
 degraded; the Dask one sends the job's ``spec`` to a worker, which runs it in its own
 network namespace and sends the run directory back.

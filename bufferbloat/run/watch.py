@@ -6,7 +6,7 @@ teardown, plus 50 %) is ended (SIGALRM raises :class:`PointStalled` in the run, 
 tears its network down and records it ``failed`` with the reason) and reported
 ``stalled``; the sweep goes on with the next point, as for a failed one.
 
-A run that comes out degraded (the emulator fell behind: docs/HEALTH.md) is kept, set
+A run that comes out degraded (the emulator fell behind: docs/design/health.md) is kept, set
 aside and run again (:func:`run_until_healthy`). :func:`run_one` runs one point so, for
 ``run`` and ``sweep`` alike, and returns its :class:`Outcome`.
 """
@@ -32,7 +32,7 @@ STALL_MARGIN = 0.5
 STALL_REFIRE_S = 10.0
 
 
-#: A run that comes out degraded (the emulator fell behind: docs/HEALTH.md) is kept,
+#: A run that comes out degraded (the emulator fell behind: docs/design/health.md) is kept,
 #: marked, set aside, and run again up to this many times (``--retry-degraded``, env
 #: BUFFERBLOAT_RETRY_DEGRADED). Measured: a 15 s B run launching 8 flows in the TCG VM
 #: started its last flow 0.6-1.2 s late on most runs and 2.3 s late on one in a CI run;

@@ -23,7 +23,7 @@ from bufferbloat.core.stats import loss_figures, percentile
 from bufferbloat.traffic.base import Timed, TrafficPart, exit_problem, register
 from bufferbloat.traffic.ping import rtt_stats
 
-#: Columns of irtt.csv (docs/RESULTS.md).
+#: Columns of irtt.csv (docs/reference/results.md).
 COLUMNS = tuple(SERIES_COLUMNS["irtt"])
 #: irtt's ``lost`` values (strings in irtt 0.9's JSON) -> ours ('' = answered).
 LOST = {"false": "", "true": "unknown", "true_up": "up", "true_down": "down"}

@@ -192,7 +192,7 @@ IDLE_PINGS, IDLE_PING_INTERVAL_S = 20, 0.05
 def idle_rtt(net, src, dst, count=IDLE_PINGS, interval_s=IDLE_PING_INTERVAL_S):
     """RTT of the idle path before any traffic: {samples, lost, min_ms, p50_ms, p90_ms,
     max_ms, src, dst} (None values when no reply came). Shows the emulator's own timing
-    against the configured delays (docs/HEALTH.md)."""
+    against the configured delays (docs/design/health.md)."""
     proc = net.popen(src, ["ping", "-n", "-D", "-c", count, "-i", interval_s, "-W", 1,
                            net.ip(dst)])
     try:

@@ -49,7 +49,7 @@ def _qemu_opt(value: str | Path) -> str:
 
 #: The guest kernel's soft-lockup report (kernel/watchdog.c), printed from ~22 s stuck
 #: and every ~28 s after. Seen under TCG when kernel code was patched during a run
-#: (docs/HEALTH.md; the guest now holds those patch points, vm/guest/bb-run): a CPU
+#: (docs/design/health.md; the guest now holds those patch points, vm/guest/bb-run): a CPU
 #: stuck for good, until stopped from outside; the same tests passed in the next boot.
 SOFT_LOCKUP = re.compile(r"watchdog: BUG: soft lockup - CPU#(\d+) stuck for (\d+)s! "
                          r"\[([^\]]*)\]")

@@ -3,7 +3,7 @@
 Kernel-independent: what the kernel lacks is refused before any network state exists,
 tested with the capability stubbed off (so the refusal is tested on every kernel, the
 project VM's 6.1 included, which has every module); what the kernel has is built, read
-back and, for a delay, measured (docs/PLATFORM.md: this machine kind lacks sch_netem,
+back and, for a delay, measured (docs/design/platform.md: this machine kind lacks sch_netem,
 sch_pie, sch_red, sch_codel, sch_fq_codel, openvswitch, tcp_vegas; the VM has them all).
 """
 import os
@@ -159,7 +159,7 @@ def _check_built(net, params, missing):
     rtts = _ping_rtts_ms(net)
     if missing == "sch_netem" and "delay_ms" in params:
         # 4 links' worth of one-way delay: 4 x 5 = 20 ms; TCG adds 0.8-1.5 ms of its own,
-        # never less than configured (docs/HEALTH.md, idle_rtt: base - 0.5 to base + 3)
+        # never less than configured (docs/design/health.md, idle_rtt: base - 0.5 to base + 3)
         base = net.topo.base_rtt_ms()
         assert base == 20
         assert base - 0.5 <= min(rtts) <= base + 3.0, rtts

@@ -28,7 +28,7 @@ def out():
 
 #: end to end through a VM boot of its own (70-100 s): the gate covers the path with a
 #: fresh clone's first run and the installed package's run (test_package.py); the
-#: acceptance tier runs it (docs/TESTING.md: the gate's 30 minutes)
+#: acceptance tier runs it (docs/design/testing.md: the gate's 30 minutes)
 @pytest.mark.acceptance
 def test_a_run_started_here_finishes_through_the_vm(out):
     """Contracts on every attempt (a complete run recorded in the VM, summarised here
@@ -124,7 +124,7 @@ def test_a_fresh_clones_first_run_works_and_is_healthy(tmp_path):
 
 #: end to end through a VM boot of its own (70-100 s): the gate covers the path with a
 #: fresh clone's first run and the installed package's run (test_package.py); the
-#: acceptance tier runs it (docs/TESTING.md: the gate's 30 minutes)
+#: acceptance tier runs it (docs/design/testing.md: the gate's 30 minutes)
 @pytest.mark.acceptance
 def test_a_guest_that_must_build_the_sampler_does_so_before_starting_it(tmp_path):
     """The same first run inside the VM directly (nothing built on the host): the guest

@@ -3,7 +3,7 @@ iperf3 flow keeps its socket's write queue full (tcpi_busy_time, sampled every 1
 for all of the judged window; the same flow with its client process stopped (SIGSTOP
 by PID, the way a sender starved of CPU behaves) for 3 s in the middle of the window
 empties its socket once the kernel has sent what it held, and the run is marked
-degraded by ``sender_kept_up`` (limit 5 %, docs/HEALTH.md).
+degraded by ``sender_kept_up`` (limit 5 %, docs/design/health.md).
 
 Measured on this machine kind (2026-11-25): 0.0 % idle unthrottled; throttled 22.8 %
 of an 11.8 s window (the 3 s stop less the 0.3 s the socket's buffer took to drain;

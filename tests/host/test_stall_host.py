@@ -12,7 +12,7 @@ from bufferbloat.scenarios import catalogue
 from tests.timing import EMULATED_CPU
 
 #: the stall limit counts from the point's start: under TCG its build, idle RTT probe and
-#: sampler take ~10 s before the traffic (docs/COST.md), so the limit there is later and
+#: sampler take ~10 s before the traffic (docs/design/cost.md), so the limit there is later and
 #: the traffic longer, for the watchdog to fire mid-traffic as on a host
 TRAFFIC_S = 40 if EMULATED_CPU else 12
 LIMIT_S = 20.0 if EMULATED_CPU else 5.0

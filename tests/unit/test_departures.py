@@ -1,7 +1,7 @@
 """The departure trace (bufferbloat/measure/departures.py): the kernel's own text parsed
 (a real trace_pipe capture, tests/fixtures/tools/tracefs/), departures paired with their
 enqueue, the gaps of an ideal link, a bursty link and a late link told apart, and the
-health check at its boundary (docs/HEALTH.md: p99 gap error <= the burst's time at the
+health check at its boundary (docs/design/health.md: p99 gap error <= the burst's time at the
 rate + 1 ms)."""
 import os
 
@@ -17,7 +17,7 @@ from bufferbloat.results.records_writer import RunWriter
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "fixtures", "tools", "tracefs",
                        "net_dev_queue_xmit_1.5mbit.trace")
-SLACK_MS = 1.0            # docs/HEALTH.md, departure_timing: burst time + 1 ms
+SLACK_MS = 1.0            # docs/design/health.md, departure_timing: burst time + 1 ms
 MIN_GAPS = 100
 
 
@@ -269,7 +269,7 @@ def test_the_compiled_reader_writes_what_the_python_conversion_does(tmp_path):
 def test_the_guest_holds_every_traced_event_and_no_run_takes_its_holders():
     """The project VM's guest holds the trace's events in idle instances for its whole
     boot (vm/guest/bb-run), so that a run's enable/disable patches no kernel text (the
-    TCG lockups, docs/HEALTH.md): it must hold exactly the events a run enables, in
+    TCG lockups, docs/design/health.md): it must hold exactly the events a run enables, in
     instances that no run's clean-up takes for its own stale ones."""
     from tests.conftest import ROOT
     with open(os.path.join(ROOT, "vm", "guest", "bb-run")) as f:

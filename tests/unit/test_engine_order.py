@@ -1,6 +1,6 @@
 """The engine's start-up order: the sampler's start-up runs beside the idle
 RTT probe, except when a part labels its flows only once prepared (NetPerfMeter); the
-departure trace starts only once the sampler is ready (the order docs/COST.md
+departure trace starts only once the sampler is ready (the order docs/design/cost.md
 measured), and the traffic's origin always follows a sampler
 that is ready and prepared parts."""
 import types

@@ -264,7 +264,7 @@ def test_application_rows_of_a_netperfmeter_flow(tmp_path):
 
 
 def test_npm_delay_splits_into_send_buffer_path_and_rest(tmp_path):
-    """docs/D_DELAY.md on a made-up flow whose numbers are known: a 10 Mbit/s bottleneck
+    """docs/reference/one-way-delay.md on a made-up flow whose numbers are known: a 10 Mbit/s bottleneck
     holding 25,000 B (20 ms), a base RTT of 40 ms (20 ms one way), messages of 1448 B
     stamped when written and first sent 300 ms later (the highest byte sent trails the
     written stream by 300 ms), each received 15 ms after the path's delay (the rest).

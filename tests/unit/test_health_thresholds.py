@@ -1,7 +1,7 @@
 """Every health threshold at its boundary: a value just inside passes the check, one just
 outside fails it, and every check is shown failing at least once.
 
-The thresholds are the numbers docs/HEALTH.md documents ("The checks and their
+The thresholds are the numbers docs/design/health.md documents ("The checks and their
 thresholds"), written here as literals, never read from bufferbloat.results.health's constants:
 a constant that drifts from its documented value fails a test here (for a threshold T,
 T +/- a small step sits on both sides of it; moving T past either step fails one of them).
@@ -20,7 +20,7 @@ from unit.test_health import RATE, _write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# docs/HEALTH.md, "The checks and their thresholds"
+# docs/design/health.md, "The checks and their thresholds"
 WORK_CONSERVATION_MIN = 0.95       # work_conservation:DEV:KIND >= 0.95
 BACKLOG_BYTES = 3000               # an interval counts when the leaf held >= 3000 B ...
 MIN_BACKLOGGED_S = 1.0             # ... judged when backlogged >= 1 s
@@ -36,8 +36,8 @@ GOODPUT_SHARE_MAX = 1.02           # goodput_possible:DIR <= 1.02
 
 
 def test_the_documented_table_holds_these_numbers():
-    """The literals above are docs/HEALTH.md's: its table row of each check says them."""
-    with open(os.path.join(ROOT, "docs", "HEALTH.md")) as f:
+    """The literals above are docs/design/health.md's: its table row of each check says them."""
+    with open(os.path.join(ROOT, "docs", "design", "health.md")) as f:
         rows = {line.split("|")[1].strip(): line for line in f if line.startswith("| `")}
     want = {"`work_conservation:DEV:KIND`": [">= 0.95", ">= 3000 B", "backlogged >= 1 s"],
             "`sampler_missed_ticks`": ["<= 5 %"],
@@ -311,7 +311,7 @@ def test_sender_shares_name_the_limits_and_a_paced_flow_is_not_judged(tmp_path):
 def test_a_flow_that_began_late_is_named_a_late_start(tmp_path):
     """Under TCG an iperf3 flow may send its first data seconds after its launch: the
     check still counts the time before as idle (the flow measured the emulator), and
-    says it was a late start, when its data began (docs/HEALTH.md)."""
+    says it was a late start, when its data began (docs/design/health.md)."""
     c = hl.assess(_sender_run(tmp_path / "l", 0.0, late_s=2.0))["checks"]["sender_kept_up"]
     (flow,) = c["flows"]
     assert flow["first_data_s"] == pytest.approx(2.0, abs=0.011)

@@ -1,4 +1,4 @@
-"""Every import points down the layer order (docs/ARCHITECTURE.md, "Layers"), or sideways
+"""Every import points down the layer order (docs/design/architecture.md, "Layers"), or sideways
 within one package, and no two modules import each other, directly or round a longer
 loop, as ``test_no_mininet.py`` guards Mininet.
 

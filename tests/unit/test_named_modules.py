@@ -23,6 +23,9 @@ SELF = "tests/unit/test_named_modules.py"     # names wrong ones on purpose
 #: names that are deliberately not modules: (file, name)
 NOT_MODULES = {
     ("tests/unit/test_layers.py", "bufferbloat.sampler"),   # planted: must not exist
+    ("tests/unit/test_layers.py", "bufferbloat.core.paths._x"),          # planted
+    ("tests/unit/test_layers.py", "bufferbloat.core.stats._private"),    # planted
+    ("tests/unit/test_layers.py", "bufferbloat.webserver.server"),       # planted
 }
 
 

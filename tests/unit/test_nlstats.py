@@ -220,7 +220,7 @@ def test_diag_dump_matches_ss(case):
         for name in ("rwnd_limited", "sndbuf_limited"):
             assert i[name] // 1000 == int(float(t.get(name, 0))), name
         assert bool(full["app_limited"]) is t["app_limited"]
-        # the highest byte sent (docs/D_DELAY.md): ss prints both when non-zero
+        # the highest byte sent (docs/reference/one-way-delay.md): ss prints both when non-zero
         assert i["bytes_retrans"] == int(t.get("bytes_retrans", 0))
         assert i["notsent_bytes"] == int(t.get("notsent", 0))
         assert (full["bytes_retrans"], full["notsent_bytes"]) == \

@@ -13,6 +13,9 @@ import pytest
 
 from bufferbloat import cli
 from bufferbloat.commands import placement
+from bufferbloat.commands import run as command_run
+from bufferbloat.commands import run_all as command_run_all
+from bufferbloat.commands import sweep as command_sweep
 from bufferbloat.core.errors import UsageError
 from bufferbloat.run import engine
 from bufferbloat.run.executor import SerialExecutor
@@ -59,7 +62,8 @@ def counted(monkeypatch):
         raise NoNetwork("no network in a unit test")
     monkeypatch.setattr(Scenario, "build", build)
     monkeypatch.setattr(engine, "prepare", prepare)
-    monkeypatch.setattr(placement, "where_to_run", where_to_run)
+    for module in (placement, command_run, command_sweep, command_run_all):
+        monkeypatch.setattr(module, "where_to_run", where_to_run)
     monkeypatch.setattr(engine, "Network", Net)
     monkeypatch.setattr(engine, "run_network", run_network)
     monkeypatch.setattr("bufferbloat.net.capabilities.Capabilities.require",
@@ -95,7 +99,7 @@ def test_a_sweep_on_an_executor_resolves_each_point_once(tmp_path, counted, monk
         def submit(self, job):
             handed.append(id(job.run))
             super().submit(job)
-    monkeypatch.setattr(placement, "executor_for",
+    monkeypatch.setattr(command_sweep, "executor_for",
                         lambda args, runs: counted["placed"].extend(id(r) for r in runs)
                         or Recording(run_one, lambda m: None))
     rc = cli.main(["sweep", "a2_pie", "--vary", "qdisc.target_ms=5,20", "--repeat", "2",

@@ -1,5 +1,5 @@
 """A scaled run says which of its numbers hold at the study's rate and
-where the evidence is (docs/SCALING.md, measured by bench/bench_scaling.py): in
+where the evidence is (docs/design/scaling.md, measured by bench/bench_scaling.py): in
 ``describe`` for the scenarios the TCG VM scales, in a scaled run's summary and in its
 report's configuration; never for a run at the study's rate."""
 import os

@@ -185,7 +185,7 @@ def test_b_is_the_studys_testbed_with_the_dumbbell_as_a_variant():
         scn = catalogue()[name]
         for overrides in ({}, {"variant": "testbed"}):
             topo = scn.build(overrides)[0]
-            # a LAN's 0.25 ms a link (docs/TESTBED_B.md: at 0 ms PIE stayed undropping)
+            # a LAN's 0.25 ms a link (docs/design/testbed-b.md: at 0 ms PIE stayed undropping)
             assert topo.params["delay_ms"] == 0.25 and topo.base_rtt_ms("h1") == 1.0
             assert topo.params["host_mbit"] == 1000
             assert topo.qdisc.kind == "pie"

@@ -7,7 +7,7 @@ theory, with the suite's own runner and its health verdict (as test_families_vm.
    an interval before it drops, and empties it after a drop, so the median sojourn is of
    the order of the target: asserted within [2, 15] ms (CAKE's own avg_delay and the
    backlog x 8 / rate the sampler measures). The same flow behind a FIFO of 100 packets
-   fills it: 100 x 1514 x 8 / 10e6 = 121 ms of queue at its peak (docs/PLATFORM.md
+   fills it: 100 x 1514 x 8 / 10e6 = 121 ms of queue at its peak (docs/design/platform.md
    measured 121); cubic's saw-tooth (x0.7 of BDP 16 + 100 packets) leaves it between
    ~65 and 100 packets, so its median is well above half the peak (measured 73 ms).
    CAKE's median must be below a quarter of FIFO's. Measured: avg_delay p50 5.8 ms,

@@ -3,7 +3,7 @@ check on real study points.
 
 * a2_pie, quick profile: result.json holds ``departure_timing:s0-eth2:pie`` with a value
   (the compiled reader, no event lost), judged ok against its limit (the 20 ms burst +
-  1 ms; healthy VM points measured 1.5-3.5 ms, docs/HEALTH.md), and the run's report
+  1 ms; healthy VM points measured 1.5-3.5 ms, docs/design/health.md), and the run's report
   shows its figure; the greedy flow kept its socket full (``sender_kept_up``).
 * a1_fifo, quick profile at 10 Mbit/s, its iperf3 client stopped (SIGSTOP by PID, as a
   CPU-starved sender) for 8 s in the middle of the judged window: the run is degraded

@@ -4,7 +4,7 @@ scaled (bufferbloat.net.scaling.TCG_MAX_MBIT) with buffers scaled alike, so dela
 study's. Each assertion states its margin; they are qualitative by design (the studies'
 own claims), with margins wide enough for one short run and narrow enough that the
 opposite outcome fails. Every run must first prove that the emulator kept up (its health
-verdict, docs/HEALTH.md): an outcome measured on a degraded run is the emulator's.
+verdict, docs/design/health.md): an outcome measured on a degraded run is the emulator's.
 """
 import json
 import math
@@ -41,7 +41,7 @@ def run(out, name, time_s, **overrides):
     key = (name, time_s, tuple(sorted(overrides.items())))
     if key not in _RUNS:
         # a run the emulator fell behind on is kept and run again once, as a sweep does
-        # (bufferbloat.run.sweep.RETRY_DEGRADED): the outcome is judged on a healthy run;
+        # (bufferbloat.run.watch.RETRY_DEGRADED): the outcome is judged on a healthy run;
         # each rerun counts toward the session's degraded budget (tests/retries.py)
         run_dir, aside = run_until_healthy_counted(
             lambda: run_point(CAT[name], overrides, duration_s=time_s, out_root=out,
@@ -52,7 +52,7 @@ def run(out, name, time_s, **overrides):
         rec = _RUNS[key][0].record
         assert rec["status"] == "ok"
         print(f"{name} {overrides}: {headline(rec.get('health'))}")
-    # the outcome below is the network's only if the emulator kept up (docs/HEALTH.md):
+    # the outcome below is the network's only if the emulator kept up (docs/design/health.md):
     # work conservation >= 0.95 while backlogged, <= 5 % sampler ticks missed, flows on
     # time, the idle RTT at the configured one, goodput within the link
     health = _RUNS[key][0].record["health"]
@@ -71,7 +71,7 @@ def test_a_fifo100_rtt_far_above_fifo20_and_pie_holds_its_target(out):
     """A at 1.5 Mbit/s, base RTT 20 ms (5 ms a link). Theory: a full FIFO of N packets
     of 1514 B adds N x 8.07 ms, 161 ms for 20 and 807 ms for 100; Cubic's saw-tooth
     keeps it 60-100 % full (measured RTT p50 115 and 543 ms, FIFO-100's queueing delay
-    p50 512-681 ms over five runs, docs/HEALTH.md and the CI logs). Asserted: each RTT
+    p50 512-681 ms over five runs, docs/design/health.md and the CI logs). Asserted: each RTT
     above the base plus 30 % of its full queue and below the base plus a full queue
     plus one packet; FIFO-100's queueing delay from 35 % of a full queue to a full one
     (CI and checks, 2026-11-26: RTTs 110-120 and 422-543 ms, queueing delay 393-681
@@ -248,12 +248,12 @@ def check_b_scaled_to_the_vms_cap(rec):
 
 
 def test_b_average_latency_grows_with_the_pie_target(out):
-    """B on its testbed (the default: docs/TESTBED_B.md): RRUL's ping crosses the
+    """B on its testbed (the default: docs/design/testbed-b.md): RRUL's ping crosses the
     router's PIE once (the uploads') and the server NIC's fq_codel (the downloads', its
     5 ms target) on the way back, over a ~2 ms idle RTT. Raising PIE's target from 5 to
     20 ms raises the ping's mean by the rise of PIE's queue (the fq_codel's does not
     change): about the targets' 15 ms, less PIE's overshoot of a 5 ms target at 10 Mbit/s
-    (docs/SCALING.md); asserted within 4-20 ms (15, plus 5 for the means' spread over
+    (docs/design/scaling.md); asserted within 4-20 ms (15, plus 5 for the means' spread over
     15 s). Measured (15 s, x0.1, 3 runs each,
     healthy, 2026-11-27): ping mean 20.5, 19.0, 15.0 ms at target 5 and 29.3, 26.8, 28.7
     at 20 (at 20 s: 17.0 and 31.9); the uploads' mean queueing delay (the sampler's
@@ -346,7 +346,7 @@ def test_b_an_extra_tcp_upload_takes_its_share_and_pie_holds_its_target(out):
 
 # C's flows come from one NetPerfMeter process (the scenario's default tool), connected
 # before the clock starts: the quick sweep's points (20 and 40 flows) are healthy in the
-# TCG VM (docs/HEALTH.md), where iperf3's process per flow launched 40 flows late
+# TCG VM (docs/design/health.md), where iperf3's process per flow launched 40 flows late
 C_TIME_S = 30      # statistics from 15 s (the study's second half); flows start within 10 s
 
 
@@ -454,7 +454,7 @@ def test_e_fq_codel_shares_equally(out):
 
 #: E at k = 10 runs for the full profile's 15 s, not the quick 10 s. Under TCG an iperf3
 #: flow may send its first data seconds after its launch (its control exchange with the
-#: server; docs/HEALTH.md), past the 3 s warm-up, and the health check counts that as
+#: server; docs/design/health.md), past the 3 s warm-up, and the health check counts that as
 #: idle: a share of the judged window that halves from 10 to 15 s. Measured on
 #: 2026-11-27 at k = 10: 3 of 6 attempts degraded at 10 s (and PIE's median at 46 ms in
 #: one healthy 10 s run), 2 of 18 at 15 s; the full profile's 15 s points at k = 10 were
@@ -507,7 +507,7 @@ E_AQMS_AT_TEN = (
     # drop ~4x as often as at 80 Mbit/s, and its control law (drops sqrt(count) per
     # 100 ms) reaches that rate late: it holds 18-26 ms, above its target, under half its
     # unscaled 100-packet limit (60.6 ms at 20 Mbit/s, where a FIFO of 100 packets sits
-    # near 0.68 of full, ~41 ms: docs/SCALING.md, a delay that does not scale)
+    # near 0.68 of full, ~41 ms: docs/design/scaling.md, a delay that does not scale)
     ("codel", (5.0, 30.0), "above its 5 ms target, at most half its 100-packet limit"),
     # RED's thresholds are bytes, scaled with the rate: min 3,785 B and max 11,355 B,
     # 1.5 and 4.5 ms at 20 Mbit/s; its drops keep the median below the max threshold
@@ -544,10 +544,10 @@ def test_d_vegas_keeps_the_queue_that_cubic_fills(out):
 def test_d_under_load_the_tools_delay_splits_as_theory_says(out):
     """Study D's one-way delay under a bulk Cubic flow filling the lan path's FIFO (10
     Mbit/s, 2.5 ms a link: base RTT 10 ms, one way d0 = 5 ms; 100 packets: a full queue
-    drains in 100 x 1514 x 8 / 10e6 = 121 ms), split in three (docs/D_DELAY.md,
+    drains in 100 x 1514 x 8 / 10e6 = 121 ms), split in three (docs/reference/one-way-delay.md,
     flowmetrics.delay_parts): the send-buffer wait W, the path's one-way delay P = d0 +
     Q/C + L/C from the sampled backlog, the rest R = D - W - P. Against theory and an
-    independent probe (docs/D_DELAY.md, "Still to do ... under load"):
+    independent probe (docs/reference/one-way-delay.md, "Still to do ... under load"):
     * P's queueing part agrees with ICMP's: the path's median minus d0 within 10 ms (or
       15 %) of ping's median excess RTT over its idle RTT (ping crosses the same queue
       one way; the return path holds only ACKs);

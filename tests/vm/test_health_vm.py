@@ -2,7 +2,7 @@
 ends with exit 5 and names it, the report opens with it and leaves it out of its means.
 
 60 flows of 536-byte segments at 20 Mbit/s is far outside what the TCG VM carries
-(docs/HEALTH.md: 40 such flows at 10 Mbit/s already come out degraded): the clients
+(docs/design/health.md: 40 such flows at 10 Mbit/s already come out degraded): the clients
 cannot all be launched on time, the traffic overruns its end, or the bottleneck falls
 below its rate.
 """

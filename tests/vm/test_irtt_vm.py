@@ -18,7 +18,7 @@ Tolerances:
   Floors, not medians: those wake-ups put irtt's idle median 2-4 ms above ping's;
 * loaded: the FIFO's queueing delay when the request reached it (its backlog, sampled
   every 10 ms, over the rate the leaf drained at in those seconds, from its sent_bytes:
-  under TCG a 10 Mbit/s link drains at 0.85-0.98 of its rate, docs/HEALTH.md) is a
+  under TCG a 10 Mbit/s link drains at 0.85-0.98 of its rate, docs/design/health.md) is a
   lower bound of the probe's extra RTT, and the probe follows it: the median extra RTT
   (RTT minus the idle median) is at least 0.85 x the median queue delay, and the
   per-probe extra RTT correlates with the queue delay (Pearson r >= 0.6; measured

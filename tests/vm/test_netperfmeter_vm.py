@@ -1,5 +1,5 @@
 """Studies D and E in the project VM (healthy runs only: an outcome measured on a run the
-emulator fell behind in is the emulator's, docs/HEALTH.md):
+emulator fell behind in is the emulator's, docs/design/health.md):
 
 * NetPerfMeter through the pipeline (tests/host/test_netperfmeter_host.py's checks);
 * D: an on-off flow is ONE connection whose window carries over an idle period with

@@ -5,7 +5,7 @@ one sampler (10 ms) and one cubic flow each:
 
 * PIE, target 20 ms, for 25 s: the sampled ``delay_us`` of the PIE leaf tracks its
   target: median over the second half of the flow within 10-40 ms (the same band as
-  tests/vm/test_vm_fidelity.py; docs/PLATFORM.md measured ~22 ms mid-flow); ``prob`` is
+  tests/vm/test_vm_fidelity.py; docs/design/platform.md measured ~22 ms mid-flow); ``prob`` is
   sampled, within 0..1, and > 0 at some point;
 * CoDel, then FQ-CoDel, for 10 s each: their ``delay_us`` column is populated on every
   row of that leaf and > 0 at some point while the flow runs (CoDel: ldelay of the last
@@ -108,6 +108,6 @@ def check_sockets_and_grid(tcp, stats):
           f"sockets {stats.get('tcp_cpu_s')} s over {stats.get('tcp_samples')} ticks")
     # the VM phase requires the compiled sampler (run_tests.sh builds it on the host; the
     # VM has no compiler): the Python fallback costs 0.3-0.7 of a vCPU under TCG
-    # (docs/HEALTH.md) and is not what the VM runs are measured with
+    # (docs/design/health.md) and is not what the VM runs are measured with
     assert binary, f"the compiled queue sampler is missing in the VM: {why}"
     assert stats["qdisc_sampler"] == "c"

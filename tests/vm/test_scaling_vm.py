@@ -6,7 +6,7 @@ buffers scaled alike, every delay kept).
 Invariant (a delay held fixed, a share of a link): utilization within 0.05, the mean
 queueing delay and CAKE's own delay at 10 Mbit/s 0.7-2x those at 20 (a CoDel-based AQM's
 delay rises as the rate falls: see below), Jain's index within 0.05. Measured by
-bench/bench_scaling.py (docs/SCALING.md, 2026-11-26) at 5/10/20 Mbit/s: utilization
+bench/bench_scaling.py (docs/design/scaling.md, 2026-11-26) at 5/10/20 Mbit/s: utilization
 0.986/0.987/0.979, queueing delay 8.51/7.44/7.37 ms, CAKE's delay 6.98/6.95/7.33 ms,
 Jain 0.999/0.997/0.999; this test's first run at 10/20: utilization 0.981/0.982,
 queueing delay 9.96/8.13 ms, CAKE's delay 10.7/8.5 ms, Jain 0.996/1.000; a CI run on
@@ -72,7 +72,7 @@ def test_a_scaled_run_keeps_utilization_delay_and_fairness_not_packets(out, monk
     low, high = _run_at(out, 10, monkeypatch), _run_at(out, 20, monkeypatch)
     print(f"10 Mbit/s: {low}\n20 Mbit/s: {high}")
     assert abs(low["util"] - high["util"]) <= 0.05
-    # CAKE is CoDel-based (COBALT): like FQ-CoDel's (docs/SCALING.md: 11.8 ms at 20
+    # CAKE is CoDel-based (COBALT): like FQ-CoDel's (docs/design/scaling.md: 11.8 ms at 20
     # Mbit/s, 16.9 at 10), its delay may rise as the rate falls, where a packet lasts
     # longer against its 5 ms target: the 10 Mbit/s delay 0.7-2x the 20 Mbit/s one
     for key in ("qdelay", "aqm"):

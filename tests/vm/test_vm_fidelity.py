@@ -1,6 +1,6 @@
 """Full kernel (the project VM): netem delay and loss, PIE against FIFO, every qdisc.
 
-Tolerances, from the issue and docs/PLATFORM.md:
+Tolerances, from the issue and docs/design/platform.md:
 * idle ping RTT over a dumbbell with 5 ms one-way per link = 4 x 5 = 20 ms, within 1 ms,
   once the emulator's own RTT is taken out: the same dumbbell without delay, measured
   alike (under TCG, forwarding through namespaces and OVS costs 0.5-1 ms per round trip,
@@ -56,7 +56,7 @@ def test_netem_delay_gives_the_base_rtt(net_guard):
           f" max {max(res.rtts):.2f}); the emulator's own RTT {own:.2f} ms; netem added "
           f"{added:.2f} ms")
     # never less than configured; above it by each of the 4 netem stages' timer wake-up
-    # under TCG (~0.3 ms each, docs/HEALTH.md): 0.4-1.05 ms measured over the CI runs
+    # under TCG (~0.3 ms each, docs/design/health.md): 0.4-1.05 ms measured over the CI runs
     assert -0.5 <= added - 20 <= 1.5
     assert own < 2.0  # the emulator's own share stays small next to the delays we emulate
 
@@ -130,7 +130,7 @@ def test_every_qdisc_installs_and_reads_back(kind, net_guard):
         assert " 0% packet loss" in out
         burst = _htb_burst_read_back(net)
     # the shaper's burst, as the kernel holds it: under TCG 20 ms of the 5 Mbit/s rate
-    # (bottleneck.HTB_BURST_MS, docs/HEALTH.md), 12,500 B; HTB keeps it as a time in
+    # (bottleneck.HTB_BURST_MS, docs/design/health.md), 12,500 B; HTB keeps it as a time in
     # ticks, so tc's conversion back may round by a few bytes. A KVM guest's timers are
     # on time: tc's default of about one MTU.
     if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg":

@@ -15,7 +15,7 @@ MAX_MSG_BYTES = 16000
 #: stamped with the frame's send time)
 MAX_FRAME_BYTES = 1 << 20
 #: smallest frame: a message carries a 48-byte header (NetPerfMeterDataMessage: 4+4+8+
-#: 2+2+4+8+8+8 B, docs/D_DELAY.md)
+#: 2+2+4+8+8+8 B, docs/reference/one-way-delay.md)
 MIN_FRAME_BYTES = 64
 #: messages not received within this long after the last one count as lost by the tool
 #: (its default, 5 s, is shorter than a deep buffer's delay)
