@@ -10,7 +10,12 @@ out, as in every mean: docs/design/health.md).
 
 The table has one row per headline metric (the union of the sides' scenarios'
 declarations, :mod:`bufferbloat.results.headline`), one column per side, and each side after
-the first with its difference from the first (``-387 (x0.12)``). The overlay figures
+the first with its difference from the first (``-387 (x0.12)``) and whether it differs
+(:func:`bufferbloat.core.uncertainty.decide` on the sides' healthy repetitions: Welch's t
+test at 0.05 divided by the number of comparisons in the table, Bonferroni; "does not
+differ" when the difference's interval lies within +-5 % of the first side's mean;
+otherwise "unresolved", with about how many more runs a side would settle it). The
+overlay figures
 (:mod:`plots.overlay`: RTT eCDF, queueing delay and throughput over time, one line per
 side) and the table go into one self-contained HTML page.
 """
@@ -18,6 +23,7 @@ side) and the table go into one self-contained HTML page.
 import datetime
 import string
 
+from bufferbloat.core import uncertainty
 from bufferbloat.core.errors import UsageError
 from bufferbloat.results import headline
 from bufferbloat.scenarios import catalogue
@@ -79,9 +85,14 @@ def _entries(sides):
     return out
 
 
-def _mean(points, entry, key="metric"):
+def _values(points, entry, key="metric"):
+    """The entry's value in each healthy repetition of ``points``."""
     vals = [headline.evaluate(p.rows, entry, key) for p in points if p.averaged]
-    vals = [v for v in vals if v is not None]
+    return [v for v in vals if v is not None]
+
+
+def _mean(points, entry, key="metric"):
+    vals = _values(points, entry, key)
     return sum(vals) / len(vals) if vals else None
 
 
@@ -97,7 +108,9 @@ def _unit(sides, selector):
 def table(sides):
     """(direct, rows): ``rows`` are dicts with ``group`` (the match key, '' when
     direct), ``label``, ``metric``, ``unit``, ``values`` (one per side, None when the
-    side lacks it) and ``spreads`` (the entry's ``± spread`` metric, or None)."""
+    side lacks it), ``spreads`` (the entry's ``± spread`` metric, or None), ``samples``
+    (each side's healthy repetitions) and ``decisions`` (each side after the first
+    against the first: :func:`bufferbloat.core.uncertainty.decide`)."""
     direct = all(_single_setting(s) for s in sides)
     per_side = [s.groups(direct) for s in sides]
     keys = list(dict.fromkeys(k for g in per_side for k in g))
@@ -112,8 +125,24 @@ def table(sides):
                        else None for g in per_side]
             rows.append({"group": key, "label": entry["label"], "metric": entry["metric"],
                          "unit": _unit(sides, entry["metric"]), "values": values,
-                         "spreads": spreads})
+                         "spreads": spreads,
+                         "samples": [_values(g.get(key, []), entry) for g in per_side]})
+    comparisons = max(1, len(rows) * (len(sides) - 1))
+    for row in rows:
+        first = row["samples"][0]
+        row["decisions"] = [uncertainty.decide(first, other, comparisons=comparisons)
+                            for other in row["samples"][1:]]
     return direct, rows
+
+
+def decision_text(decision):
+    """``differs (p 0.003)``, ``does not differ`` or ``unresolved (~3 more runs a side)``."""
+    if decision["verdict"] == "differs":
+        return f"differs (p {decision['p']:.2g})"
+    if decision["verdict"] == "does not differ":
+        return "does not differ"
+    more = decision.get("more_runs")
+    return "unresolved" + (f" (~{more} more runs a side)" if more else "")
 
 
 def difference(value, ref):
@@ -130,13 +159,20 @@ def cells(row):
     vals = row["values"]
     shown = [headline.fmt(v) + (f" ± {headline.fmt(sd)}" if sd is not None and v is not None
                                 else "") for v, sd in zip(vals, row["spreads"])]
-    return shown + [difference(v, vals[0]) for v in vals[1:]]
+    return (shown + [difference(v, vals[0]) for v in vals[1:]]
+            + [decision_text(d) for d in row.get("decisions") or []])
+
+
+def header(sides):
+    """The table's column names: metric, each side, each difference, each decision."""
+    letters = [s.letter for s in sides]
+    return (["metric"] + letters + [f"{x}-{letters[0]}" for x in letters[1:]]
+            + [f"{x} vs {letters[0]}" for x in letters[1:]])
 
 
 def table_lines(sides, rows):
     """The comparison table as aligned terminal lines."""
-    letters = [s.letter for s in sides]
-    head = ["metric"] + letters + [f"{x}-{letters[0]}" for x in letters[1:]]
+    head = header(sides)
     body = []
     group = None
     for r in rows:
@@ -179,15 +215,14 @@ def figures(sides, direct):
 def write_html(path, sides, rows, figs):
     """The comparison as one self-contained page at ``path``; returns ``path``."""
     from bufferbloat.plots.report import CSS, esc, figure_html, write_page
-    letters = [s.letter for s in sides]
-    head = "".join(f"<th>{esc(h)}</th>" for h in
-                   ["metric"] + letters + [f"{x}-{letters[0]}" for x in letters[1:]])
+    columns = header(sides)
+    head = "".join(f"<th>{esc(h)}</th>" for h in columns)
     body, group = [], None
     for r in rows:
         if r["group"] != group:
             group = r["group"]
             if group:
-                body.append(f'<tr><th colspan="{2 * len(letters)}">{esc(group)}</th></tr>')
+                body.append(f'<tr><th colspan="{len(columns)}">{esc(group)}</th></tr>')
         body.append(f"<tr><td>{esc(r['label'])} ({esc(r['unit'])})</td>"
                     + "".join(f"<td class=num>{esc(c)}</td>" for c in cells(r)) + "</tr>")
     legend = "".join(f"<li>{esc(s.describe())}</li>" for s in sides)
@@ -214,6 +249,8 @@ def compare(paths, html_path=None):
     direct, rows = table(sides)
     out = ["compare:"] + [f"  {s.describe()}" for s in sides]
     out += table_lines(sides, rows) if rows else ["(no headline metric in common)"]
+    if rows:
+        out.append(f"(differs: {rows[0]['decisions'][0]['method']})")
     if html_path is None:
         out.append("(--html FILE writes a page with this table and the overlay figures)")
         return out

@@ -7,6 +7,7 @@ import io
 
 import numpy as np
 
+from bufferbloat.core.uncertainty import mean_interval
 from bufferbloat.plots import study_d
 from bufferbloat.plots.common import write_csv_md
 from bufferbloat.plots.sweep import by_key, by_scenario, samples, setting_label, stats
@@ -20,7 +21,12 @@ TABLE_COLUMNS = ("scenario", "setting", "point", "reps", "degraded", "qdisc",
                  "download_flow_max_mbit", "upload_mean_mbit", "upload_mean_std_mbit",
                  "upload_flow_min_mbit", "upload_flow_max_mbit",
                  "qdelay_p50_ms", "qdelay_down_p50_ms", "drop_pct", "utilization",
-                 "jain_fairness", "web_total_mean_s")
+                 "jain_fairness", "web_total_mean_s",
+                 "n", "latency_mean_ci_low_ms", "latency_mean_ci_high_ms",
+                 "throughput_mean_ci_low_mbit", "throughput_mean_ci_high_mbit",
+                 "qdelay_p50_mean_ms", "qdelay_p50_ci_low_ms", "qdelay_p50_ci_high_ms")
+#: the intervals' confidence (Student's t over the point's healthy repetitions)
+CONFIDENCE = 0.95
 
 
 def table_rows(points):
@@ -32,7 +38,9 @@ def table_rows(points):
     over the direction's flows, mean and std; and the range of the per-flow throughputs
     of all repetitions), queueing delay p50 of the bottleneck's AQM and of the reverse
     AQM (B's downloads), drop %, utilization, Jain's index, web fetch time (means over
-    repetitions)."""
+    repetitions); ``n`` (the healthy repetitions averaged) and the 95 % Student-t
+    interval of the mean latency, throughput and queueing delay p50 over them
+    (:func:`bufferbloat.core.uncertainty.mean_interval`; empty below 2 runs)."""
     out = []
     for scn, pts in by_scenario(points).items():
         for key, reps in by_key(pts).items():
@@ -64,7 +72,22 @@ def table_rows(points):
                            ("utilization", "utilization"), ("jain_fairness", "jain_fairness"),
                            ("web_total_mean_s", "web_total_mean_s")):
                 row[col] = stats([p.value(k) for p in reps])[0]
+            row.update(_intervals(reps))
             out.append(row)
+    return out
+
+
+def _intervals(reps):
+    """``n`` and the mean's interval of the headline columns over the healthy reps."""
+    kept = [p for p in reps if p.averaged]
+    out = {"n": len(kept)}
+    for metric, col, unit in (("rtt_mean_ms", "latency_mean", "ms"),
+                              ("throughput_mbit", "throughput_mean", "mbit"),
+                              ("qdelay_p50_ms", "qdelay_p50", "ms")):
+        ci = mean_interval([p.value(metric) for p in kept], CONFIDENCE)
+        out[f"{col}_ci_low_{unit}"], out[f"{col}_ci_high_{unit}"] = ci["ci_low"], ci["ci_high"]
+        if col == "qdelay_p50":
+            out["qdelay_p50_mean_ms"] = ci["mean"]
     return out
 
 
@@ -94,7 +117,8 @@ def table_markdown(rows):
             "ICMP latency ms: range (mean ± std)", "UDP latency ms: mean ± std",
             "throughput Mbit/s: range (mean ± std)",
             "download Mbit/s: mean ± std (per flow)", "upload Mbit/s: mean ± std (per flow)",
-            "qdelay p50 ms (reverse AQM)", "drops %", "utilization", "Jain", "web fetch s"]
+            "qdelay p50 ms (reverse AQM)", "drops %", "utilization", "Jain", "web fetch s",
+            "n: 95 % interval of the mean latency ms, throughput Mbit/s"]
 
     def rng(lo, hi, mean, sd):
         if lo is None and mean is None:
@@ -126,9 +150,19 @@ def table_markdown(rows):
                                              if r.get("qdelay_down_p50_ms") is not None
                                              else ""),
                  table_cell(r["drop_pct"]), table_cell(r["utilization"]),
-                 table_cell(r["jain_fairness"]), table_cell(r["web_total_mean_s"])]
+                 table_cell(r["jain_fairness"]), table_cell(r["web_total_mean_s"]),
+                 _ci_cell(r)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _ci_cell(r):
+    """``n=5: 512-530 ms; 1.39-1.41 Mbit/s`` (empty below 2 healthy runs)."""
+    parts = [f"{table_cell(r[f'{c}_ci_low_{u}'])}-{table_cell(r[f'{c}_ci_high_{u}'])} {unit}"
+             for c, u, unit in (("latency_mean", "ms", "ms"),
+                                ("throughput_mean", "mbit", "Mbit/s"))
+             if r.get(f"{c}_ci_low_{u}") is not None]
+    return f"n={r.get('n', 0)}" + (": " + "; ".join(parts) if parts else "")
 
 
 def write_tables(points, out_dir, stem="table"):

@@ -51,6 +51,7 @@ from bufferbloat.results.health_series import (
     check_work_conservation,
 )
 from bufferbloat.results.records import load_run
+from bufferbloat.results.steady_state import unsettled
 
 THRESHOLDS = {"work_conservation_min": MIN_WORK_CONSERVATION,
               "controller_rate_share_min": MIN_CONTROLLER_RATE_SHARE,
@@ -90,8 +91,14 @@ def assess(run, metrics_rows=None):
     judged = [c for c in checks.values() if c["ok"] is not None]
     verdict = ("faulty" if faults else "degraded" if problems
                else "healthy" if judged else "unknown")
-    return {"verdict": verdict, "faults": faults, "problems": problems, "checks": checks,
-            "thresholds": THRESHOLDS}
+    out = {"verdict": verdict, "faults": faults, "problems": problems, "checks": checks,
+           "thresholds": THRESHOLDS}
+    moving = unsettled(rec)
+    if moving:       # the experiment's, not the emulator's: said, not a verdict of its own
+        out["not_steady"] = (f"not at steady state: {', '.join(moving)} still moving at "
+                             "the run's end (judged over its second half; a longer run "
+                             "would settle it)")
+    return out
 
 
 #: Verdicts of runs that did not measure the network: left out of means and figures.
@@ -125,4 +132,6 @@ def headline(health):
                  + "\n    ".join(health["faults"]))
     if health.get("problems"):
         line += "\n  the emulator fell behind:\n    " + "\n    ".join(health["problems"])
+    if health.get("not_steady"):
+        line += f"\n  {health['not_steady']}"
     return line

@@ -41,6 +41,7 @@ from bufferbloat.results import health
 from bufferbloat.results import metrics as mx
 from bufferbloat.results.records import load_run
 from bufferbloat.results.records_writer import RunWriter
+from bufferbloat.results.steady_state import steady_state
 from bufferbloat.run import identity
 from bufferbloat.run.resolved import resolve_run
 from bufferbloat.traffic import base as traffic_base
@@ -440,8 +441,14 @@ def finish(ctx, status, error):
     if status == "ok":
         with ctx.phase("metrics"):
             run = load_run(ctx.run_dir)        # the series are read (and parsed) once
-            rows = mx.compute_metrics(run, warmup_s=ctx.warmup_s)
-            mx.write_metrics(run, rows, warmup_s=ctx.warmup_s)
+            # judged where the headline series settle, not before the study's warm-up
+            steady = steady_state(run, ctx.warmup_s, mx.traffic_start_s(run),
+                                  mx.traffic_end_s(run))
+            rec["steady_state"] = run.record["steady_state"] = steady
+            rec["warmup_study_s"] = ctx.warmup_s
+            rec["warmup_s"] = run.record["warmup_s"] = steady["warmup_s"]
+            rows = mx.compute_metrics(run, warmup_s=steady["warmup_s"])
+            mx.write_metrics(run, rows, warmup_s=steady["warmup_s"])
         with ctx.phase("health"):
             rec["health"] = health.assess(run, rows)
         _close_phases(ctx)

@@ -35,7 +35,10 @@ def test_pie_lower_rtt_shows_in_the_table():
     assert pie_rtt == headline.select(run_rows(load_run(PIE)), "ping:rtt_mean_ms")
     assert pie_rtt < fifo_rtt / 3
     line = next(x for x in compare.table_lines(sides, rows) if x.startswith("ping RTT"))
-    assert compare.difference(pie_rtt, fifo_rtt) in line and "-" in line.split()[-2]
+    assert compare.difference(pie_rtt, fifo_rtt) in line
+    assert compare.difference(pie_rtt, fifo_rtt).startswith("-")
+    # one run a side: no spread to judge a difference by
+    assert rtt["decisions"][0]["verdict"] == "unresolved" and line.endswith("a side)")
 
 
 def test_pie_lower_rtt_shows_in_the_figures():
@@ -102,3 +105,25 @@ def test_compare_refuses_one_path_or_a_path_without_runs(tmp_path, capsys):
     assert main(["compare", FIFO]) == 2
     assert main(["compare", FIFO, str(tmp_path)]) == 2
     assert "no run" in capsys.readouterr().err
+
+
+def test_two_points_with_repetitions_differ_and_the_page_says_so(tmp_path):
+    """Two sweep points of two repetitions each (FIFO buffer 20 against 100 packets):
+    their RTTs differ by Welch's test at 0.05 over the table's comparisons; the
+    terminal table and the HTML page say the same words."""
+    import os
+    fix = os.path.join(os.path.dirname(FIFO), "sweep_fifo_buffer")
+    sides = compare.load_sides([os.path.join(fix, "buffer_pkts=20"),
+                                os.path.join(fix, "buffer_pkts=100")])
+    direct, rows = compare.table(sides)
+    rtt = next(r for r in rows if r["metric"] == "ping:rtt_mean_ms")
+    assert direct and [len(s) for s in rtt["samples"]] == [2, 2]
+    decision = rtt["decisions"][0]
+    assert decision["verdict"] == "differs", decision
+    assert decision["p"] < 0.05 / len(rows)
+    line = next(x for x in compare.table_lines(sides, rows) if x.startswith("ping RTT"))
+    assert "differs (p " in line
+    out = compare.compare([os.path.join(fix, "buffer_pkts=20"),
+                           os.path.join(fix, "buffer_pkts=100")], str(tmp_path / "c.html"))
+    assert any("Welch" in x for x in out)
+    assert "differs (p " in (tmp_path / "c.html").read_text()

@@ -110,3 +110,28 @@ def test_configurations_apart_are_labelled_by_what_differs(tmp_path):
         "aqm_both_ways=true, delay_ms=5, reverse_qdisc=unset",
         "aqm_both_ways=false, delay_ms=0.25, reverse_qdisc=fq_codel"}
     assert len(sweep_tables.table_rows(pts)) == 4
+
+
+def test_the_table_gives_n_and_the_interval_of_each_points_mean(tmp_path):
+    """Each point's row: n healthy repetitions and the Student-t 95 % interval of the
+    mean latency, throughput and queue delay over them (2 reps here: t = 12.71)."""
+    import math
+
+    from bufferbloat.core.uncertainty import mean_interval
+    pts = sweep.load_points(_tree(tmp_path, lambda rec: None))
+    rows = sweep_tables.table_rows(pts)
+    assert len(rows) == 2
+    for row in rows:
+        reps = [p for p in sweep.by_key(pts)[row["point"]] if p.averaged]
+        rtts = [p.value("rtt_mean_ms") for p in reps]
+        assert row["n"] == len(reps) == 2
+        ci = mean_interval(rtts)
+        assert row["latency_mean_ci_low_ms"] == ci["ci_low"]
+        assert row["latency_mean_ci_low_ms"] <= row["latency_mean_ms"] \
+            <= row["latency_mean_ci_high_ms"]
+        half = (row["latency_mean_ci_high_ms"] - row["latency_mean_ci_low_ms"]) / 2
+        sd = math.sqrt(sum((x - ci["mean"]) ** 2 for x in rtts))       # n - 1 = 1
+        assert math.isclose(half, 12.7062 * sd / math.sqrt(2), rel_tol=1e-4)
+    text = sweep_tables.table_csv(rows)
+    assert "n,latency_mean_ci_low_ms" in text.splitlines()[0]
+    assert "n=2: " in sweep_tables.table_markdown(rows)

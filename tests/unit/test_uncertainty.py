@@ -141,3 +141,31 @@ def test_steady_start_is_the_time_of_the_first_kept_sample():
     values = [40.0] * 20 + [10.0] * 80
     start, settled = steady.steady_start(times, values)
     assert settled and start == pytest.approx(2.0, abs=0.25)
+
+
+def test_a_run_is_judged_where_its_series_settle():
+    """results/steady_state.py on recorded runs: a FIFO still filling over an 8 s run
+    (a1_fifo: its queue delay climbs to the end) has not settled; RED's two flows hold
+    their queue after ~1.4 s; the warm-up used is never below the study's and never past
+    half the traffic."""
+    from bufferbloat.results import metrics as mx
+    from bufferbloat.results.health import headline
+    from bufferbloat.results.records import load_run
+    from bufferbloat.results.steady_state import steady_state, unsettled
+    here = __import__("os").path.dirname(__file__)
+    results = {}
+    for name in ("a1_fifo", "c1_red_2flows", "a2_fifo"):
+        run = load_run(f"{here}/../fixtures/runs/{name}")
+        start, end = mx.traffic_start_s(run), mx.traffic_end_s(run)
+        res = steady_state(run, run.warmup_s, start, end)
+        assert run.warmup_s <= res["warmup_s"] <= max(run.warmup_s, (end - start) / 2 + 0.1)
+        results[name] = res
+    assert not results["a1_fifo"]["series"]["queue_delay"]["settled"]
+    red = results["c1_red_2flows"]
+    assert red["settled"] and 0.5 < red["series"]["queue_delay"]["from_s"] < 3
+    assert results["a2_fifo"]["warmup_s"] > 2                  # past the study's 0.83 s
+    record = {"steady_state": results["a1_fifo"]}
+    assert unsettled(record) == ["queue_delay"] and unsettled({}) == []
+    line = headline({"verdict": "healthy", "checks": {}, "not_steady":
+                     "not at steady state: queue_delay still moving"})
+    assert line.startswith("health: healthy") and "not at steady state" in line
