@@ -26,6 +26,20 @@ def out():
     shutil.rmtree(path, ignore_errors=True)
 
 
+def _through_vm(args, moves):
+    """``bufferbloat ARGS`` from this checkout (``--vm`` added when this kernel would keep
+    it here); its contracts: the VM named when it moves, a complete run's exit (0, or
+    EXIT_DEGRADED: a slow emulator's)."""
+    proc = subprocess.run([sys.executable, "-m", "bufferbloat", *args]
+                          + ([] if moves else ["--vm"]),
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                          capture_output=True, text=True, timeout=3600)
+    print(proc.stdout[-4000:], proc.stderr[-3000:])
+    assert not moves or "running inside the project VM" in proc.stderr
+    assert proc.returncode in (0, EXIT_DEGRADED), proc.returncode
+    return proc
+
+
 #: end to end through a VM boot of its own (70-100 s): the gate covers the path with a
 #: fresh clone's first run and the installed package's run (test_package.py); the
 #: acceptance tier runs it (docs/design/testing.md: the gate's 30 minutes)
@@ -39,14 +53,8 @@ def test_a_run_started_here_finishes_through_the_vm(out):
     moves = bool(where.missing_kernel_pieces([a1.build()[0]]))
 
     def run_once():
-        proc = subprocess.run([sys.executable, "-m", "bufferbloat", "run", "a1_fifo",
-                               "--quick", "--out", os.path.relpath(out, ROOT)]
-                              + ([] if moves else ["--vm"]),
-                              cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
-                              capture_output=True, text=True, timeout=3600)
-        print(proc.stdout[-4000:], proc.stderr[-3000:])
-        assert not moves or "running inside the project VM" in proc.stderr
-        assert proc.returncode in (0, EXIT_DEGRADED), proc.returncode
+        proc = _through_vm(["run", "a1_fifo", "--quick", "--out", os.path.relpath(out, ROOT)],
+                           moves)
         lines = proc.stdout.splitlines()
         assert any(line.startswith("recorded in the VM: /bb/") for line in lines)
         start = next(i for i, line in enumerate(lines) if line.startswith("result: "))
@@ -156,14 +164,8 @@ def test_a_sweep_started_here_runs_its_points_in_one_vm_and_reports_here(out):
     def sweep_once():
         """One sweep into a directory of its own; its contracts asserted; its verdicts."""
         here = os.path.join(out, f"try{next(attempt)}")
-        proc = subprocess.run([sys.executable, "-m", "bufferbloat", "sweep", "a1_fifo",
-                               "--quick", "--time", "5", "--out", os.path.relpath(here, ROOT)]
-                              + ([] if moves else ["--vm"]),
-                              cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
-                              capture_output=True, text=True, timeout=3600)
-        print(proc.stdout[-4000:], proc.stderr[-3000:])
-        assert not moves or "running inside the project VM" in proc.stderr
-        assert proc.returncode in (0, EXIT_DEGRADED), proc.returncode
+        proc = _through_vm(["sweep", "a1_fifo", "--quick", "--time", "5", "--out",
+                            os.path.relpath(here, ROOT)], moves)
         assert proc.stderr.count("vm: booting the project VM") == 1     # one boot, two points
         with open(os.path.join(here, "a1_fifo", "sweep", "index.json")) as f:
             index = json.load(f)
