@@ -48,10 +48,11 @@ def check_common(args):
         retries_of(args)
 
 
-def precision_rule(args, *scenarios):
+def precision_rule(args, *scenarios, refuse_derived=True):
     """The ``--precision`` rule (bufferbloat/run/precision.py), or None without
     --precision; checked before anything is built (UsageError, exit 2): its ranges, not
-    with --repeat, and not for a scenario whose knobs come from another run."""
+    with --repeat, and (``refuse_derived``) not for a scenario whose knobs come from
+    another run."""
     from bufferbloat.run.precision import PrecisionRule
     given = {k: getattr(args, k, None) for k in ("confidence", "min_reps", "max_reps")}
     if getattr(args, "precision", None) is None:
@@ -63,7 +64,7 @@ def precision_rule(args, *scenarios):
         raise UsageError("--precision decides the number of repetitions: it cannot be "
                          "combined with --repeat (use --min-reps/--max-reps)")
     derived = sorted(s.name for s in scenarios if getattr(s, "derived", None))
-    if derived:
+    if derived and refuse_derived:
         raise UsageError(f"--precision is not available for {', '.join(derived)}: its "
                          "stream points are paced from the bulk run of the same "
                          "repetition, which the rule does not add in step (use --repeat)")

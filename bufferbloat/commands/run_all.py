@@ -27,7 +27,7 @@ def catalogue_points(quick, only=None, reps=None):
     todo = []
     for name in names:
         scn = cat[name]
-        n = reps or (1 if quick else scn.repeat)
+        n = (reps if reps and not scn.derived else None) or (1 if quick else scn.repeat)
         for varied, rep in points(scn.sweep_for(quick), n):
             todo.append((scn, dict(varied), varied, rep))
     return todo
@@ -39,7 +39,12 @@ def cmd_run_all(args):
     from bufferbloat.run.plan import plan_points
     from bufferbloat.run.sweep import run_points
     check_common(args)
-    precision = precision_rule(args, *(scenario(n) for n in args.only or scenarios()))
+    chosen = [scenario(n) for n in args.only or scenarios()]
+    precision = precision_rule(args, *chosen, refuse_derived=False)
+    fixed = [s.name for s in chosen if precision and s.derived]
+    if fixed:
+        print(f"--precision: {', '.join(fixed)} keep their own repetitions (their streams "
+              "are paced from the bulk run of the same repetition)", flush=True)
     todo = catalogue_points(args.quick, args.only,
                             reps=precision.min_reps if precision else None)
     # every point resolved, once: the same objects are placed and run

@@ -115,7 +115,8 @@ class SweepRunner:
         self.judged = {}
         if precision is not None:
             for pos, point in enumerate(self.points):
-                self.groups.setdefault(point.run.config_key, []).append(pos)
+                if not point.scn.derived:      # D keeps its own repetitions
+                    self.groups.setdefault(point.run.config_key, []).append(pos)
 
     @property
     def n(self):
@@ -162,7 +163,9 @@ class SweepRunner:
             return
         point = self.points[pos]
         key = point.run.config_key
-        group = self.groups[key]
+        group = self.groups.get(key)
+        if group is None:
+            return
         if key in self.judged or any(p not in self.entries for p in group):
             return
         dirs = [self.entries[p].get("run_dir") for p in group

@@ -95,3 +95,18 @@ def test_bad_precision_options_are_refused():
                  PrecisionRule(5, min_reps=6, max_reps=5), PrecisionRule(5, confidence=1.5)):
         with pytest.raises(UsageError):
             rule.check()
+
+
+@pytest.mark.parametrize("argv,said", [
+    (["sweep", "a1_fifo", "--min-reps", "3"], "only go with --precision"),
+    (["sweep", "a1_fifo", "--precision", "5", "--repeat", "3"], "cannot be combined"),
+    (["sweep", "d1_cca_paths", "--precision", "5"], "not available for d1_cca_paths"),
+    (["sweep", "a1_fifo", "--precision", "0"], "--precision"),
+    (["run-all", "--precision", "5", "--min-reps", "9", "--max-reps", "4"], "--max-reps 4"),
+])
+def test_bad_precision_on_the_command_line_exits_2_before_anything(tmp_path, capsys, argv,
+                                                                    said):
+    from bufferbloat import cli
+    assert cli.main(argv + ["--out", str(tmp_path / "out")]) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
