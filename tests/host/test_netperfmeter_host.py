@@ -87,7 +87,9 @@ def run_and_check(out_root, rate_mbit, delay_ms):
     assert [f["flow"] for f in entry["flows"]] == ["bulk1", "bulk2"]
     assert all(f["bytes_received"] > 0 and f["scheduled_s"] is not None
                for f in entry["flows"])
-    assert rec["health"]["checks"]["flows_on_time"]["flows"] == 3
+    # the three flows and the ping probe: every part with a schedule is judged
+    assert rec["health"]["checks"]["flows_on_time"]["flows"] == 4
+    assert rec["health"]["checks"]["starts_not_early"]["ok"], rec["health"]["faults"]
     # the application's metrics next to the transport's
     rows = {(r["name"], r["metric"]): r["value"] for r in compute_metrics(run)}
     app = sum(rows[(f, "app_throughput_mbit")] for f in ("bulk1", "bulk2"))

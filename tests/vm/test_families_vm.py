@@ -56,7 +56,8 @@ def run(out, name, time_s, **overrides):
     # work conservation >= 0.95 while backlogged, <= 5 % sampler ticks missed, flows on
     # time, the idle RTT at the configured one, goodput within the link
     health = _RUNS[key][0].record["health"]
-    assert health["verdict"] == "healthy", (name, overrides, health["problems"])
+    assert health["verdict"] == "healthy", (name, overrides, health["problems"],
+                                            health.get("faults", []))
     return _RUNS[key]
 
 

@@ -40,7 +40,7 @@ CAT = catalogue()
 def healthy(run):
     health = run.record["health"]
     assert run.record["status"] == "ok", run.record.get("error")
-    assert health["verdict"] == "healthy", health["problems"]
+    assert health["verdict"] == "healthy", health["problems"] + health.get("faults", [])
     return run
 
 

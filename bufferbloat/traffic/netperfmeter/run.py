@@ -191,8 +191,13 @@ class NetPerfMeterRun(RunResults, Timed):
         deadline, seen, known = time.monotonic() + PRECONNECT_TIMEOUT_S, None, set()
         while proc.poll() is None and time.monotonic() < deadline:
             try:
+                read_at = time.monotonic()
                 with open(g.aout.name) as f:
                     text = f.read()
+                # when the text said so, not after the sockets below were mapped (under
+                # TCG that took long enough to put the origin 1.4 s after the flows began)
+                if seen is None and MEASUREMENT_STARTED.search(text):
+                    seen = read_at
                 with self._sockets_lock:    # one watcher per process updates it
                     known = set(self.sockets)
                 if not want <= known:
@@ -200,8 +205,6 @@ class NetPerfMeterRun(RunResults, Timed):
                     with self._sockets_lock:
                         self.sockets.update(found)
                         known = set(self.sockets)
-                if seen is None and MEASUREMENT_STARTED.search(text):
-                    seen = time.monotonic()
             except OSError:
                 pass
             if seen is not None and (want <= known or time.monotonic() > seen + 10.0):
