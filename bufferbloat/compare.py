@@ -21,6 +21,7 @@ side) and the table go into one self-contained HTML page.
 """
 
 import datetime
+import os
 import string
 
 from bufferbloat.core import uncertainty
@@ -30,6 +31,8 @@ from bufferbloat.scenarios import catalogue
 
 #: how many lines an overlay figure holds at most (sides x matched points)
 MAX_LINES = 16
+#: the file that marks a directory as a published reference (scripts/make-reference.py)
+REFERENCE_FILE = "reference.json"
 
 
 class Side:
@@ -241,11 +244,91 @@ def write_html(path, sides, rows, figs):
     return write_page(path, page)
 
 
+def is_reference(side):
+    """Whether a side is a published reference (its directory holds REFERENCE_FILE)."""
+    return os.path.isfile(os.path.join(str(side.path), REFERENCE_FILE))
+
+
+def _config_key(point):
+    """The run's configuration key; for an older record without one, its scenario,
+    overrides and setting."""
+    return point.run.record.get("config_key") or (
+        point.scenario, tuple(sorted((k, str(v)) for k, v in point.overrides.items())),
+        point.setting)
+
+
+def spread(values, confidence=uncertainty.CONFIDENCE):
+    """(low, high) within which a further run is expected, from the reference's runs:
+    the Student-t prediction interval mean +- t(n - 1) s sqrt(1 + 1/n); None below 2."""
+    n, mean, sd = uncertainty.mean_sd(values)
+    if n < 2:
+        return None
+    half = uncertainty.t_quantile(0.5 + confidence / 2, n - 1) * sd * (1 + 1 / n) ** 0.5
+    return mean - half, mean + half
+
+
+def against_reference(side, ref):
+    """Lines saying, for each run of ``side``, whether each headline metric falls inside
+    the reference's spread for the same configuration (its ``config_key``), or why the
+    run is not comparable (no reference run of its configuration: another setting, or
+    other parameters)."""
+    from bufferbloat.plots.common import run_label  # noqa: PLC0415
+    from bufferbloat.plots.sweep import by_key  # noqa: PLC0415
+    by_config = {}
+    for p in ref.points:
+        if p.averaged:
+            by_config.setdefault(_config_key(p), []).append(p)
+    out = [f"against the reference {ref.path} (95 % prediction interval of its healthy "
+           "runs: mean +- t s sqrt(1 + 1/n)):"]
+    for key, reps in by_key(side.points).items():
+        for p in reps:
+            rep = (p.run.record.get("run_config") or {}).get("rep") or p.rep
+            label = f"{run_label(p.run)} (rep {rep})"
+            if not p.averaged:
+                out.append(f"  {label}: not comparable: its own run is not healthy "
+                           f"({p.run.record.get('health', {}).get('verdict')})")
+                continue
+            refs = by_config.get(_config_key(p))
+            if not refs:
+                same = [r for r in ref.points if r.scenario == p.scenario
+                        and r.overrides == p.overrides]
+                why = (f"another setting ({identity_label(p)} here, "
+                       f"{identity_label(same[0])} in the reference)"
+                       if same and same[0].setting != p.setting else
+                       "no reference run of this configuration (other parameters, "
+                       "code or rate cap)")
+                out.append(f"  {label}: not comparable: {why}")
+                continue
+            for entry in headline.declared(p.run, catalogue()):
+                value = headline.evaluate(p.rows, entry)
+                band = spread(_values(refs, entry))
+                if value is None or band is None:
+                    continue
+                inside = band[0] <= value <= band[1]
+                out.append(f"  {label}: {entry['label']} {headline.fmt(value)}: "
+                           + ("inside" if inside else "OUTSIDE")
+                           + f" the reference's spread {headline.fmt(band[0])} to "
+                             f"{headline.fmt(band[1])} ({len(refs)} runs)")
+    return out
+
+
+def identity_label(point):
+    from bufferbloat.run.identity import setting_label  # noqa: PLC0415
+    return setting_label(point.setting)
+
+
 def compare(paths, html_path=None):
     """Compare ``paths``; return the terminal lines. With ``html_path``, also write the
     HTML page (the table and the overlay figures) there; without it, nothing is
     written."""
     sides = load_sides(paths)
+    refs = [s for s in sides if is_reference(s)]
+    if refs:         # a reference is its own spread: each other side's runs against it
+        out = ["compare:"] + [f"  {s.describe()}" for s in sides]
+        for side in sides:
+            if side is not refs[0]:
+                out += against_reference(side, refs[0])
+        return out
     direct, rows = table(sides)
     out = ["compare:"] + [f"  {s.describe()}" for s in sides]
     out += table_lines(sides, rows) if rows else ["(no headline metric in common)"]

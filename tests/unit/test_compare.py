@@ -127,3 +127,29 @@ def test_two_points_with_repetitions_differ_and_the_page_says_so(tmp_path):
                            os.path.join(fix, "buffer_pkts=100")], str(tmp_path / "c.html"))
     assert any("Welch" in x for x in out)
     assert "differs (p " in (tmp_path / "c.html").read_text()
+
+
+def test_a_run_against_a_published_reference(tmp_path):
+    """scripts/make-reference.py publishes records and metrics only; compare then says,
+    per headline metric, whether a run is inside the reference's spread (its own
+    configuration's runs), and names a run it cannot judge and why."""
+    import importlib.util
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location(
+        "make_reference", os.path.join(root, "scripts", "make-reference.py"))
+    make_reference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_reference)
+    fix = os.path.join(os.path.dirname(FIFO), "sweep_fifo_buffer")
+    ref = tmp_path / "reference"
+    runs, size = make_reference.publish(fix, str(ref), "test")
+    assert runs == 4 and size < make_reference.MAX_BYTES
+    assert not list(ref.rglob("series")) and not list(ref.rglob("raw"))   # no series
+    assert (ref / compare.REFERENCE_FILE).is_file()
+    one = os.path.join(fix, "buffer_pkts=20", "rep-1")
+    lines = compare.compare([one, str(ref)])
+    judged = [x for x in lines if "the reference's spread" in x]
+    assert judged and all("buffer_pkts=20" in x for x in judged)
+    assert any(": inside the reference's spread" in x for x in judged)
+    other = compare.compare([FIFO, str(ref)])                 # another configuration
+    assert any("not comparable" in x for x in other)
