@@ -1,7 +1,7 @@
 """The project VM's host side: build a Debian bookworm disk image and run commands in it
 under qemu (``vm/build``, ``vm/run``; ``python3 -m bufferbloat.vm``).
 
-The host kernel lacks sch_netem, sch_pie, openvswitch, tcp_vegas... (see PLATFORM.md), so
+The host kernel lacks sch_netem, sch_pie, openvswitch, tcp_vegas... (see docs/design/platform.md), so
 experiments that need them run in a small VM: Debian bookworm with the stock 6.1 kernel,
 Mininet and Open vSwitch, built with ``debootstrap`` (no Vagrant needed) and booted with
 ``qemu-system-x86_64`` (TCG unless a probe shows that KVM can boot it). The repository's
