@@ -27,7 +27,7 @@ MAX_START_EARLY_S = 0.2
 #: active processes start their measurements within a tick or two of each other (its
 #: passive side's 250 ms poll), and the origin waits for the last one, so the earlier
 #: processes' flows begin that much before it (0.17 s measured at 40 flows, 0.27-0.49 s
-#: at 60, netperfmeter.py's preconnect).
+#: at 60, the netperfmeter kind's preconnect).
 MAX_OWN_CLOCK_EARLY_S = 1.0
 #: The idle RTT before traffic may exceed the configured base RTT by at most
 #: max(IDLE_RTT_SLACK_MS, IDLE_RTT_SLACK_SHARE x base) at its median (TCG adds

@@ -300,7 +300,7 @@ def measure(ctx):
     # under TCG): a flow's lateness is then its own, not the sampler's
     origin = time.monotonic()
     # a part whose flows were connected ahead (NetPerfMeter: bufferbloat/traffic/
-    # netperfmeter.py) starts them at a time it set: the origin waits for it
+    # traffic/netperfmeter/) starts them at a time it set: the origin waits for it
     due = [p.origin_at for p in ctx.parts if p.origin_at is not None]
     with ctx.phase("connect"):
         if due and max(due) > origin:

@@ -418,7 +418,7 @@ def test_c_quick_points_at_40_flows_are_healthy_and_follow_the_load(out):
     """The quick sweep's 40-flow points (run() asserts each healthy): PI still holds
     its reference with a higher mark probability than at 20 flows; RED's queue rides
     higher up its ramp than at 20 flows. The 40 flows came from 4 active processes of 10
-    (one passive side, bufferbloat/traffic/netperfmeter.py FLOWS_PER_PROCESS): each
+    (one passive side, bufferbloat/traffic/netperfmeter/flows.py FLOWS_PER_PROCESS): each
     flow's socket was found (the sampler labels its rows), and the processes' measurements
     started within two of the passive side's 250 ms ticks of each other (+ 100 ms: a
     process is now and then a tick late; measured 0.17 s at 40 flows, 0.27-0.49 s at 60
