@@ -59,8 +59,10 @@ class ResolvedRun:
         tupdate is counted in ticks), after the warnings of its validation."""
         qdisc = self.topo.qdisc
         info, params = qdisc.info, qdisc.params
-        at_hz = [w for w in info.check(params, params, hz) if w not in
-                 info.check(params, params, None)] if hz else []
+
+        def said(at):     # on a copy, as nothing was given again: the checks that
+            return info.check(dict(params), {}, at)   # depend on the tick only
+        at_hz = [w for w in said(hz) if w not in said(None)] if hz else []
         return list(qdisc.warnings) + at_hz
 
     def spec(self):

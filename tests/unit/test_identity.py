@@ -141,3 +141,19 @@ def test_a_new_optional_parameter_keeps_every_recorded_key(monkeypatch):
     set_it = ident.run_key(ident.run_config(scn, {"some_future_knob": 0.5}, quick=True,
                                             max_rate_mbit=None))
     assert set_it != before
+
+
+def test_a_resolved_runs_tick_warnings_never_check_its_values_again():
+    """The engine asks a resolved run what its qdisc's values become at the kernel's
+    tick rate; that must not re-run the checks of what was given (a FIFO given a byte
+    limit by the scenario once failed 'give limit_pkts or limit_bytes, not both' there,
+    in the VM gate), nor change the run."""
+    c1 = catalogue()["c1_red_vs_pie"]
+    run = resolve_run(c1, {"qdisc": "fifo", "flows": "60"}, quick=True, max_rate_mbit=None)
+    before = dict(run.topo.qdisc.params)
+    assert run.warnings(250) == list(run.topo.qdisc.warnings)
+    assert run.topo.qdisc.params == before
+    b1 = catalogue()["b1_pie_tupdate"]
+    pie = resolve_run(b1, {"qdisc.tupdate_ms": "30"}, quick=True, max_rate_mbit=None)
+    assert any("30 ms becomes 32 ms" in w for w in pie.warnings(250))
+    assert not any("becomes" in w for w in pie.warnings(None))
