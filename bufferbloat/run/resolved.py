@@ -65,6 +65,15 @@ class ResolvedRun:
         at_hz = [w for w in said(hz) if w not in said(None)] if hz else []
         return list(qdisc.warnings) + at_hz
 
+    def again(self, overrides=None, rep=None):
+        """The same point resolved anew with other ``overrides`` (a derived knob's value,
+        once its provider ran) or another repetition ``rep``; the rest as asked."""
+        return resolve_run(self.scn, self.overrides if overrides is None else overrides,
+                           quick=self.quick, duration_s=self.asked_duration_s,
+                           rep=self.rep if rep is None else rep,
+                           sample_period_s=self.sample_period_s,
+                           max_rate_mbit=self.max_rate_mbit)
+
     def spec(self):
         """The run as data, for a worker process (JSON): what was asked and its key."""
         return {"scenario": self.scn.name, "overrides": dict(self.overrides),

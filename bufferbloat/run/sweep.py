@@ -29,7 +29,6 @@ from bufferbloat.run.plan import (
     set_aside_degraded,
 )
 from bufferbloat.run.precision import judge
-from bufferbloat.run.resolved import resolve_run
 from bufferbloat.run.watch import run_one, stall_limit_s
 
 #: the time a point takes beyond its traffic (build, start, sampling flush, metrics,
@@ -181,11 +180,7 @@ class SweepRunner:
             return
         last = max(self.points[p].rep for p in group)
         for rep in range(last + 1, last + 1 + verdict["more"]):
-            run = point.run
-            added = Point(resolve_run(run.scn, run.overrides, quick=run.quick,
-                                      duration_s=run.asked_duration_s, rep=rep,
-                                      sample_period_s=run.sample_period_s),
-                          point.varied, point.overrides)
+            added = Point(point.run.again(rep=rep), point.varied, point.overrides)
             self.points.append(added)
             group.append(len(self.points) - 1)
             self.pending.append(len(self.points) - 1)
@@ -234,21 +229,17 @@ class SweepRunner:
             return f"~{left / slots:.0f} s left: {how}, over {slots} workers"
         return f"~{left:.0f} s left: {how}"
 
-    def _fill(self, point):
-        """The point's run with every derived knob set from its provider's record
-        (resolved again: its stand-in value made the first one); UsageError when the
-        provider is not recorded."""
+    def _filled(self, point):
+        """The point's overrides with every derived knob set from its provider's record;
+        UsageError when the provider is not recorded."""
         run = point.run
-        overrides = derive.fill(run.scn, point.overrides, point.varied, run.rep,
-                                self._root(point), point_dir, quick=run.quick,
-                                duration_s=run.asked_duration_s)
-        return resolve_run(run.scn, overrides, quick=run.quick,
-                           duration_s=run.asked_duration_s, rep=run.rep,
-                           sample_period_s=run.sample_period_s)
+        return derive.fill(run.scn, point.overrides, point.varied, run.rep,
+                           self._root(point), point_dir, quick=run.quick,
+                           duration_s=run.asked_duration_s)
 
     def _provider_recorded(self, point):
         try:
-            self._fill(point)
+            self._filled(point)
             return True
         except UsageError:
             return False
@@ -259,7 +250,8 @@ class SweepRunner:
         run, label = point.run, point.label
         if derive.needs(point.scn, point.overrides):
             try:
-                run = self._fill(point)
+                # resolved again: its stand-in value made the first one
+                run = run.again(overrides=self._filled(point))
             except UsageError as exc:     # its provider failed or is missing: this point
                 self.entries[pos] = {"scenario": run.name,           # fails
                                      "overrides": point.overrides,
