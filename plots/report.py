@@ -52,7 +52,7 @@ from bufferbloat.results import cost, headline
 from bufferbloat.results.flentexport import SUFFIX, export_flent
 from bufferbloat.results.health import NOT_MEASURED
 from bufferbloat.results.metrics import METRICS_VERSION, format_value
-from bufferbloat.results.records import load_run
+from bufferbloat.results.records import load_json_object, load_run
 from bufferbloat.run import identity
 from bufferbloat.run.plan import set_aside
 from bufferbloat.scenarios import catalogue
@@ -245,6 +245,53 @@ def _health_html(runs, base):
             f"<ul>{items}</ul></div>")
 
 
+def _steady_html(pts):
+    """The runs whose headline series never settled (their health's ``not_steady``):
+    judged over their second half, said, never silently averaged as if steady."""
+    moving = [(p.run, (p.run.record.get("health") or {}).get("not_steady")) for p in pts]
+    moving = [(run, why) for run, why in moving if why]
+    if not moving:
+        return []
+    items = "".join(f"<li>{esc(run_label(run))}: {esc(why)}</li>" for run, why in moving)
+    return [f"<div class=flags><p><b>Not at steady state: {len(moving)} of {len(pts)} "
+            "runs.</b> Their controllers were still moving at the run's end; a longer run "
+            f"(the full profile) would settle them.</p><ul>{items}</ul></div>"]
+
+
+def _sweep_index(run_dir):
+    """The sweep index above ``run_dir`` (``SCENARIO/sweep/index.json``), or None."""
+    here = os.path.dirname(run_dir)
+    for _ in range(6):
+        found = os.path.join(here, "index.json")
+        if os.path.isfile(found):
+            try:
+                return load_json_object(found)
+            except (OSError, ValueError, UsageError):
+                return None
+        here = os.path.dirname(here)
+    return None
+
+
+def _precision_html(pts):
+    """With ``--precision``: the rule, and the points that stopped at ``--max-reps``
+    without reaching it (the sweep index's ``precision``)."""
+    index = _sweep_index(pts[0].run.dir)
+    judged = (index or {}).get("precision")
+    if not judged:
+        return []
+    labels = {p.run.config_key: run_label(p.run) for p in pts}
+    short = [(key, c) for key, c in judged.get("configs", {}).items()
+             if c.get("why") == "max-reps" and key in labels]
+    text = (f"Precision: {esc(judged.get('rule', ''))}; {len(judged.get('configs', {}))} "
+            "point(s) judged")
+    if not short:
+        return [f"<p class=ok>{text}, every one precise.</p>"]
+    items = "".join(f"<li>{esc(labels[key])}: stopped at --max-reps after {c.get('runs')} "
+                    "healthy runs without reaching the precision</li>" for key, c in short)
+    return [f"<div class=flags><p><b>{text}; {len(short)} stopped at --max-reps.</b></p>"
+            f"<ul>{items}</ul></div>"]
+
+
 def _cost_html(sets):
     """What the runs cost beyond their traffic, per set (:mod:`bufferbloat.results.cost`):
     the point wall time against the traffic, from each run's own record."""
@@ -357,6 +404,7 @@ def _study_html(name, pts, drawn, base, out, run_parts, flag_lines):
     cls = ("flags" if any(v in health for v in NOT_MEASURED) else
            "ok" if all(_verdict(p.run) == "healthy" for p in pts) else "muted")
     parts.append(f"<p class={cls}>Health: {esc(health)}.</p>")
+    parts += _steady_html(pts) + _precision_html(pts)
     what = {e["plot"]: e for e in (scn.reproduce if scn else ()) if e.get("plot")}
     figs = []
     for plot, path in drawn["study"].items():

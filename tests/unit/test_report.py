@@ -337,3 +337,37 @@ def test_a_second_report_reuses_the_figures_it_drew(tmp_path):
     write_report(d)
     again = [p for p in figures if os.path.getmtime(p) != before[p]]
     assert again and any(p.startswith(run) for p in again)
+
+
+def test_the_report_names_unsettled_runs_and_points_short_of_the_precision(tmp_path):
+    """A run whose series never settled and a point stopped at --max-reps are said in
+    their study's section, by name (never averaged in as if steady or precise)."""
+    d = copy_fixture("sweep_fifo_buffer", tmp_path / "sweep")
+    for point in ("buffer_pkts=20", "buffer_pkts=100"):   # keys as a sweep records them
+        for rep in (1, 2):
+            path = os.path.join(d, point, f"rep-{rep}", "result.json")
+            rec = json.load(open(path))
+            rec["config_key"] = f"key-{point}"
+            if (point, rep) == ("buffer_pkts=20", 2):
+                rec.setdefault("health", {})["not_steady"] = (
+                    "not at steady state: queue delay still moving")
+            json.dump(rec, open(path, "w"))
+    key, other = "key-buffer_pkts=20", {"config_key": "key-buffer_pkts=100"}
+    index_path = os.path.join(d, "index.json")
+    index = json.load(open(index_path))
+    index["precision"] = {"rule": "+-10% at 95% confidence, 2-3 runs", "configs": {
+        key: {"why": "max-reps", "runs": 3, "metrics": {}},
+        other["config_key"]: {"why": "precise", "runs": 2, "metrics": {}}}}
+    json.dump(index, open(index_path, "w"))
+    page = open(write_report(d)).read()
+    assert "Not at steady state: 1 of 4 runs." in page
+    assert "queue delay still moving" in page
+    assert "2 point(s) judged; 1 stopped at --max-reps." in page
+    short = page.split("1 stopped at --max-reps.", 1)[1].split("</ul>", 1)[0]
+    assert "buffer_pkts=20" in short and "buffer_pkts=100" not in short
+
+
+def test_a_report_without_precision_or_unsettled_runs_says_neither(tmp_path):
+    d = copy_fixture("sweep_fifo_buffer", tmp_path / "sweep")
+    page = open(write_report(d)).read()
+    assert "Not at steady state" not in page and "Precision:" not in page
