@@ -27,8 +27,10 @@ def cmd_sweep(args):
     check_common(args)
     precision = precision_rule(args, scn)
     vary = parse_vary(args.vary) if args.vary else scn.sweep_for(args.quick)
-    if not vary:
-        raise UsageError(f"scenario {scn.name} declares no sweep: give --vary key=v1,v2")
+    if not vary and args.repeat is None and precision is None:
+        raise UsageError(f"scenario {scn.name} declares no sweep: give --vary key=v1,v2, "
+                         "or --repeat N / --precision P to repeat its one setting")
+    vary = vary or {}      # repetitions of the scenario's own setting: one point
     base = parse_overrides(args.set)
     # bad input: exit 2 before anything starts. The sweep's size first, counted (not
     # built), then every point resolved, once: the same objects are placed and run

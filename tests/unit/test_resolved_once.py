@@ -117,3 +117,22 @@ def test_a_sweep_on_an_executor_resolves_each_point_once(tmp_path, counted, monk
     assert counted["builds"] == before + 1 and again.key == planned[0].run.key
     with pytest.raises(UsageError, match="the sweep planned"):
         resolve_spec(dict(spec, run_key="0" * 64), catalogue())
+
+
+def test_a_scenario_without_a_sweep_repeats_its_one_setting(monkeypatch, tmp_path):
+    """``sweep a2_pie --repeat 3``: one point (its own setting), three repetitions; without
+    --repeat or --precision it is refused (exit 2) with the way out."""
+    seen = {}
+
+    def run_sweep(scn, vary, repeat, out, runner, **kw):
+        seen.update(vary=vary, repeat=repeat, planned=kw["planned"])
+        raise NoNetwork("planned only")
+
+    monkeypatch.setattr("bufferbloat.run.sweep.run_sweep", run_sweep)
+    monkeypatch.setattr(command_sweep, "where_to_run", lambda args, runs: "host")
+    cli.main(["sweep", "a2_pie", "--quick", "--repeat", "3", "--no-figures",
+              "--out", str(tmp_path)])
+    assert seen["vary"] == {} and seen["repeat"] == 3
+    assert [p.run.rep for p in seen["planned"]] == [1, 2, 3]
+    assert len({p.run.config_key for p in seen["planned"]}) == 1
+    assert cli.main(["sweep", "a2_pie", "--quick", "--out", str(tmp_path)]) == 2
