@@ -153,3 +153,36 @@ def test_a_run_against_a_published_reference(tmp_path):
     assert any(": inside the reference's spread" in x for x in judged)
     other = compare.compare([FIFO, str(ref)])                 # another configuration
     assert any("not comparable" in x for x in other)
+
+
+def test_the_published_reference_is_this_codes_quick_profile():
+    """reference/ (made in the project VM by scripts/make-reference.py): under 2 MB, no
+    series, every run healthy and at least 5 per point, each of them the run this code
+    resolves for its scenario's quick profile (same configuration key): a change to a
+    scenario's setting without a remade reference fails here, naming the command."""
+    import glob
+    import json
+    import os
+
+    from bufferbloat.run.resolved import resolve_run
+    from bufferbloat.scenarios import catalogue
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ref = os.path.join(root, "reference")
+    marker = json.load(open(os.path.join(ref, compare.REFERENCE_FILE)))
+    assert marker["machine"]["in_project_vm"] is True
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(ref) for f in fs)
+    assert size <= 2 * 1024 * 1024
+    assert not glob.glob(os.path.join(ref, "**", "series"), recursive=True)
+    records = [json.load(open(p)) for p in
+               glob.glob(os.path.join(ref, "*", "sweep", "**", "result.json"), recursive=True)]
+    by_key = {}
+    for rec in records:
+        assert rec["health"]["verdict"] == "healthy", rec["run_key"]
+        by_key.setdefault((rec["scenario"]["name"], json.dumps(rec["overrides"], sort_keys=True),
+                           rec["config_key"]), []).append(rec)
+    assert by_key and all(len(v) >= 5 for v in by_key.values())
+    scenarios = catalogue()
+    for (name, overrides, key), _ in by_key.items():
+        now = resolve_run(scenarios[name], json.loads(overrides), quick=True).config_key
+        assert now == key, (f"reference/{name} is not this code's quick {name} "
+                            "(remake it: sudo scripts/make-reference.py)")
