@@ -12,7 +12,9 @@ wrong. The checks and their tolerances:
   own ``aqm_delay_p50_ms`` when reported, else ``qdelay_p50_ms``) more than
   :data:`TARGET_FACTOR` (2x) the target and more than :data:`TARGET_SLACK_MS` (5 ms)
   above it. The warning says when one full frame's transmission time at the link rate
-  exceeds the target (CoDel's 5 ms at 1.5 Mbit/s, where a frame takes 8 ms).
+  exceeds the target (CoDel's 5 ms at 1.5 Mbit/s, where a frame takes 8 ms), or when the
+  flows at their smallest window hold more than the target
+  (:func:`bufferbloat.results.theory.min_window_floor_ms`: RRUL's 4 flows at 10 Mbit/s).
 - **Utilization**: the bottleneck's utilization (link metric, after warm-up) below
   :data:`MIN_UTILIZATION` (0.8) while TCP was sending, or the aggregate TCP throughput
   above the link rate by more than :data:`OVER_RATE_TOL` (5 %) in either direction
@@ -74,6 +76,29 @@ def _per_direction(run, rows):
     return out
 
 
+def _link_target(run, link, kind, target):
+    """(kind, target ms) of the AQM on ``link`` (``DEV:KIND`` of the link metrics): the
+    bottleneck's, or the way back's own (:func:`bufferbloat.results.theory.reverse_target_ms`:
+    study B's receiver NIC runs fq_codel at its default 5 ms, whatever PIE's target)."""
+    link_kind = link.rsplit(":", 1)[-1] if ":" in link else kind
+    if link_kind == kind:
+        return kind, target
+    return link_kind, theory.reverse_target_ms(run)
+
+
+def _floor_ms(run, rows):
+    """(the smallest standing queue of the busier direction's TCP flows, ms, their
+    number): :func:`bufferbloat.results.theory.min_window_floor_ms`."""
+    counts = {}
+    for flow in metric_values(rows, "throughput_mbit", "flow"):
+        direction = "down" if DOWN.search(flow) else "up"
+        counts[direction] = counts.get(direction, 0) + 1
+    flows = max(counts.values(), default=0)
+    if not flows or not run.bottleneck_mbit or run.base_rtt_ms is None:
+        return 0.0, flows
+    return theory.min_window_floor_ms(flows, run.bottleneck_mbit, run.base_rtt_ms), flows
+
+
 def flags(run, rows=None):
     """Human-readable warnings for ``run`` (a Run or a run directory), computed from its
     metrics (``rows``: metric rows; default: :func:`plots.common.run_metrics`). See the
@@ -113,13 +138,22 @@ def flags(run, rows=None):
         delays = metric_values(rows, "aqm_delay_p50_ms", "link") or \
             metric_values(rows, "qdelay_p50_ms", "link")
         for link, p50 in delays.items():
-            if p50 > TARGET_FACTOR * target and p50 - target > TARGET_SLACK_MS:
+            link_kind, link_target = _link_target(run, link, kind, target)
+            if link_target is None or link_target <= 0:
+                continue
+            if p50 > TARGET_FACTOR * link_target and p50 - link_target > TARGET_SLACK_MS:
                 note = ""
-                if frame_ms and frame_ms > target:
+                floor = _floor_ms(run, rows)
+                if frame_ms and frame_ms > link_target:
                     note = (f"; one full frame takes {frame_ms:.1f} ms at {rate:g} Mbit/s, "
                             f"more than the target")
-                out.append(f"{kind.upper()} queueing delay p50 {p50 / target:.1f}x its target "
-                           f"({p50:.1f} ms vs {target:g} ms at {link}{note})")
+                elif floor[0] > link_target:
+                    note = (f"; {floor[1]} flows at their smallest window hold "
+                            f"{floor[0]:.1f} ms at {rate:g} Mbit/s over a "
+                            f"{run.base_rtt_ms:g} ms path: the target is below what any "
+                            "AQM can hold")
+                out.append(f"{link_kind.upper()} queueing delay p50 {p50 / link_target:.1f}x "
+                           f"its target ({p50:.1f} ms vs {link_target:g} ms at {link}{note})")
 
     util = metric_values(rows, "utilization", "link")
     sending = metric_value(rows, "aggregate_throughput_mbit", "network")

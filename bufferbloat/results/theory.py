@@ -38,6 +38,22 @@ def full_queue_rtt_ms(base_rtt_ms, buffer_pkts, rate_mbit, probe_interval_s=None
     return base_rtt_ms + buffer_pkts * t_frame / (1 + (t_frame - t_probe) / interval_ms)
 
 
+#: Linux TCP's smallest congestion window after a loss (segments; after a timeout it is 1)
+MIN_CWND_SEGMENTS = 2
+
+
+def min_window_floor_ms(flows, rate_mbit, base_rtt_ms, frame_bytes=MTU_FRAME_BYTES):
+    """The standing queue that ``flows`` TCP flows hold at their smallest window, ms: no
+    AQM can keep the queue below it by drops (Morris, "TCP behavior with many flows",
+    1997). Each flow keeps :data:`MIN_CWND_SEGMENTS` frames in flight; what the path's
+    bandwidth-delay product does not hold waits in the queue:
+    max(0, flows * 2 * frame * 8 / rate - base RTT).
+    E.g. 4 flows at 10 Mbit/s over 1 ms: 9.7 - 1.0 = 8.7 ms, above a 5 ms target;
+    at 100 Mbit/s: 0 (the path holds their windows)."""
+    return max(0.0, flows * MIN_CWND_SEGMENTS * queue_delay_ms(1, rate_mbit, frame_bytes)
+               - base_rtt_ms)
+
+
 def tcp_goodput_ceiling(rate_mbit):
     """Best TCP goodput through a shaper counting Ethernet frames, Mbit/s (95.6 %)."""
     return rate_mbit * TCP_PAYLOAD_BYTES / MTU_FRAME_BYTES

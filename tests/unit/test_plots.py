@@ -513,6 +513,25 @@ def test_flags_contradictions_beyond_tolerance():
     ok = [dict(fake[0], value=30.0), dict(fake[1], value=0.95), fake[2]]
     assert flags(pie, ok) == []
 
+    # four flows a way at 10 Mbit/s over 1 ms: the floor (8.7 ms) is named; the way
+    # back's fq_codel is judged against its own target, named as fq_codel
+    rrul = copy.deepcopy(pie)
+    rrul.record["base_rtt_ms"] = 1.0
+    rrul.record["params"]["bottleneck_mbit"] = 10.0
+    rrul.record["qdisc"]["params"]["target_ms"] = 5.0
+    rrul.record["params"]["reverse_qdisc"] = "fq_codel"
+    rrul.record["traffic"] = [{"kind": "rrul", "name": "rrul", "a": "h1", "b": "h2",
+                               "start": 0.0, "stop": 1.0}]
+    many = [dict(scope="link", name="s0-eth2:pie", metric="aqm_delay_p50_ms", value=12.0,
+                 unit="ms"),
+            dict(scope="link", name="h2-eth0:fq_codel", metric="aqm_delay_p50_ms",
+                 value=17.0, unit="ms")] + [
+        dict(scope="flow", name=f"rrul-{d}-{i}", metric="throughput_mbit", value=2.0,
+             unit="Mbit/s") for d in ("up", "down") for i in (1, 2, 3, 4)]
+    out = [f for f in flags(rrul, many) if "queueing delay" in f]
+    assert len(out) == 2 and out[0].startswith("PIE") and out[1].startswith("FQ_CODEL")
+    assert all("4 flows at their smallest window hold 8.7 ms" in f for f in out)
+
     three = run("a3_fifo_3flows")
     jain = [dict(scope="network", name="all", metric="jain_fairness", value=0.5, unit=""),
             dict(scope="network", name="all", metric="flows", value=3, unit="")]

@@ -58,3 +58,15 @@ def test_latency_under_load_counts_every_aqm_queue_the_round_trip_crosses():
     for way_back in ({"reverse_qdisc": "fifo"}, {}):
         assert targets_plus_base_ms(_aqm_run({"target_ms": 20}, rrul=True, delay_ms=5,
                                              **way_back)) is None
+
+
+def test_the_smallest_window_floor():
+    """N flows at 2 segments each hold N * 2 frames, less what the path holds: RRUL's 4
+    flows at 10 Mbit/s over 1 ms hold 8.7 ms (above a 5 ms target), at 100 Mbit/s none."""
+    from bufferbloat.results.theory import min_window_floor_ms
+    frame = queue_delay_ms(1, 10)                                # 1.2112 ms
+    assert min_window_floor_ms(4, 10, 1.0) == pytest.approx(8 * frame - 1.0, abs=1e-9)
+    assert min_window_floor_ms(4, 10, 1.0) == pytest.approx(8.69, abs=0.01)
+    assert min_window_floor_ms(4, 100, 1.0) == 0.0
+    assert min_window_floor_ms(1, 1.5, 20.0) == 0.0              # a2_pie: one flow
+    assert min_window_floor_ms(8, 10, 1.0) > min_window_floor_ms(4, 10, 1.0)
