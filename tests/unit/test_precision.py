@@ -110,3 +110,57 @@ def test_bad_precision_on_the_command_line_exits_2_before_anything(tmp_path, cap
     assert cli.main(argv + ["--out", str(tmp_path / "out")]) == 2
     assert said in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+class TwoWorkers:
+    """A fake executor of two slots (as two Dask workers are): jobs submitted while a
+    slot is free run side by side; ``together`` records the configurations in flight."""
+
+    name = "two"
+
+    def __init__(self, run_one):
+        self.run_one, self.queue, self.together = run_one, [], []
+
+    def room(self):
+        return 2 - len(self.queue)
+
+    def busy(self):
+        return len(self.queue)
+
+    def submit(self, job):
+        self.queue.append(job)
+        self.together.append([(j.run.overrides.get("buffer_pkts"), j.run.rep)
+                              for j in self.queue])
+
+    def next_done(self):
+        job = self.queue.pop(0)
+        return job, self.run_one(job.go, job.label, job.limit, job.retries,
+                                 log=lambda *_: None, set_aside=job.set_aside)
+
+    def stop(self):
+        jobs, self.queue = self.queue, []
+        return jobs
+
+    def describe(self):
+        return "two slots"
+
+    def close(self):
+        pass
+
+
+def test_a_points_repetitions_are_spread_over_the_workers(tmp_path):
+    """On two workers, one configuration's repetitions run side by side (its first
+    min-reps, then the ones the rule adds), and the counts are those of a serial sweep."""
+    from bufferbloat.run import watch
+    calls = []
+    rule = PrecisionRule(5, min_reps=3, max_reps=6).check()
+    workers = TwoWorkers(watch.run_one)
+    index, failed = sweep.run_sweep(SCN, {"buffer_pkts": ["100"]}, None, str(tmp_path),
+                                    fake_runner(calls, lambda b: 0.2), quick=True,
+                                    precision=rule, executor=workers, **QUIET)
+    assert failed == 0
+    assert sorted(r for _, r in calls) == list(range(1, 7))       # max-reps, as serially
+    pairs = [t for t in workers.together if len(t) == 2]
+    assert pairs, "never two repetitions in flight"
+    assert any({r for _, r in t} & {4, 5, 6} for t in pairs)   # the added ones too
+    assert _index(index)["precision"]["configs"]
