@@ -239,7 +239,8 @@ def _facet(points, param):
 
 def metrics_vs(points, param, panels, title):
     """One row of panels per (selector, y label, reference(run) -> value or None,
-    reference label): the metric's mean ± std over repetitions against ``param``, one
+    reference label): the metric's mean over repetitions with its 95 % confidence
+    interval (:func:`plots.sweep.ci_half_width`) against ``param``, one
     line per combination of the other swept keys (gid ``metric:SELECTOR:LINE``), the
     reference as markers (gid ``theory``). Past MAX_LINES lines the panels split into
     one column per value of :func:`_facet` (each with its own y range, said in the
@@ -257,7 +258,8 @@ def metrics_vs(points, param, panels, title):
     names = list(_sweep.series_of(points, param, facet))
     outside = facet is not None or len(names) > MAX_LEGEND_IN_PANEL
     ncols = len(columns)
-    cap = _sweep.caption_of(points) + (" | each column has its own y scale" if facet else "")
+    cap = (_sweep.caption_of(points) + f" | {_sweep.INTERVAL_TEXT}"
+           + (" | each column has its own y scale" if facet else ""))
     fig, axes = new_figure(_sweep.title_of(points, title), cap,
                            nrows=len(panels), ncols=ncols, height=2.8,
                            width=8.0 if ncols == 1 else 2.0 + 4.0 * ncols)
@@ -272,9 +274,11 @@ def metrics_vs(points, param, panels, title):
                     if cats is not None else 0.0
                 rows = []
                 for key, reps in _reps_by_key(pts).items():
-                    mean, sd = _value(reps, selector)
+                    mean, _ = _value(reps, selector)
                     if mean is not None:
-                        rows.append((xs[key] + shift, mean, sd))
+                        rows.append((xs[key] + shift, mean, _sweep.ci_half_width(
+                            [headline.select(p.rows, selector, "mean")
+                             for p in reps if p.averaged])))
                         value_ref = ref(reps[0].run) if ref else None
                         if value_ref is not None:
                             refs.append((xs[key], value_ref))

@@ -23,6 +23,7 @@ import numpy as np
 
 from bufferbloat.core.errors import UsageError, warn
 from bufferbloat.core.params import format_param
+from bufferbloat.core.uncertainty import mean_interval
 from bufferbloat.plots.common import caption, metric_values, run_metrics, series
 from bufferbloat.plots.palette import flow_color, qdisc_color, qdisc_kind
 from bufferbloat.plots.throughput import aggregate_rate
@@ -402,6 +403,18 @@ def stats(values):
     if v.size == 0:
         return None, None, 0
     return float(v.mean()), float(v.std()), int(v.size)
+
+
+#: figures that summarise repetitions draw this interval of the mean (the sweep table's)
+INTERVAL_TEXT = "error bars: 95 % confidence interval of the mean (Student t; none for 1 run)"
+
+
+def ci_half_width(values):
+    """Half the 95 % confidence interval of the mean of the finite ``values`` (Student's
+    t: :func:`bufferbloat.core.uncertainty.mean_interval`, as the sweep table's
+    ``ci_low``/``ci_high``); 0.0 below two values."""
+    v = [x for x in values if x is not None and math.isfinite(x)]
+    return mean_interval(v)["half_width"] or 0.0
 
 
 def samples(run):

@@ -28,10 +28,12 @@ from bufferbloat.plots.palette import (
     qdisc_kind,
 )
 from bufferbloat.plots.sweep import (
+    INTERVAL_TEXT,
     KEY_METRICS,
     as_number,
     by_key,
     caption_of,
+    ci_half_width,
     line_color,
     qdisc_colors,
     samples,
@@ -61,8 +63,8 @@ LEGEND_IN_PANEL_AT_MOST = 8
 
 
 def draw_metric(points, param, key):
-    """KEY_METRICS ``key`` vs swept ``param``: mean over repetitions with 1-std error
-    bars, one line per combination of the other varied keys (gid ``metric:LABEL``).
+    """KEY_METRICS ``key`` vs swept ``param``: mean over repetitions with error bars of
+    its 95 % confidence interval (:func:`plots.sweep.ci_half_width`, the table's), one line per combination of the other varied keys (gid ``metric:LABEL``).
     Theory where it exists (gid ``theory``/``target``/``link-rate``): the FIFO
     full-queue RTT on RTT metrics, the AQM target on delay metrics, the link rate on
     throughput, the Mathis bound (MSS/RTT x C/sqrt(p), C = sqrt(3/2), RTT = the point's
@@ -75,14 +77,15 @@ def draw_metric(points, param, key):
     lines = series_of(points, param)
     beside = len(lines) > LEGEND_IN_PANEL_AT_MOST
     fig, (ax,) = new_figure(title_of(points, f"{ylabel.split(' (')[0]} vs {param}"),
-                            caption_of(points), width=11.0 if beside else 8.0)
+                            f"{caption_of(points)} | {INTERVAL_TEXT}",
+                            width=11.0 if beside else 8.0)
     theory_pts, target_pts = [], []
     for i, (label, pts) in enumerate(lines.items()):
         rows = []
         for k, reps in by_key(pts).items():
-            mean, sd, n = stats([p.value(key) for p in reps])
+            mean, _, n = stats([p.value(key) for p in reps])
             if mean is not None:
-                rows.append((xs[k], mean, sd, reps))
+                rows.append((xs[k], mean, ci_half_width([p.value(key) for p in reps]), reps))
         rows.sort(key=lambda r: r[0])
         if not rows:
             continue

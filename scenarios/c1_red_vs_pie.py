@@ -88,7 +88,7 @@ SCENARIO = Scenario(
     reproduce=(
         {"figure": "throughput/utilization, marks + drops, mean queue length and queueing "
                    "delay against the number of flows, RED and PI on one plot (mean over "
-                   "5 repetitions, ± std), PI's q_ref and RED's thresholds drawn",
+                   "5 repetitions, 95 % CI), PI's q_ref and RED's thresholds drawn",
          "command": "bufferbloat sweep c1_red_vs_pie",
          "plot": "red-vs-pi-load"},
         {"figure": "the instantaneous queue of RED and PI at 80 flows, overlaid (10 ms "

@@ -104,7 +104,7 @@ SCENARIO = Scenario(
         {"figure": "the TCP RTT next to the application's one-way delay, per run",
          "command": "bufferbloat run d1_cca_paths --set cca=CCA --set variant=PATH",
          "files": "results/d1_cca_paths/STAMP/figures/owd.png"},
-        {"figure": "goodput and srtt per CCA (mean ± std over runs), a column per path, "
+        {"figure": "goodput and srtt per CCA (mean over runs, 95 % CI), a column per path, "
                    "one line per load and send buffer",
          "command": "bufferbloat sweep d1_cca_paths",
          "plot": "cca"},

@@ -403,6 +403,16 @@ def test_sweep_points_error_bars_and_theory():
         reps = [p for p in pts if float(p.varied["buffer_pkts"]) == x]
         vals = [common.metric_value(p.rows, "rtt_mean_ms", "ping") for p in reps]
         assert len(vals) == 2 and y == pytest.approx(np.mean(vals))
+    # the error bars are the 95 % interval of the mean (Student t, 1 degree of freedom:
+    # 12.706 s / sqrt(2)), the one the sweep table's ci_low/ci_high give
+    (bars,) = container.lines[2]
+    for seg, x in zip(bars.get_segments(), line.get_xdata()):
+        reps = [p for p in pts if float(p.varied["buffer_pkts"]) == x]
+        vals = [common.metric_value(p.rows, "rtt_mean_ms", "ping") for p in reps]
+        half = 12.706 * np.std(vals, ddof=1) / np.sqrt(2)
+        assert (seg[1][1] - seg[0][1]) / 2 == pytest.approx(half, rel=1e-3)
+    assert "95 % confidence interval" in fig.texts[0].get_text() or any(
+        "95 % confidence interval" in t.get_text() for t in fig.texts)
     th = gid_line(ax, "theory")
     r0 = pts[0].run
     base = r0.record["base_rtt_ms"]
