@@ -125,3 +125,27 @@ def test_tool_versions_are_asked_once_per_process_and_returned_as_copies(monkeyp
     first["iperf3"] = "changed by a caller"
     assert machine.tool_versions() == {"iperf3": "iperf 3.12"}
     assert len(asked) == 1
+
+
+@pytest.mark.parametrize("ahead_s", [0.3, -2.0])
+def test_the_origin_is_a_pre_connected_parts_own_start_even_when_passed(ahead_s,
+                                                                        monkeypatch):
+    """A pre-connected part (NetPerfMeter) begins its flows at ``origin_at`` by its own
+    clock. The origin waits for it when ahead; when the sampler's start-up took longer
+    than the lead and that time has passed, the origin is still that time (the other
+    parts late: the emulator behind), never later (which made the flows look early: a
+    D run judged faulty on a loaded machine)."""
+    import time
+    calls = []
+    ctx = _ctx(calls, True, monkeypatch)
+    clock = time.monotonic()
+    monkeypatch.setattr(_Part, "origin_at", clock + ahead_s)
+    starts = []
+    monkeypatch.setattr(_Part, "start", lambda self, origin: starts.append(origin))
+    engine.measure(ctx)
+    assert starts == [pytest.approx(clock + ahead_s)]
+    assert ctx.record["traffic_start_s"] == pytest.approx(clock + ahead_s)
+    if ahead_s < 0:
+        assert ctx.record["origin_passed_s"] >= 2.0
+    else:
+        assert "origin_passed_s" not in ctx.record

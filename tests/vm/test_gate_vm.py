@@ -102,7 +102,9 @@ def test_one_quick_point_of_each_family_is_complete(out, family):
     assert isinstance(rec["run_key"], str) and len(rec["run_key"]) >= 8
 
     # the verdict: one of the three, every check with its outcome, problems named
-    assert health.get("verdict") in ("healthy", "degraded"), health
+    assert health.get("verdict") in ("healthy", "degraded"), (
+        f"{health.get('verdict')}: faults {health.get('faults')}, problems "
+        f"{health.get('problems')}, origin passed by {rec.get('origin_passed_s')} s")
     checks = health["checks"]
     assert checks and all("ok" in c for c in checks.values()), checks
     failed = sorted(k for k, c in checks.items() if c["ok"] is False)
