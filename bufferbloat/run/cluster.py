@@ -42,6 +42,11 @@ from bufferbloat.run.remote import (
 )
 from bufferbloat.run.watch import Outcome
 
+#: a point's run larger than this on its way back says so (env SEND_LIMIT_ENV: bytes);
+#: a quick host point sends ~60 kB, measured (docs/design/measurements.md)
+SEND_LIMIT_BYTES = 20_000_000
+SEND_LIMIT_ENV = "BUFFERBLOAT_SEND_LIMIT_BYTES"
+
 
 def unpack_run(archive, path, key):
     """Write a run sent by a worker into ``path``: unpacked beside it, its result's
@@ -62,12 +67,43 @@ def unpack_run(archive, path, key):
             raise ValueError(f"the worker's run records run_key {got}, the driver "
                              f"expected {key}")
         if os.path.exists(path):
+            if _recorded_ok(path, key):      # a late copy never replaces the record
+                shutil.rmtree(tmp, ignore_errors=True)
+                return False
             shutil.rmtree(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         os.rename(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return True
+
+
+def _recorded_ok(path, key):
+    rec = read_record(path) if os.path.isfile(os.path.join(path, "result.json")) else {}
+    return rec.get("status") == "ok" and rec.get("run_key") == key
+
+
+def send_limit():
+    """Bytes a point's run may take on its way back before its entry warns."""
+    with contextlib.suppress(ValueError):
+        return int(os.environ.get(SEND_LIMIT_ENV) or SEND_LIMIT_BYTES)
+    return SEND_LIMIT_BYTES
+
+
+def sent(res, limit=None):
+    """What a worker's reply cost on the way back: {sent_bytes} (its transfer time is
+    that over the lab's rate: measured in docs/design/measurements.md), and a warning
+    when the run is larger than ``limit``."""
+    size = len(res.get("archive") or b"")
+    limit = send_limit() if limit is None else limit
+    got = {"sent_bytes": size}
+    if size > limit:
+        got["warning"] = (f"its run was {size / 1e6:.1f} MB on its way back from worker "
+                          f"{res.get('worker')}, over the {limit / 1e6:.1f} MB limit "
+                          f"({SEND_LIMIT_ENV}): at 100 Mbit/s {size * 8 / 1e8:.1f} s "
+                          "per point")
+    return got
 
 
 class KeepSigint:
@@ -193,10 +229,14 @@ class DaskExecutor:
                 text = str(exc)
             return Outcome("failed", exc=RuntimeError(text), plain=True)
         res = fut.result()
+        cost = sent(res)
         out = None
         if res.get("archive"):
             try:
-                unpack_run(res["archive"], job.path, job.key)
+                if not unpack_run(res["archive"], job.path, job.key):
+                    self.log(f"  a late copy of {job.label} from worker {res['worker']} "
+                             "ignored: the recorded run is kept")      # its entry too
+                    return Outcome("ok", job.path, verdict_of(read_record(job.path)))
             except ValueError as exc:
                 out = Outcome("failed", exc=RuntimeError(f"{exc} (worker {res['worker']})"))
         status = res["status"] if out is None else "failed"
@@ -215,6 +255,9 @@ class DaskExecutor:
                 error = res.get("error") or status
                 out = Outcome(status if status in ("stalled", "interrupted") else "failed",
                               exc=RuntimeError(error), plain=True)
+        out.sent = cost
+        if cost.get("warning"):
+            self.log(f"  warning: {cost['warning']}")
         out.worker = f"worker {res['worker']}"
         out.machine = res["machine"]
         if res.get("where"):

@@ -154,6 +154,15 @@ def _stop_requested(name):
         return False
 
 
+def _closing(worker):
+    """True once this point's worker is closing: it lost its scheduler (a cut link:
+    Dask's comm timeout; or the scheduler dropped it and said so), which has given the
+    point to another worker. Its result would never be taken: the point ends now, and
+    the worker with it (Dask's close waits up to 30 s for a running task)."""
+    status = getattr(getattr(worker, "status", None), "name", "running")
+    return status in ("closing", "closed", "closing_gracefully", "failed")
+
+
 def kernel_missing(features):
     """The kernel pieces (qdiscs, kernel features, CCAs) among ``features`` this
     machine's kernel lacks (the point then runs in the worker's project VM)."""
@@ -307,9 +316,10 @@ def run_remote(spec):
     from distributed import get_worker  # noqa: PLC0415 - workers only
     t0 = time.monotonic()
     try:
-        name = str(get_worker().name)
+        worker = get_worker()
+        name = str(worker.name)
     except ValueError:
-        name = "local"
+        worker, name = None, "local"
     machine = socket.gethostname()
     mine = code_fingerprint()
     theirs = spec.get("code") or {}
@@ -350,6 +360,10 @@ def run_remote(spec):
                 break
             if _stop_requested(spec.get("stop_event")):
                 status, error = "interrupted", "the driver was interrupted"
+                _end(proc, signal.SIGTERM)
+            elif _closing(worker):
+                status, error = "interrupted", ("its worker lost the scheduler (cut off, "
+                                                "or dropped): ended, run elsewhere")
                 _end(proc, signal.SIGTERM)
             elif time.monotonic() > deadline:
                 status, error = "stalled", (f"still running {CHILD_MARGIN_S:.0f} s past "
