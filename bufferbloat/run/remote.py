@@ -120,6 +120,10 @@ def global_settings(log=None):
         if log and got["added"]:
             log(f"allowed congestion controls for the points' namespaces: "
                 f"{' '.join(got['added'])} (restored at the end)")
+    elif log:
+        log("not in this machine's initial network namespace: the congestion controls "
+            "the points choose must be allowed there (net.ipv4.tcp_allowed_congestion_"
+            "control); a point whose CCA is not allowed fails, saying so")
     try:
         yield
     finally:
