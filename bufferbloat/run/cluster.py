@@ -24,7 +24,9 @@ import re
 import shutil
 import signal
 import tarfile
+import time
 import uuid
+from concurrent.futures import CancelledError
 
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.paths import code_fingerprint
@@ -46,6 +48,10 @@ from bufferbloat.run.watch import Outcome
 #: a quick host point sends ~60 kB, measured (docs/design/measurements.md)
 SEND_LIMIT_BYTES = 20_000_000
 SEND_LIMIT_ENV = "BUFFERBLOAT_SEND_LIMIT_BYTES"
+#: a lost scheduler: how long the driver waits for it to be back, and how many losses
+#: a point is sent again after
+SCHEDULER_BACK_S = 120.0
+LOST_TRIES = 3
 
 
 def unpack_run(archive, path, key):
@@ -137,6 +143,7 @@ class DaskExecutor:
         self.stopping = False
         self.settings = contextlib.ExitStack()
         self.client = None
+        self.address = None if workers else address
         try:
             self._connect(address, workers, log)
         except BaseException:
@@ -211,12 +218,49 @@ class DaskExecutor:
         """(job, Outcome) of the next point to finish (a degraded run is set aside and
         sent again, up to the job's retries, before it counts)."""
         while True:
-            done, _ = self.distributed.wait(list(self.futures), return_when="FIRST_COMPLETED")
+            try:
+                done, _ = self.distributed.wait(list(self.futures),
+                                                return_when="FIRST_COMPLETED")
+            except CancelledError:       # the scheduler was lost, its tasks with it
+                done = [f for f in self.futures if f.status == "cancelled"]
             fut = next(iter(done))
             job = self.futures.pop(fut)
-            outcome = self._outcome(job, fut)
+            if fut.status == "cancelled":
+                outcome = self._scheduler_lost(job)
+            else:
+                outcome = self._outcome(job, fut)
             if outcome is not None:
                 return job, outcome
+
+    def _scheduler_lost(self, job):
+        """The scheduler was lost (restarted, its machine cut off) with ``job`` in
+        flight: once it is back (the client reconnects; a new one after Dask's
+        reconnection gives up) with a worker, the point is sent again (its workers
+        ended their points as they lost it); None. Failed when it is not back within
+        SCHEDULER_BACK_S, or after LOST_TRIES losses of this point."""
+        job.lost = getattr(job, "lost", 0) + 1
+        if job.lost > LOST_TRIES or self.address is None:
+            return Outcome("failed", plain=True, exc=RuntimeError(
+                f"the scheduler was lost with it in flight ({job.lost} time(s)); "
+                "not recorded"))
+        self.log(f"  the scheduler ({self.address}) was lost with {job.label} in flight: "
+                 f"sending it again once it is back (up to {SCHEDULER_BACK_S:.0f} s)")
+        deadline = time.monotonic() + SCHEDULER_BACK_S
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, TimeoutError):
+                if self.client.status in ("closing", "closed"):
+                    self.client = self.distributed.Client(
+                        self.address, timeout=f"{CONNECT_TIMEOUT_S}s")
+                    self.event = self.distributed.Event(self.event_name,
+                                                        client=self.client)
+                if self.client.status == "running":
+                    self.client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+                    self.submit(job)
+                    return None
+            time.sleep(1.0)
+        return Outcome("failed", plain=True, exc=RuntimeError(
+            f"the scheduler was lost with it in flight and not back within "
+            f"{SCHEDULER_BACK_S:.0f} s; not recorded"))
 
     def _outcome(self, job, fut):
         if fut.status != "finished":

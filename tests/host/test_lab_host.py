@@ -9,7 +9,9 @@ host-kernel sweep of 6 points (HTB and pfifo, ``--set delay_ms=0``).
   ended, pc1 back and clean; nothing left in any namespace;
 * acceptance: the cable left out until the sweep ends, pc2's way out slow (HTB at
   1 Mbit/s) while the runs travel back; the tree identical in layout to a serial
-  run's; pc1 back clean once restored.
+  run's; pc1 back clean once restored.;
+* acceptance: the scheduler restarted mid-point: the lost points sent again, every
+  point ok once, both workers restarted clean.
 """
 import glob
 import json
@@ -206,3 +208,32 @@ def test_a_machine_cut_off_for_good_and_a_slow_way_back(tmp_path, lab):
     slow = [e["sent_bytes"] for e in entries if e["worker"] == "worker pc2"]
     print(f"dropped {t_drop - t_cut:.1f} s after the cut; sweep {wall:.1f} s; pc2's "
           f"runs back at 2 Mbit/s (bytes, s): {slow}")
+
+
+@pytest.mark.acceptance
+def test_the_scheduler_restarted_mid_point(tmp_path, lab):
+    """The scheduler's machine restarts it (SIGTERM by PID, the doc's line again) while
+    both workers run a point: the driver sends the lost points again once it is back;
+    the workers end their points, exit and are restarted clean."""
+    out = tmp_path / "out"
+    driver = _driver(lab, out, 4)
+    slot = lab.worker_dir / "pc1"
+    deadline = time.monotonic() + 120
+    while not (slot / "child.json").exists():
+        assert driver.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(2.0)
+    child = json.loads((slot / "child.json").read_text())
+    scheduler = lab.machines["lab0"].procs[-1]
+    scheduler.terminate()
+    scheduler.wait(timeout=60)
+    lab.start_scheduler()
+    rc = driver.wait(timeout=600)
+    log = lab.machines["drv"].log_text()
+    assert rc in (0, 5), log[-4000:]
+    entries = _index(out)
+    assert [e["status"] for e in entries] == ["ok"] * len(SIZES), log[-4000:]
+    assert "was lost with" in log
+    for name in ("pc1", "pc2"):
+        assert len(lab.machines[name].procs) >= 2, name     # ended, restarted
+    _check_clean(lab, child)

@@ -88,6 +88,20 @@ def test_a_worker_that_lost_its_scheduler_ends_its_point():
     assert remote._closing(Worker())
 
 
+def test_a_point_lost_with_its_scheduler_fails_when_it_cannot_be_sent_again():
+    ex = object.__new__(cluster.DaskExecutor)
+    ex.address, ex.log = None, print           # a local cluster: its scheduler is ours
+
+    class Job:
+        label = "a1_fifo rep 1"
+    got = ex._scheduler_lost(Job())
+    assert got.status == "failed" and "scheduler was lost" in str(got.exc)
+    ex.address = "tcp://lab0:8786"
+    job = Job()
+    job.lost = cluster.LOST_TRIES
+    assert "not recorded" in str(ex._scheduler_lost(job).exc)
+
+
 @pytest.mark.parametrize("name", ["../escape.txt", "/etc/escape.txt"])
 def test_an_archive_reaching_outside_its_directory_is_refused(tmp_path, name):
     buf = io.BytesIO()
