@@ -207,7 +207,7 @@ def test_a_machine_cut_off_for_good_and_a_slow_way_back(tmp_path, lab):
     assert _tree(out) == _tree(serial)
     slow = [e["sent_bytes"] for e in entries if e["worker"] == "worker pc2"]
     print(f"dropped {t_drop - t_cut:.1f} s after the cut; sweep {wall:.1f} s; pc2's "
-          f"runs back at 2 Mbit/s (bytes, s): {slow}")
+          f"runs back at 1 Mbit/s (bytes): {slow}")
 
 
 @pytest.mark.acceptance
