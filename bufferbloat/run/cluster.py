@@ -24,7 +24,9 @@ import re
 import shutil
 import signal
 import tarfile
+import time
 import uuid
+from concurrent.futures import CancelledError
 
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.paths import code_fingerprint
@@ -41,6 +43,15 @@ from bufferbloat.run.remote import (
     worker_root,
 )
 from bufferbloat.run.watch import Outcome
+
+#: a point's run larger than this on its way back says so (env SEND_LIMIT_ENV: bytes);
+#: a quick host point sends ~60 kB, measured (docs/design/measurements.md)
+SEND_LIMIT_BYTES = 20_000_000
+SEND_LIMIT_ENV = "BUFFERBLOAT_SEND_LIMIT_BYTES"
+#: a lost scheduler: how long the driver waits for it to be back, and how many losses
+#: a point is sent again after
+SCHEDULER_BACK_S = 120.0
+LOST_TRIES = 3
 
 
 def unpack_run(archive, path, key):
@@ -62,12 +73,43 @@ def unpack_run(archive, path, key):
             raise ValueError(f"the worker's run records run_key {got}, the driver "
                              f"expected {key}")
         if os.path.exists(path):
+            if _recorded_ok(path, key):      # a late copy never replaces the record
+                shutil.rmtree(tmp, ignore_errors=True)
+                return False
             shutil.rmtree(path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         os.rename(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return True
+
+
+def _recorded_ok(path, key):
+    rec = read_record(path) if os.path.isfile(os.path.join(path, "result.json")) else {}
+    return rec.get("status") == "ok" and rec.get("run_key") == key
+
+
+def send_limit():
+    """Bytes a point's run may take on its way back before its entry warns."""
+    with contextlib.suppress(ValueError):
+        return int(os.environ.get(SEND_LIMIT_ENV) or SEND_LIMIT_BYTES)
+    return SEND_LIMIT_BYTES
+
+
+def sent(res, limit=None):
+    """What a worker's reply cost on the way back: {sent_bytes} (its transfer time is
+    that over the lab's rate: measured in docs/design/measurements.md), and a warning
+    when the run is larger than ``limit``."""
+    size = len(res.get("archive") or b"")
+    limit = send_limit() if limit is None else limit
+    got = {"sent_bytes": size}
+    if size > limit:
+        got["warning"] = (f"its run was {size / 1e6:.1f} MB on its way back from worker "
+                          f"{res.get('worker')}, over the {limit / 1e6:.1f} MB limit "
+                          f"({SEND_LIMIT_ENV}): at 100 Mbit/s {size * 8 / 1e8:.1f} s "
+                          "per point")
+    return got
 
 
 class KeepSigint:
@@ -101,6 +143,7 @@ class DaskExecutor:
         self.stopping = False
         self.settings = contextlib.ExitStack()
         self.client = None
+        self.address = None if workers else address
         try:
             self._connect(address, workers, log)
         except BaseException:
@@ -175,12 +218,49 @@ class DaskExecutor:
         """(job, Outcome) of the next point to finish (a degraded run is set aside and
         sent again, up to the job's retries, before it counts)."""
         while True:
-            done, _ = self.distributed.wait(list(self.futures), return_when="FIRST_COMPLETED")
+            try:
+                done, _ = self.distributed.wait(list(self.futures),
+                                                return_when="FIRST_COMPLETED")
+            except CancelledError:       # the scheduler was lost, its tasks with it
+                done = [f for f in self.futures if f.status == "cancelled"]
             fut = next(iter(done))
             job = self.futures.pop(fut)
-            outcome = self._outcome(job, fut)
+            if fut.status == "cancelled":
+                outcome = self._scheduler_lost(job)
+            else:
+                outcome = self._outcome(job, fut)
             if outcome is not None:
                 return job, outcome
+
+    def _scheduler_lost(self, job):
+        """The scheduler was lost (restarted, its machine cut off) with ``job`` in
+        flight: once it is back (the client reconnects; a new one after Dask's
+        reconnection gives up) with a worker, the point is sent again (its workers
+        ended their points as they lost it); None. Failed when it is not back within
+        SCHEDULER_BACK_S, or after LOST_TRIES losses of this point."""
+        job.lost = getattr(job, "lost", 0) + 1
+        if job.lost > LOST_TRIES or self.address is None:
+            return Outcome("failed", plain=True, exc=RuntimeError(
+                f"the scheduler was lost with it in flight ({job.lost} time(s)); "
+                "not recorded"))
+        self.log(f"  the scheduler ({self.address}) was lost with {job.label} in flight: "
+                 f"sending it again once it is back (up to {SCHEDULER_BACK_S:.0f} s)")
+        deadline = time.monotonic() + SCHEDULER_BACK_S
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, TimeoutError):
+                if self.client.status in ("closing", "closed"):
+                    self.client = self.distributed.Client(
+                        self.address, timeout=f"{CONNECT_TIMEOUT_S}s")
+                    self.event = self.distributed.Event(self.event_name,
+                                                        client=self.client)
+                if self.client.status == "running":
+                    self.client.wait_for_workers(1, timeout=CONNECT_TIMEOUT_S)
+                    self.submit(job)
+                    return None
+            time.sleep(1.0)
+        return Outcome("failed", plain=True, exc=RuntimeError(
+            f"the scheduler was lost with it in flight and not back within "
+            f"{SCHEDULER_BACK_S:.0f} s; not recorded"))
 
     def _outcome(self, job, fut):
         if fut.status != "finished":
@@ -193,10 +273,14 @@ class DaskExecutor:
                 text = str(exc)
             return Outcome("failed", exc=RuntimeError(text), plain=True)
         res = fut.result()
+        cost = sent(res)
         out = None
         if res.get("archive"):
             try:
-                unpack_run(res["archive"], job.path, job.key)
+                if not unpack_run(res["archive"], job.path, job.key):
+                    self.log(f"  a late copy of {job.label} from worker {res['worker']} "
+                             "ignored: the recorded run is kept")      # its entry too
+                    return Outcome("ok", job.path, verdict_of(read_record(job.path)))
             except ValueError as exc:
                 out = Outcome("failed", exc=RuntimeError(f"{exc} (worker {res['worker']})"))
         status = res["status"] if out is None else "failed"
@@ -215,6 +299,9 @@ class DaskExecutor:
                 error = res.get("error") or status
                 out = Outcome(status if status in ("stalled", "interrupted") else "failed",
                               exc=RuntimeError(error), plain=True)
+        out.sent = cost
+        if cost.get("warning"):
+            self.log(f"  warning: {cost['warning']}")
         out.worker = f"worker {res['worker']}"
         out.machine = res["machine"]
         if res.get("where"):

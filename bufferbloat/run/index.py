@@ -20,7 +20,7 @@ _INDEX_TYPES = {"done": list, "vary": dict, "base": dict, "configs": dict,
 _ENTRY_TYPES = {"scenario": str, "run_dir": str, "overrides": dict, "varied": dict,
                 "rep": int, "status": str, "run_key": str, "config_key": str,
                 "profile": str, "health": str, "error": str, "worker": str,
-                "machine": str, "where": str,
+                "machine": str, "where": str, "sent_bytes": int, "warnings": list,
                 "degraded_attempts": list}
 
 

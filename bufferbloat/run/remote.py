@@ -120,6 +120,10 @@ def global_settings(log=None):
         if log and got["added"]:
             log(f"allowed congestion controls for the points' namespaces: "
                 f"{' '.join(got['added'])} (restored at the end)")
+    elif log:
+        log("not in this machine's initial network namespace: the congestion controls "
+            "the points choose must be allowed there (net.ipv4.tcp_allowed_congestion_"
+            "control); a point whose CCA is not allowed fails, saying so")
     try:
         yield
     finally:
@@ -152,6 +156,15 @@ def _stop_requested(name):
         return Event(name).is_set()
     except Exception:  # noqa: BLE001 - the driver gone: its event with it
         return False
+
+
+def _closing(worker):
+    """True once this point's worker is closing: it lost its scheduler (a cut link:
+    Dask's comm timeout; or the scheduler dropped it and said so), which has given the
+    point to another worker. Its result would never be taken: the point ends now, and
+    the worker with it (Dask's close waits up to 30 s for a running task)."""
+    status = getattr(getattr(worker, "status", None), "name", "running")
+    return status in ("closing", "closed", "closing_gracefully", "failed")
 
 
 def kernel_missing(features):
@@ -307,9 +320,10 @@ def run_remote(spec):
     from distributed import get_worker  # noqa: PLC0415 - workers only
     t0 = time.monotonic()
     try:
-        name = str(get_worker().name)
+        worker = get_worker()
+        name = str(worker.name)
     except ValueError:
-        name = "local"
+        worker, name = None, "local"
     machine = socket.gethostname()
     mine = code_fingerprint()
     theirs = spec.get("code") or {}
@@ -350,6 +364,10 @@ def run_remote(spec):
                 break
             if _stop_requested(spec.get("stop_event")):
                 status, error = "interrupted", "the driver was interrupted"
+                _end(proc, signal.SIGTERM)
+            elif _closing(worker):
+                status, error = "interrupted", ("its worker lost the scheduler (cut off, "
+                                                "or dropped): ended, run elsewhere")
                 _end(proc, signal.SIGTERM)
             elif time.monotonic() > deadline:
                 status, error = "stalled", (f"still running {CHILD_MARGIN_S:.0f} s past "

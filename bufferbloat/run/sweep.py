@@ -303,6 +303,10 @@ class SweepRunner:
         for k in ("worker", "machine", "where"):
             if getattr(done, k):
                 entry[k] = getattr(done, k)
+        sent = dict(getattr(done, "sent", None) or {})
+        if sent.get("warning"):
+            entry.setdefault("warnings", []).append(sent.pop("warning"))
+        entry.update(sent)
         where = f" on {done.worker}" if done.worker else ""
         if done.status == "ok":
             entry["health"] = done.health

@@ -115,6 +115,8 @@ class Outcome:
         self.status, self.run_dir, self.health, self.exc = status, run_dir, health, exc
         self.plain = plain
         self.worker = self.machine = self.where = None
+        #: on a cluster: {sent_bytes, warning?} of the run's way back
+        self.sent = None
 
 
 def run_one(run, label, limit, retries, log=print, set_aside=None):

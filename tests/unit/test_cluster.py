@@ -52,6 +52,56 @@ def test_a_run_under_another_key_is_refused_and_nothing_written(tmp_path):
     assert list((tmp_path / "tree").iterdir()) == []
 
 
+def test_a_late_copy_never_replaces_the_recorded_run(tmp_path):
+    """A worker cut off and back sends its run after the point was run elsewhere and
+    recorded: the recorded run stays, byte for byte, and nothing is left beside it."""
+    _run_dir(tmp_path / "rerun", "k1")
+    dest = tmp_path / "tree" / "rep-1"
+    assert cluster.unpack_run(remote.pack_run(str(tmp_path / "rerun")), str(dest), "k1")
+    recorded = (dest / "result.json").read_bytes()
+    _run_dir(tmp_path / "late", "k1")
+    (tmp_path / "late" / "result.json").write_text('{"status": "ok", "run_key": "k1", '
+                                                   '"late": true}')
+    assert cluster.unpack_run(remote.pack_run(str(tmp_path / "late")), str(dest),
+                              "k1") is False
+    assert (dest / "result.json").read_bytes() == recorded
+    assert [p.name for p in dest.parent.iterdir()] == ["rep-1"]
+
+
+def test_what_a_run_costs_on_its_way_back_and_the_limit(monkeypatch):
+    res = {"archive": b"x" * 5000, "worker": "pc1"}
+    assert cluster.sent(res, limit=10_000) == {"sent_bytes": 5000}
+    monkeypatch.setenv(cluster.SEND_LIMIT_ENV, "4000")
+    warned = cluster.sent(res)["warning"]
+    assert "from worker pc1" in warned and cluster.SEND_LIMIT_ENV in warned
+
+
+def test_a_worker_that_lost_its_scheduler_ends_its_point():
+    class Status:
+        def __init__(self, name):
+            self.name = name
+
+    class Worker:
+        status = Status("running")
+    assert not remote._closing(Worker()) and not remote._closing(None)
+    Worker.status = Status("closing")
+    assert remote._closing(Worker())
+
+
+def test_a_point_lost_with_its_scheduler_fails_when_it_cannot_be_sent_again():
+    ex = object.__new__(cluster.DaskExecutor)
+    ex.address, ex.log = None, print           # a local cluster: its scheduler is ours
+
+    class Job:
+        label = "a1_fifo rep 1"
+    got = ex._scheduler_lost(Job())
+    assert got.status == "failed" and "scheduler was lost" in str(got.exc)
+    ex.address = "tcp://lab0:8786"
+    job = Job()
+    job.lost = cluster.LOST_TRIES
+    assert "not recorded" in str(ex._scheduler_lost(job).exc)
+
+
 @pytest.mark.parametrize("name", ["../escape.txt", "/etc/escape.txt"])
 def test_an_archive_reaching_outside_its_directory_is_refused(tmp_path, name):
     buf = io.BytesIO()
