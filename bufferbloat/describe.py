@@ -29,6 +29,8 @@ RUN_FIGURES = {
     "cwnd": "cwnd of every flow over time",
     "rtt": "ping RTT over time, base and full-queue RTT, the AQM's target",
     "queue": "the bottleneck queue's length over time",
+    "capacity": "a varying link's capacity against its delivered rate, and the queue's "
+                "drain time",
     "qdelay": "queueing delay over time (backlog / rate and the AQM's own), target",
     "drops": "drops, early drops and ECN marks per second; PIE's probability",
     "throughput": "per-flow and aggregate throughput, link rate",

@@ -125,3 +125,34 @@ def test_capacity_metrics_and_health():
     rows = _rows(8_000_000, 10_000)
     del rows[5]                                  # a missed tick: its windows left out
     assert len(capacity.windows(rows)) == 27
+
+
+def test_health_judges_the_replay_not_the_constant_link():
+    checks = {"work_conservation:s0-eth2:pfifo": {"ok": False, "value": 0.5},
+              "sampler_missed_ticks": {"ok": True}}
+    rec = {"link_trace": {"metrics": {"utilisation": 0.99, "missed_ticks_pct": 0.2,
+                                      "over_capacity_windows": 0, "change_errors": 0}}}
+    out = capacity.health_checks(rec, checks)
+    assert out["link_replay"]["ok"] is True
+    assert checks["work_conservation:s0-eth2:pfifo"]["ok"] is None
+    assert checks["sampler_missed_ticks"]["ok"] is True
+    rec["link_trace"]["metrics"]["missed_ticks_pct"] = 3.0
+    assert capacity.health_checks(rec, {})["link_replay"]["ok"] is False
+    assert capacity.health_checks({}, checks) == {}
+
+
+def test_capacity_figure_from_the_series(tmp_path):
+    from bufferbloat.plots import capacity as capacity_plot
+    series = tmp_path / "series"
+    series.mkdir()
+    lines = ["t_s,window,rate_bps,sent_bytes,backlog_bytes,qlen_pkts,drops"]
+    lines += [f"{k / 100:.6f},{k},8000000,{k * 10000},3000,2,0" for k in range(50)]
+    (series / "link-trace.csv").write_text("\n".join(lines) + "\n")
+    capacity.record(str(series))
+    assert (series / capacity.CAPACITY_CSV).read_text().startswith(
+        "t_s,capacity_bytes,delivered_bytes,backlogged\n0.00,10000.0,10000,1")
+
+    from bufferbloat.results.records import Run
+    fig = capacity_plot.draw(Run(str(tmp_path), {"params": {"qdisc": "pfifo"},
+                                                 "scenario": "a1_fifo"}))
+    assert fig is not None and len(fig.axes) == 2
