@@ -40,6 +40,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -259,6 +260,9 @@ int main(int argc, char **argv)
 	struct sockaddr_nl sa_nl = {.nl_family = AF_NETLINK};
 	if (nl_fd < 0 || bind(nl_fd, (struct sockaddr *)&sa_nl, sizeof sa_nl))
 		die("netlink", NULL);
+	/* an answer that never comes costs a tick or two, never the loop */
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 20000};
+	setsockopt(nl_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 
 	pid_t parent = getppid();
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
