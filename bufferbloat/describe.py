@@ -113,11 +113,13 @@ def _topology_text(topo):
              f"CCA {', '.join(sorted(set(topo.ccas.values())))}; switch {p['switch']}"]
     if p["loss_pct"]:
         lines.append(f"loss {_fmt(p['loss_pct'])} % on {p['loss_link']} ({p['loss_dir']})")
-    lt = getattr(topo, "link_trace", None)
-    if lt is not None:
-        factor = (getattr(topo, "scaling", None) or {}).get("factor") or 1.0
+    factor = (getattr(topo, "scaling", None) or {}).get("factor") or 1.0
+    for key, where in (("link_trace", "bottleneck"), ("link_trace_up", "reverse")):
+        lt = getattr(topo, key, None)
+        if lt is None:
+            continue
         s = lt.summary(factor)
-        lines.append(f"bottleneck capacity varies ({s['source']} {lt.text}, sha256 "
+        lines.append(f"{where} capacity varies ({s['source']} {lt.text}, sha256 "
                      f"{s['sha256'][:12]}): period {_fmt(s['period_s'])} s, mean "
                      f"{_fmt(s['mean_mbit'])} Mbit/s, {_fmt(s['min_mbit'])}-"
                      f"{_fmt(s['max_mbit'])}, {s['zero_windows']} windows of 0 (held at "

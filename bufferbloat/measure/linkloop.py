@@ -33,17 +33,16 @@ class LinkLoop(QdiscHelper):
     NAME = "bb-link-trace"
 
     def __init__(self, trace, dev, series, t0, factor=1.0, burst_ms=0.0, rt_priority=0,
-                 binary=None, period_s=0.01):
+                 binary=None, period_s=0.01, name="link-trace"):
         if binary is None:
             binary, why = loop_binary()
             if binary is None:
                 raise RuntimeError(f"bb-link-trace: {why}")
         os.makedirs(series, exist_ok=True)
-        self.rates_path = trace.write_rates(os.path.join(series, "link-trace.rates"),
-                                            factor)
-        self.csv_path = os.path.join(series, LOOP_CSV)
-        self.stats_path = os.path.join(series, LOOP_STATS)
-        self.log_path = os.path.join(series, "link-trace.log")
+        self.rates_path = trace.write_rates(os.path.join(series, f"{name}.rates"), factor)
+        self.csv_path = os.path.join(series, f"{name}.csv")
+        self.stats_path = os.path.join(series, f"{name}.json")
+        self.log_path = os.path.join(series, f"{name}.log")
         self.args = [binary, "--rates", self.rates_path, "--dev", dev, "--t0", repr(float(t0)),
                      "--period", repr(float(period_s)), "--burst-ms", repr(float(burst_ms)),
                      "--rt", str(int(rt_priority or 0)), "--out", self.csv_path,

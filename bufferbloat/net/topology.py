@@ -116,6 +116,9 @@ _COMMON = (
     Param("link_schedule", str, None, "the bottleneck's rate as repeating steps "
           "SECONDS:MBIT,... (e.g. 2:8,2:2: 8 Mbit/s for 2 s, then 2 for 2 s); 0 holds "
           "packets at 1 kbit/s", pattern=r"[0-9.]+:[0-9.]+(,[0-9.]+:[0-9.]+)*"),
+    Param("link_trace_up", str, None, "a capacity trace (mahimahi format) the "
+          "bottleneck's reverse direction replays (receiver -> s0: ACKs, uploads of "
+          "the receiver), on its HTB class like link_trace", pattern=r"[^\s,;]+"),
 )
 DUMBBELL_PARAMS = _COMMON
 KDUMBBELL_PARAMS = _COMMON + (
@@ -230,6 +233,8 @@ class BaseDumbbell:
         #: the bottleneck's capacity plan (a LinkTrace) or None: read and checked here,
         #: before any network exists
         self.link_trace = linktrace.from_params(p)
+        self.link_trace_up = (linktrace.load_trace(p["link_trace_up"], "link_trace_up")
+                              if p["link_trace_up"] else None)
 
         self.addSwitch(SWITCH, dpid="0000000000000001")
         self.link_specs = []
@@ -288,7 +293,9 @@ class BaseDumbbell:
                 "qdisc": self.qdisc.to_dict(), "senders": self.senders,
                 "receiver": self.receiver, "ccas": dict(self.ccas),
                 "links": [s.to_dict() for s in self.link_specs],
-                **({"link_trace": self.link_trace.summary()} if self.link_trace else {})}
+                **({"link_trace": self.link_trace.summary()} if self.link_trace else {}),
+                **({"link_trace_up": self.link_trace_up.summary()}
+                   if self.link_trace_up else {})}
 
 
 class DumbbellTopo(BaseDumbbell):

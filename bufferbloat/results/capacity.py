@@ -35,12 +35,18 @@ def read_loop_rows(path):
 def windows(rows, period_s=0.01):
     """Per window with both reads: dicts with ``t_s``, ``capacity_bytes`` (nominal),
     ``offered_bytes`` (at the rate over the time between the reads),
-    ``delivered_bytes`` and ``backlogged``."""
+    ``delivered_bytes``, ``backlogged`` and ``burst_growth`` (how much a saved burst
+    grew with the rate's last change)."""
     out = []
+    prev = None
     for a, b in zip(rows, rows[1:]):
+        # HTB keeps its tokens as time: a burst saved at the rate before goes out at
+        # this window's, (this rate / that rate) x its bytes
+        growth = max(1.0, a["rate"] / prev) if prev else 1.0
+        prev = a["rate"]
         if b["k"] != a["k"] + 1:
             continue
-        out.append({"t_s": round(a["k"] * period_s, 6),
+        out.append({"t_s": round(a["k"] * period_s, 6), "burst_growth": growth,
                     "capacity_bytes": a["rate"] * period_s / 8,
                     "offered_bytes": a["rate"] * (b["t"] - a["t"]) / 8,
                     "delivered_bytes": b["sent"] - a["sent"],
@@ -81,8 +87,8 @@ def metrics(wins, burst_bytes=1600, loop_stats=None, agg=AGG_WINDOWS):
     offered = sum(x["offered_bytes"] for x in back)
     rs = ratios(wins, agg)
     dev = [abs(r - 1) for r in rs]
-    over = [x for x in wins
-            if x["delivered_bytes"] > x["offered_bytes"] + burst_bytes + 1514]
+    over = [x for x in wins if x["delivered_bytes"] > x["offered_bytes"]
+            + burst_bytes * x.get("burst_growth", 1.0) + 1514]
     st = loop_stats or {}
     ticks = (st.get("ticks") or 0) + (st.get("missed_ticks") or 0)
     missed_pct = 100.0 * (st.get("missed_ticks") or 0) / ticks if ticks else None
@@ -124,17 +130,18 @@ def _pct(xs, q):
     return round(percentile(sorted(xs), q), 4) if xs else None
 
 
-def record(series_dir, burst_bytes=1600):
-    """Write ``capacity.csv`` and return the metrics of a run's replay (None without
-    one)."""
-    path = os.path.join(series_dir, "link-trace.csv")
+def record(series_dir, burst_bytes=1600, name="link-trace", out=CAPACITY_CSV):
+    """Write ``out`` (``capacity.csv``) and return the metrics of a run's replay (None
+    without one); ``name``: the loop's files (``link-trace-up`` for the reverse
+    direction, written to ``capacity-up.csv``)."""
+    path = os.path.join(series_dir, f"{name}.csv")
     if not os.path.exists(path):
         return None
     rows = read_loop_rows(path)
     wins = windows(rows)
-    write_capacity_csv(wins, os.path.join(series_dir, CAPACITY_CSV))
+    write_capacity_csv(wins, os.path.join(series_dir, out))
     try:
-        with open(os.path.join(series_dir, "link-trace.json")) as f:
+        with open(os.path.join(series_dir, f"{name}.json")) as f:
             st = json.load(f)
     except (OSError, ValueError):
         st = None

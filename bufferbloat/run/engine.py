@@ -104,7 +104,8 @@ class RunContext:
     #: the compiled queue sampler, made ready before the network is built
     #: (:func:`bufferbloat.measure.sampler.prepare_qdisc_helper`)
     qdisc_helper: dict | None = None
-    #: the capacity loop of a varying bottleneck (bufferbloat/run/linkreplay.py)
+    #: the capacity loops of a varying bottleneck, {record key: loop}
+    #: (bufferbloat/run/linkreplay.py)
     link_loop: object = None
     #: every measurement is in (an interrupt in the teardown leaves the run ok)
     measured: bool = False
@@ -298,7 +299,7 @@ def measure(ctx):
     ctx.link_loop, why = linkreplay.start(ctx.topo, net, ctx.run_dir, rec, t0,
                                           sampler_rt_priority())
     if why:
-        raise RunFailed(why)
+        raise RunFailed(why)     # the loops started are stopped with the traffic
     if early:
         with ctx.phase("prepare"):
             prepare_parts(ctx.parts)
@@ -459,8 +460,8 @@ def finish(ctx, status, error):
             rec["warmup_s"] = run.record["warmup_s"] = steady["warmup_s"]
             rows = mx.compute_metrics(run, warmup_s=steady["warmup_s"])
             mx.write_metrics(run, rows, warmup_s=steady["warmup_s"])
-            if linkreplay.finish(ctx.run_dir, rec) is not None:
-                run.record["link_trace"] = rec["link_trace"]
+            linkreplay.finish(ctx.run_dir, rec)
+            run.record.update({k: rec[k] for k in linkreplay.DIRECTIONS if k in rec})
         with ctx.phase("health"):
             rec["health"] = health.assess(run, rows)
         _close_phases(ctx)

@@ -57,7 +57,8 @@ def config_of(scn, topo, knobs, traffic, quick, duration, warmup,
         # optional parameter does not change the key of every run recorded before it
         # (version 2; version 1 wrote them all, and adding reverse_qdisc changed every key)
         # a trace file is its content (its SHA-256), not its path
-        "params": {k: (f"sha256:{topo.link_trace.sha256}" if k == "link_trace" else v)
+        "params": {k: (f"sha256:{getattr(topo, k).sha256}"
+                       if k in ("link_trace", "link_trace_up") else v)
                    for k, v in topo.params.items() if v is not None},
         "qdisc": {"kind": topo.qdisc.kind, "params": dict(topo.qdisc.params)},
         "knobs": dict(knobs),

@@ -20,33 +20,54 @@ def burst_ms():
     return float(os.environ.get(HTB_BURST_ENV, HTB_BURST_MS))
 
 
+#: record key -> (the loop's file names, capacity series): each direction that varies
+DIRECTIONS = {"link_trace": ("link-trace", capacity.CAPACITY_CSV),
+              "link_trace_up": ("link-trace-up", "capacity-up.csv")}
+
+
+def _devices(topo, net):
+    """{record key: (namespace or None, device)}: the bottleneck's egress, and the
+    reverse direction's (the receiver's egress)."""
+    bnl = topo.bottleneck
+    return {"link_trace": net.bottleneck_dev,
+            "link_trace_up": (bnl.b, net.intfs[(bnl.a, bnl.b)][1])}
+
+
 def start(topo, net, run_dir, record, t0, rt_priority=0):
-    """``(loop, None)``, ``(None, None)`` for a link that does not vary, or
-    ``(None, why it could not start)``."""
-    trace = getattr(topo, "link_trace", None)
-    if trace is None:
-        return None, None
-    ns, dev = net.bottleneck_dev
-    where = dev if ns is None else f"{net.net[ns].pid}/{dev}"
+    """``({record key: loop}, None)`` (empty for a link that does not vary), or
+    ``(loops started so far, why the next could not start)``."""
+    loops = {}
     factor = (getattr(topo, "scaling", None) or {}).get("factor") or 1.0
-    record["link_trace"] = dict(trace.summary(factor), text=trace.text,
-                                burst_ms=burst_ms())
-    return start_loop(trace, where, os.path.join(run_dir, SERIES_DIR), t0, factor=factor,
-                      burst_ms=burst_ms(), rt_priority=rt_priority)
+    for key, (ns, dev) in _devices(topo, net).items():
+        trace = getattr(topo, key, None)
+        if trace is None:
+            continue
+        where = dev if ns is None else f"{net.net[ns].pid}/{dev}"
+        record[key] = dict(trace.summary(factor), text=trace.text, burst_ms=burst_ms())
+        loop, why = start_loop(trace, where, os.path.join(run_dir, SERIES_DIR), t0,
+                               factor=factor, burst_ms=burst_ms(),
+                               rt_priority=rt_priority, name=DIRECTIONS[key][0])
+        if why:
+            return loops, why
+        loops[key] = loop
+    return loops, None
 
 
-def stop(loop, record):
-    """End the loop by PID; its stats into the record."""
-    if loop is not None:
-        record.setdefault("link_trace", {})["loop"] = loop.stop()
+def stop(loops, record):
+    """End the loops by PID; their stats into the record."""
+    for key, loop in (loops or {}).items():
+        record.setdefault(key, {})["loop"] = loop.stop()
 
 
 def finish(run_dir, record):
-    """``series/capacity.csv`` and the replay's metrics (a run whose link varied)."""
-    if "link_trace" not in record:
-        return None
-    burst = max(1600, (record["link_trace"].get("burst_ms") or 0) / 1e3
-                * (record["link_trace"].get("max_mbit") or 0) * 1e6 / 8)
-    m = capacity.record(os.path.join(run_dir, SERIES_DIR), burst_bytes=min(burst, 65536))
-    record["link_trace"]["metrics"] = m
-    return m
+    """``series/capacity.csv`` (``capacity-up.csv``) and the replay's metrics, per
+    direction that varied; the forward direction's metrics (None: it did not vary)."""
+    for key, (name, out) in DIRECTIONS.items():
+        lt = record.get(key)
+        if not isinstance(lt, dict):
+            continue
+        burst = max(1600, (lt.get("burst_ms") or 0) / 1e3 * (lt.get("max_mbit") or 0)
+                    * 1e6 / 8)
+        lt["metrics"] = capacity.record(os.path.join(run_dir, SERIES_DIR),
+                                        burst_bytes=min(burst, 65536), name=name, out=out)
+    return (record.get("link_trace") or {}).get("metrics")

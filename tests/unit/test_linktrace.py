@@ -156,3 +156,25 @@ def test_capacity_figure_from_the_series(tmp_path):
     fig = capacity_plot.draw(Run(str(tmp_path), {"params": {"qdisc": "pfifo"},
                                                  "scenario": "a1_fifo"}))
     assert fig is not None and len(fig.axes) == 2
+
+
+def test_the_reverse_direction_replays_its_own_trace(tmp_path):
+    scn = catalogue()["a1_fifo"]
+    p = tmp_path / "up.trace"
+    p.write_text(tracegen.mahimahi_text(tracegen.constant(2, 3)))
+    r = resolve_run(scn, {"link_trace_up": str(p)}, max_rate_mbit=None)
+    assert r.topo.link_trace is None and r.topo.link_trace_up.period_s == 2
+    assert r.config["params"]["link_trace_up"] == f"sha256:{r.topo.link_trace_up.sha256}"
+    from bufferbloat import describe
+    text = "\n".join(describe.describe(scn, {"link_trace_up": str(p)}))
+    assert "reverse capacity varies" in text
+    (tmp_path / "bad.trace").write_text("3\n1\n")
+    with pytest.raises(ParameterError, match="link_trace_up"):
+        resolve_run(scn, {"link_trace_up": str(tmp_path / "bad.trace")}, max_rate_mbit=None)
+
+
+def test_a_burst_saved_at_a_low_rate_grows_with_the_next():
+    rows = [{"t": k * 0.01, "k": k, "rate": 2_000_000 if k < 5 else 8_000_000,
+             "sent": 0, "backlog": 0, "drops": 0} for k in range(10)]
+    growth = [w["burst_growth"] for w in capacity.windows(rows)]
+    assert growth[5] == 4.0 and growth[4] == 1.0 and growth[6] == 1.0
