@@ -37,11 +37,13 @@ def start(topo, net, run_dir, record, t0, rt_priority=0):
     """``({record key: loop}, None)`` (empty for a link that does not vary), or
     ``(loops started so far, why the next could not start)``."""
     loops = {}
+    varying = [k for k in DIRECTIONS if getattr(topo, k, None) is not None]
+    if not varying:
+        return loops, None
     factor = (getattr(topo, "scaling", None) or {}).get("factor") or 1.0
-    for key, (ns, dev) in _devices(topo, net).items():
-        trace = getattr(topo, key, None)
-        if trace is None:
-            continue
+    devices = _devices(topo, net)
+    for key in varying:
+        trace, (ns, dev) = getattr(topo, key), devices[key]
         where = dev if ns is None else f"{net.net[ns].pid}/{dev}"
         record[key] = dict(trace.summary(factor), text=trace.text, burst_ms=burst_ms())
         loop, why = start_loop(trace, where, os.path.join(run_dir, SERIES_DIR), t0,
