@@ -17,7 +17,7 @@
  * Prints "ready" on stdout once the socket is open and the first rate set; ends on
  * SIGTERM/SIGINT (and with its parent) or after --duration, writing --stats.
  * CSV: t_s,window,rate_bps,sent_bytes,backlog_bytes,qlen_pkts,drops: t_s when the
- * counters were read (s after t0), just before window's rate was set (the end of the
+ * counters' answer came (s after t0), just before window's rate was set (the end of the
  * window before); rate_bps the rate the class then has (the one before, if the change
  * failed).
  */
@@ -320,6 +320,9 @@ int main(int argc, char **argv)
 		struct counters c;
 		if (read_counters(&c) || !c.ok)
 			read_errors++;
+		/* the counters' time: when the kernel answered (a loop preempted between its
+		 * wake-up and the read would otherwise date them early) */
+		double tr = mono();
 		uint64_t rate = rates[k % n];
 		if (rate != last) {
 			int e = set_rate(rate);
@@ -331,7 +334,7 @@ int main(int argc, char **argv)
 				changes++;
 			}
 		}
-		fprintf(out, "%.6f,%lld,%llu,%llu,%u,%u,%u\n", st - t0, k,
+		fprintf(out, "%.6f,%lld,%llu,%llu,%u,%u,%u\n", tr - t0, k,
 			(unsigned long long)last, (unsigned long long)c.bytes, c.backlog,
 			c.qlen, c.drops);
 		k++;
