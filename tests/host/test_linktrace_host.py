@@ -21,6 +21,7 @@ import pytest
 from bufferbloat.measure import linkloop
 from bufferbloat.net import linktrace, tracegen
 from bufferbloat.results import capacity
+from bufferbloat.run.engine import sampler_rt_priority
 
 
 def _ip(*args):
@@ -72,7 +73,7 @@ def _replay(trace, ns, dev, series, seconds):
     try:
         time.sleep(0.2)
         loop, why = linkloop.start_loop(trace, f"{holder.pid}/{dev}", str(series),
-                                        time.monotonic())
+                                        time.monotonic(), rt_priority=sampler_rt_priority())
         assert loop is not None, why
         time.sleep(seconds)
         stats = loop.stop()
@@ -128,8 +129,9 @@ def test_square_wave_delivers_the_capacity(bottleneck, tmp_path):
     server, client = _flow(snd, rcv, addr, 13, tmp_path)
     try:
         time.sleep(0.8)      # the flow's slow start, before the replay's windows count
+        # at the priority a run gives it (the sampler's: SCHED_FIFO 1 on a host)
         loop, why = linkloop.start_loop(trace, f"{holder.pid}/{dev}", str(tmp_path),
-                                        time.monotonic())
+                                        time.monotonic(), rt_priority=sampler_rt_priority())
         assert loop is not None, why
         time.sleep(12)
         stats = loop.stop()
