@@ -29,6 +29,8 @@ RUN_FIGURES = {
     "cwnd": "cwnd of every flow over time",
     "rtt": "ping RTT over time, base and full-queue RTT, the AQM's target",
     "queue": "the bottleneck queue's length over time",
+    "capacity": "a varying link's capacity against its delivered rate, and the queue's "
+                "drain time",
     "qdelay": "queueing delay over time (backlog / rate and the AQM's own), target",
     "drops": "drops, early drops and ECN marks per second; PIE's probability",
     "throughput": "per-flow and aggregate throughput, link rate",
@@ -111,6 +113,18 @@ def _topology_text(topo):
              f"CCA {', '.join(sorted(set(topo.ccas.values())))}; switch {p['switch']}"]
     if p["loss_pct"]:
         lines.append(f"loss {_fmt(p['loss_pct'])} % on {p['loss_link']} ({p['loss_dir']})")
+    factor = (getattr(topo, "scaling", None) or {}).get("factor") or 1.0
+    for key, where in (("link_trace", "bottleneck"), ("link_trace_up", "reverse")):
+        lt = getattr(topo, key, None)
+        if lt is None:
+            continue
+        s = lt.summary(factor)
+        lines.append(f"{where} capacity varies ({s['source']} {lt.text}, sha256 "
+                     f"{s['sha256'][:12]}): period {_fmt(s['period_s'])} s, mean "
+                     f"{_fmt(s['mean_mbit'])} Mbit/s, {_fmt(s['min_mbit'])}-"
+                     f"{_fmt(s['max_mbit'])}, {s['zero_windows']} windows of 0 (held at "
+                     f"1 kbit/s); set every 10 ms on the HTB class"
+                     + (f"; rates scaled x{factor:.3g}" if factor != 1.0 else ""))
     return lines
 
 
@@ -141,10 +155,10 @@ def _wrap(text, indent, width=92, first=None):
                          subsequent_indent=indent, break_on_hyphens=False)
 
 
-def describe(scn):
-    """The description of scenario ``scn`` as text lines."""
+def describe(scn, overrides=None):
+    """The description of scenario ``scn`` (with ``overrides``, --set) as text lines."""
     from bufferbloat.scenarios._common import STUDIES
-    topo, knobs, traffic = scn.build()
+    topo, knobs, traffic = scn.build(overrides)
     out = [f"{scn.name}: {scn.description}"]
     family = STUDIES.get(scn.family)
     if family:

@@ -40,6 +40,7 @@ import os
 
 from bufferbloat.core.errors import UsageError, warn
 from bufferbloat.plots import (
+    capacity,
     cwnd,
     departures,
     drops,
@@ -77,6 +78,7 @@ FIGURES = {
     "owd": flowseries.draw_owd,
     "flows": flowseries.draw_flows,
     "departures": departures.draw,
+    "capacity": capacity.draw,
 }
 FIGURES_DIR = "figures"
 #: figures of each run of a sweep when its scenario names none

@@ -65,6 +65,7 @@ STUDIES = {
     "C": "RED against PI(E) at increasing load",
     "D": "Congestion control algorithms over different paths",
     "E": "AQMs with k flows: flow, link and network metrics (ns-3 ccperf style)",
+    "F": "AQMs on a link whose capacity varies (a replayed capacity trace)",
 }
 
 #: Family A's headline: RTT, fetch time, goodput, the queue. The theories follow the

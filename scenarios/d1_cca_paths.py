@@ -20,11 +20,20 @@ variants keep that ordering, data flowing h1 -> h2 (downstream) through the bott
 
 so bulk goodput orders fiber > cellular > dsl (about 5x from dsl to fiber) and bulk RTT
 cellular (seconds) > dsl > fiber. (The earlier 10 Mbit/s paths lan / wan / lossy stay
-as variants outside the sweep.) Every run records the application's one-way delay of
+as variants outside the sweep, and so does ``cellular_trace``: the cellular path with its
+capacity varying around 5 Mbit/s, a seeded synthetic walk, ``link_schedule``.) Every run records the application's one-way delay of
 every message (npm_msg.csv; the hosts share one clock) next to the TCP RTT (tcp.csv)
 and ping's.
 """
+from bufferbloat.net import tracegen
 from bufferbloat.run.scenario import Scenario
+
+#: the cellular_trace variant's capacity: 60 s of a seeded log-rate walk around 5 Mbit/s
+#: in 0.5 s steps (bufferbloat trace walk --mbit 5 --seed 1 makes the same kind of file)
+_WALK = tracegen.random_walk(60, 5, seed=1, step_s=0.5)
+_MEAN = sum(m for _, m in _WALK) / len(_WALK)
+#: (scaled so that its mean over the 60 s is the path's 5 Mbit/s exactly)
+CELLULAR_WALK = ",".join(f"{s:g}:{m * 5 / _MEAN:.3f}" for s, m in _WALK)
 
 #: the study's on-off pattern: on 1 s, off 5 s
 ON_OFF_S = (1, 5)
@@ -58,6 +67,10 @@ SCENARIO = Scenario(
     variants={"fiber": dict(bottleneck_mbit=15, delay_ms=2.5, buffer_pkts=128, loss_pct=0),
               "cellular": dict(bottleneck_mbit=5, delay_ms=15, buffer_pkts=600,
                                loss_pct=0),
+              # the cellular path whose capacity varies: a seeded synthetic walk around
+              # its 5 Mbit/s (docs/guide/varying-links.md), outside the sweep
+              "cellular_trace": dict(bottleneck_mbit=5, delay_ms=15, buffer_pkts=600,
+                                     loss_pct=0, link_schedule=CELLULAR_WALK),
               "dsl": dict(bottleneck_mbit=3, delay_ms=10, buffer_pkts=64, loss_pct=0),
               "lan": dict(bottleneck_mbit=10, delay_ms=2.5, buffer_pkts=100, loss_pct=0),
               "wan": dict(bottleneck_mbit=10, delay_ms=25, buffer_pkts=100, loss_pct=0),

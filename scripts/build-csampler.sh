@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build the compiled helpers (.build/bb-qdisc-sampler, the queue sampler, and
-# .build/bb-departures, the departure trace's reader; static) if missing or
-# older than its source. Run on the host before the project VM boots, so that no run in
+# Build the compiled helpers (.build/bb-qdisc-sampler, the queue sampler;
+# .build/bb-departures, the departure trace's reader; .build/bb-link-trace, the
+# capacity replay; static) if missing or older than their sources. Run on the host
+# before the project VM boots, so that no run in
 # the guest waits for a compiler under TCG (the guest can build it too: vm/packages.txt
 # installs gcc and make, and a run builds it before its sampler starts).
 # Exit 0: built (or fresh); 1: the compiler failed (its errors shown); 2: no gcc/make
@@ -17,6 +18,6 @@ if ! make -s -C bufferbloat/measure/csampler; then
   echo "error: building bufferbloat/measure/csampler failed (compiler output above)" >&2
   exit 1
 fi
-for bin in bb-qdisc-sampler bb-departures; do
+for bin in bb-qdisc-sampler bb-departures bb-link-trace; do
   test -x ".build/$bin" || { echo "error: make left no .build/$bin" >&2; exit 1; }
 done

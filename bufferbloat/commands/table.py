@@ -151,9 +151,40 @@ COMMANDS = (
         "describe", "a scenario's study, keys, variants, sweep, figures and expected result",
         "Describe a scenario: its study, the keys --set accepts and their defaults, "
         "its variants, its sweep, its figures and the expected result with theory.",
-        ["bufferbloat describe a1_fifo", "bufferbloat describe b2_pie_target | less"],
-        [SCENARIO],
+        ["bufferbloat describe a1_fifo", "bufferbloat describe b2_pie_target | less",
+         "bufferbloat describe a1_fifo --set link_schedule=2:8,2:2"],
+        [SCENARIO, overrides("describe the scenario with a parameter overridden "
+                             "(repeatable), e.g. link_trace=FILE")],
         "bufferbloat.commands.describe:cmd_describe"),
+    Command(
+        "trace", "write a capacity trace (mahimahi format) for link_trace",
+        "Write a bottleneck capacity trace in mahimahi's format (one line per "
+        "1500-byte delivery opportunity, in ms; it wraps) for --set link_trace=FILE: "
+        "constant, steps, a square wave, a seeded random walk, or converted from a "
+        "CSV of t_seconds,mbit rows (docs/guide/varying-links.md).",
+        ["bufferbloat trace square --seconds 60 --low 2 --high 8 --half-period 2 "
+         "-o sq.trace",
+         "bufferbloat trace walk --seconds 60 --mbit 6 --seed 7 -o walk.trace",
+         "bufferbloat trace steps --steps 5:10,5:1,5:0 -o steps.trace",
+         "bufferbloat trace csv --csv rates.csv -o rates.trace"],
+        [arg("kind", choices=("constant", "steps", "square", "walk", "csv"),
+             help="what the trace is"),
+         arg("-o", "--output", required=True, metavar="FILE", help="the trace file"),
+         arg("--seconds", type=float, default=60.0, metavar="S",
+             help="length, s (constant, square, walk; default 60)"),
+         arg("--mbit", type=float, default=6.0, metavar="MBIT",
+             help="rate (constant) or mean rate (walk), Mbit/s (default 6)"),
+         arg("--low", type=float, default=2.0, metavar="MBIT",
+             help="square: the low rate (default 2)"),
+         arg("--high", type=float, default=8.0, metavar="MBIT",
+             help="square: the high rate (default 8)"),
+         arg("--half-period", type=float, default=2.0, metavar="S",
+             help="square: how long each rate holds, s (default 2)"),
+         arg("--steps", metavar="S:MBIT,...", help="steps: SECONDS:MBIT,... in order"),
+         arg("--seed", type=int, default=1, help="walk: the random seed (default 1)"),
+         arg("--csv", metavar="FILE", help="csv: rows t_seconds,mbit (the last row's "
+             "time ends the trace)")],
+        "bufferbloat.commands.trace:cmd_trace"),
     Command(
         "run", "run one scenario",
         "Run one scenario (or --repeat of it): build its network, run its traffic, "

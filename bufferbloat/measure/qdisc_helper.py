@@ -18,7 +18,11 @@ from bufferbloat.measure.compiled import (
 
 class QdiscHelper:
     """The compiled queue sampler as the sampler process's child (it ends with its
-    parent too: PR_SET_PDEATHSIG): writes qdisc.csv and qdisc-sampler.json."""
+    parent too: PR_SET_PDEATHSIG): writes qdisc.csv and qdisc-sampler.json. Another
+    compiled helper that says ``ready`` and writes its stats on SIGTERM subclasses it
+    (its own ``NAME`` and ``__init__``: measure/linkloop.py)."""
+
+    NAME = "bb-qdisc-sampler"
 
     def __init__(self, binary, spec, series):
         self.stats_path = os.path.join(series, "qdisc-sampler.json")
@@ -41,7 +45,7 @@ class QdiscHelper:
         if line.strip() == "ready":
             return None
         self.stop()
-        return f"bb-qdisc-sampler did not start: {self.log_text()[-300:] or 'no output'}"
+        return f"{self.NAME} did not start: {self.log_text()[-300:] or 'no output'}"
 
     def alive(self):
         return self.proc.poll() is None

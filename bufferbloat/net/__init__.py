@@ -9,6 +9,7 @@ and nowhere below.
 ``bottleneck``  the qdisc plan of every link direction (HTB root, the AQM as its leaf)
 ``capabilities`` what this kernel and machine can emulate (``bufferbloat check``)
 ``scaling``     rates scaled to what the machine sustains
+``linktrace``   a bottleneck capacity that changes: mahimahi traces, step schedules
 ``network``     builds the network, owns its processes, restores sysctls
 ``cleanup``     what a run owns, for the next run to remove after a SIGKILL
 ``isolation``   network namespaces: which one a run is in, the global CCA list

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 
 from bufferbloat.core.errors import ParameterError, UsageError
 from bufferbloat.core.params import MIN_RATE_MBIT, Param, check_params
+from bufferbloat.net import linktrace
 from bufferbloat.net.qdiscs import DEFAULT_KIND, KINDS, make_qdisc, with_buffer
 
 SWITCH = "s0"
@@ -108,6 +109,16 @@ _COMMON = (
     Param("ecn", bool, None, "hosts negotiate ECN (net.ipv4.tcp_ecn=1); default: on when "
           "the bottleneck qdisc marks (its ecn parameter), else the kernel's default "
           "(2: answer ECN, never ask)"),
+    Param("link_trace", str, None, "a capacity trace the bottleneck replays (s0 -> "
+          "receiver): a file in mahimahi's format, one line per 1500-byte delivery "
+          "opportunity (integer ms), wrapping; set on the HTB class every 10 ms, the AQM "
+          "leaf untouched (docs/guide/varying-links.md)", pattern=r"[^\s,;]+"),
+    Param("link_schedule", str, None, "the bottleneck's rate as repeating steps "
+          "SECONDS:MBIT,... (e.g. 2:8,2:2: 8 Mbit/s for 2 s, then 2 for 2 s); 0 holds "
+          "packets at 1 kbit/s", pattern=r"[0-9.]+:[0-9.]+(,[0-9.]+:[0-9.]+)*"),
+    Param("link_trace_up", str, None, "a capacity trace (mahimahi format) the "
+          "bottleneck's reverse direction replays (receiver -> s0: ACKs, uploads of "
+          "the receiver), on its HTB class like link_trace", pattern=r"[^\s,;]+"),
 )
 DUMBBELL_PARAMS = _COMMON
 KDUMBBELL_PARAMS = _COMMON + (
@@ -219,6 +230,12 @@ class BaseDumbbell:
             raise ParameterError("aqm_both_ways", True, "false when the bottleneck's "
                                  "reverse direction is lossy (its leaf is then netem)")
 
+        #: the bottleneck's capacity plan (a LinkTrace) or None: read and checked here,
+        #: before any network exists
+        self.link_trace = linktrace.from_params(p)
+        self.link_trace_up = (linktrace.load_trace(p["link_trace_up"], "link_trace_up")
+                              if p["link_trace_up"] else None)
+
         self.addSwitch(SWITCH, dpid="0000000000000001")
         self.link_specs = []
         for host, delay in zip(self.senders, access_delay):
@@ -275,7 +292,10 @@ class BaseDumbbell:
         return {"class": type(self).__name__, "params": dict(self.params),
                 "qdisc": self.qdisc.to_dict(), "senders": self.senders,
                 "receiver": self.receiver, "ccas": dict(self.ccas),
-                "links": [s.to_dict() for s in self.link_specs]}
+                "links": [s.to_dict() for s in self.link_specs],
+                **({"link_trace": self.link_trace.summary()} if self.link_trace else {}),
+                **({"link_trace_up": self.link_trace_up.summary()}
+                   if self.link_trace_up else {})}
 
 
 class DumbbellTopo(BaseDumbbell):

@@ -21,6 +21,7 @@ sampler's ticks, the parts' start times, the idle RTT, the overrun); their thres
 are justified by measurements in docs/design/health.md. Here: the verdict and its one line.
 """
 
+from bufferbloat.results import capacity
 from bufferbloat.results.health_record import (
     IDLE_RTT_SLACK_MS,
     IDLE_RTT_SLACK_SHARE,
@@ -84,6 +85,7 @@ def assess(run, metrics_rows=None):
     checks.update(check_overrun(rec, checks.get("flows_on_time", {}).get(
         "time_zero_after_launch_max_s", 0.0)))
     checks.update(check_goodput(run, metrics_rows))
+    checks.update(capacity.health_checks(rec, checks))
     failed = {name: f"{c['what']}: {c['value']} (required {c['limit']})"
               for name, c in checks.items() if c["ok"] is False}
     faults = [line for name, line in failed.items() if checks[name].get("fault")]

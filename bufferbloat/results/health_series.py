@@ -97,8 +97,9 @@ def _leaf_rates(run):
     """{dev: rate Mbit/s} of every AQM device the sampler watched: the bottleneck's
     egress at its rate, the reverse AQM (receiver's egress) at the reverse rate."""
     params = run.params
-    fwd = params.get("bottleneck_mbit")
-    rev = params.get("reverse_mbit") or fwd
+    rev = params.get("reverse_mbit") or params.get("bottleneck_mbit")
+    trace = run.record.get("link_trace")     # a varying link: at most its peak
+    fwd = trace.get("max_mbit") if isinstance(trace, dict) else params.get("bottleneck_mbit")
     want = run.bottleneck_dev
     devs = (run.record.get("sampler") or {}).get("qdisc_devs") or ([want] if want else [])
     return {d: (fwd if d == want or want is None else rev) for d in devs}
@@ -323,8 +324,9 @@ def check_goodput(run, metrics_rows=None):
     if metrics_rows is None:
         return {}
     params = run.params
-    fwd = params.get("bottleneck_mbit")
-    rev = params.get("reverse_mbit") or fwd
+    rev = params.get("reverse_mbit") or params.get("bottleneck_mbit")
+    trace = run.record.get("link_trace")     # a varying link: at most its peak
+    fwd = trace.get("max_mbit") if isinstance(trace, dict) else params.get("bottleneck_mbit")
     out = {}
     for r in metrics_rows:
         if r["scope"] != "network" or not r["metric"].startswith("goodput_") \

@@ -183,8 +183,11 @@ class Run:
 
     @property
     def bottleneck_mbit(self):
-        """The bottleneck rate, Mbit/s, or None when the record does not say."""
-        value = self.params.get("bottleneck_mbit")
+        """The bottleneck rate, Mbit/s, or None when the record does not say; for a
+        link that varied (link_trace, link_schedule) the mean of its capacity."""
+        trace = self.record.get("link_trace")
+        value = trace.get("mean_mbit") if isinstance(trace, dict) else None
+        value = self.params.get("bottleneck_mbit") if value is None else value
         try:
             return float(value) if value is not None else None
         except (TypeError, ValueError):

@@ -42,7 +42,7 @@ from bufferbloat.results import metrics as mx
 from bufferbloat.results.records import load_run
 from bufferbloat.results.records_writer import RunWriter
 from bufferbloat.results.steady_state import steady_state
-from bufferbloat.run import identity
+from bufferbloat.run import identity, linkreplay
 from bufferbloat.run.resolved import resolve_run
 from bufferbloat.traffic import base as traffic_base
 from bufferbloat.traffic import kinds as traffic_kinds
@@ -104,6 +104,9 @@ class RunContext:
     #: the compiled queue sampler, made ready before the network is built
     #: (:func:`bufferbloat.measure.sampler.prepare_qdisc_helper`)
     qdisc_helper: dict | None = None
+    #: the capacity loops of a varying bottleneck, {record key: loop}
+    #: (bufferbloat/run/linkreplay.py)
+    link_loop: object = None
     #: every measurement is in (an interrupt in the teardown leaves the run ok)
     measured: bool = False
     t_wall: float = field(default_factory=time.monotonic)
@@ -293,6 +296,10 @@ def measure(ctx):
         ctx.sampler.wait_ready()
     with ctx.phase("departures_start"):
         start_departures(ctx, t0)
+    ctx.link_loop, why = linkreplay.start(ctx.topo, net, ctx.run_dir, rec, t0,
+                                          sampler_rt_priority())
+    if why:
+        raise RunFailed(why)     # the loops started are stopped with the traffic
     if early:
         with ctx.phase("prepare"):
             prepare_parts(ctx.parts)
@@ -338,6 +345,8 @@ def measure(ctx):
         sampler.stop()
     with ctx.phase("departures_stop"):
         stop_departures(ctx)
+    linkreplay.stop(ctx.link_loop, rec)
+    ctx.link_loop = None
     problem = next(filter(None, (part.reported_error() for part in ctx.parts)), None)
     if problem:
         raise RunFailed(problem)
@@ -423,6 +432,8 @@ def stop_traffic(ctx):
     stop_parts(ctx.parts)
     if ctx.sampler is not None and ctx.sampler.alive():
         ctx.sampler.stop()
+    linkreplay.stop(ctx.link_loop, ctx.record)
+    ctx.link_loop = None
     if ctx.departures is not None:
         try:
             stop_departures(ctx)
@@ -456,6 +467,8 @@ def finish(ctx, status, error):
             rec["warmup_s"] = run.record["warmup_s"] = steady["warmup_s"]
             rows = mx.compute_metrics(run, warmup_s=steady["warmup_s"])
             mx.write_metrics(run, rows, warmup_s=steady["warmup_s"])
+            linkreplay.finish(ctx.run_dir, rec)
+            run.record.update({k: rec[k] for k in linkreplay.DIRECTIONS if k in rec})
         with ctx.phase("health"):
             rec["health"] = health.assess(run, rows)
         _close_phases(ctx)

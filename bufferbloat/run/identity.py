@@ -56,7 +56,10 @@ def config_of(scn, topo, knobs, traffic, quick, duration, warmup,
         # a parameter left at None (its default: "unset") is not written, so that a new
         # optional parameter does not change the key of every run recorded before it
         # (version 2; version 1 wrote them all, and adding reverse_qdisc changed every key)
-        "params": {k: v for k, v in topo.params.items() if v is not None},
+        # a trace file is its content (its SHA-256), not its path
+        "params": {k: (f"sha256:{getattr(topo, k).sha256}"
+                       if k in ("link_trace", "link_trace_up") else v)
+                   for k, v in topo.params.items() if v is not None},
         "qdisc": {"kind": topo.qdisc.kind, "params": dict(topo.qdisc.params)},
         "knobs": dict(knobs),
         "traffic": list(traffic),

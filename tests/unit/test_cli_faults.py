@@ -91,7 +91,7 @@ def test_os_errors_read_as_one_line():
 
 def test_an_unexpected_exception_is_one_line_naming_where(monkeypatch, capsys):
     import bufferbloat.describe as describe
-    monkeypatch.setattr(describe, "describe", lambda scn: {}["boom"])
+    monkeypatch.setattr(describe, "describe", lambda scn, overrides=None: {}["boom"])
     assert main(["describe", "a1_fifo"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1

@@ -48,6 +48,7 @@
 #include <linux/netlink.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
+#include "bb_tick.h"
 
 #define RXBUF (1 << 16)
 #define MAXQ 64            /* qdiscs per device and tick */
@@ -605,13 +606,6 @@ struct dev {
 static volatile sig_atomic_t stop_sig;
 static void on_signal(int sig) { stop_sig = sig; }
 
-static double mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static double cpu_now(void)
 {
 	struct timespec ts;
@@ -757,12 +751,6 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* bufferbloat.core.stats.percentile(..., "nearest") */
 static double percentile(const double *v, size_t n, double p)
 {
@@ -900,19 +888,11 @@ int main(int argc, char **argv)
 	ob_room(&out, 1 << 16);
 
 	while (!stop_sig) {
-		double due = t0 + k * period;
-		if (due > mono()) {
-			struct timespec w;
-			w.tv_sec = (time_t)floor(due);
-			w.tv_nsec = (long)((due - floor(due)) * 1e9);
-			if (w.tv_nsec >= 1000000000L)
-				w.tv_nsec = 999999999L;
-			int r = clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &w, NULL);
-			if (stop_sig)
-				break;
-			if (r == EINTR)
-				continue;
-		}
+		int r = sleep_until(t0 + k * period);
+		if (stop_sig)
+			break;
+		if (r == EINTR)
+			continue;
 		double st = mono();
 		char t[48];
 		py_repr(t, sizeof t, py_round(st - t0, 6));
@@ -953,16 +933,12 @@ int main(int argc, char **argv)
 	getrusage(RUSAGE_SELF, &ru);
 	double cpu_total = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6
 		+ ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
-	size_t ngaps = nstamps > 1 ? nstamps - 1 : 0;
-	double *gaps = malloc((ngaps + 1) * sizeof *gaps);
-	for (size_t i = 0; i < ngaps; i++)
-		gaps[i] = stamps[i + 1] - stamps[i];
-	qsort(gaps, ngaps, sizeof *gaps, cmp_double);
+	size_t ngaps;
+	double *gaps = sorted_gaps(stamps, nstamps, &ngaps);
 	double wall = ngaps ? stamps[nstamps - 1] - stamps[0] : 0;
 
 	char tmp[4096];
-	snprintf(tmp, sizeof tmp, "%s.tmp", stats_path);
-	FILE *f = fopen(tmp, "w");
+	FILE *f = open_tmp(tmp, sizeof tmp, stats_path);
 	if (!f)
 		fail("open", tmp);
 	fprintf(f, "{\n \"sampler\": \"c\",\n \"period_ms\": %.6g,\n \"samples\": %zu,\n"
