@@ -23,7 +23,13 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "run_all.sh: needs root (network namespaces, qdiscs, the VM): run it with sudo" >&2
   exit 2
 fi
-./scripts/install-deps.sh || exit 2
+if [ -e /etc/bufferbloat-vm ]; then   # the marker vm/provision.sh writes (bufferbloat.run.where.VM_MARKER)
+  # inside the course VM (vagrant) or the project VM: provisioned from vm/packages.txt;
+  # the host's list adds what builds and boots VMs, which is not needed in there
+  :
+else
+  ./scripts/install-deps.sh || exit 2
+fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # the compiled 10 ms queue sampler (static): built here before any VM boots, so that no
 # run in the guest waits for a compiler under TCG; a failed build stops us

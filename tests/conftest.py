@@ -68,7 +68,8 @@ def net_guard():
 
 #: host tests that boot the project VM themselves: they cannot run inside it (no nested
 #: virtualisation under TCG); the host phase runs them, the VM's own tests cover its kernel
-BOOTS_A_VM = ("test_vm_lifecycle.py", "test_run_through_vm.py", "test_cluster_vm_worker.py")
+BOOTS_A_VM = ("test_vm_lifecycle.py", "test_run_through_vm.py", "test_cluster_vm_worker.py",
+              "test_vagrant_box.py")
 
 
 #: env: a file to which every test appends "passed|failed NODEID" as it ends (flushed and

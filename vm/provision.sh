@@ -42,11 +42,23 @@ trap cleanup EXIT
 mapfile -t packages < <(sed -e 's/#.*//' -e 's/[[:space:]]//g' "$packages_file" | grep -v '^$')
 echo "provision.sh: ${#packages[@]} packages from $packages_file"
 
-export DEBIAN_FRONTEND=noninteractive
-apt_opts=(-y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold
-          -o Dpkg::Use-Pty=0 --no-install-recommends)
-apt-get -q update
-apt-get "${apt_opts[@]}" install "${packages[@]}"
+# Only what is missing is installed: on the project's own Vagrant box (vm/box), which is
+# this image already provisioned and has no apt sources, nothing is, and apt is not run.
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "provision.sh: installing ${#missing[@]} missing package(s)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt_opts=(-y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold
+              -o Dpkg::Use-Pty=0 --no-install-recommends)
+    apt-get -q update
+    apt-get "${apt_opts[@]}" install "${missing[@]}"
+else
+    echo "provision.sh: every package is installed already"
+fi
 
 # Open vSwitch: Mininet's OVSBridge needs ovsdb-server + ovs-vswitchd up at boot.
 systemctl enable openvswitch-switch.service

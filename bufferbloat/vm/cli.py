@@ -1,4 +1,5 @@
-"""``python3 -m bufferbloat.vm build | run | probe`` (``vm/build``, ``vm/run``)."""
+"""``python3 -m bufferbloat.vm build | run | probe | box`` (``vm/build``, ``vm/run``,
+``vm/box``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import sys
 
 from bufferbloat.core.errors import EXIT_INTERRUPTED
+from bufferbloat.vm.box import build_box
 from bufferbloat.vm.common import REPO_ROOT, VMError, quiet, stderr
 from bufferbloat.vm.control import ENV_NAME
 from bufferbloat.vm.image import build_image
@@ -46,10 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("-q", "--quiet", action="store_true", help="no vm: status lines")
     r.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     sub.add_parser("probe", help="can KVM boot the VM here? (else TCG)")
+    x = sub.add_parser("box", help="the image as a Vagrant box for libvirt (prints its path)")
+    x.add_argument("--force", action="store_true", help="rebuild even if up to date")
     args = parser.parse_args(argv)
     try:
         if args.action == "build":
             build_image(force=args.force, progress=print, verbose=args.verbose)
+            return 0
+        if args.action == "box":
+            print(build_box(force=args.force, progress=stderr))
             return 0
         if args.action == "probe":
             ok = probe_kvm(progress=stderr)

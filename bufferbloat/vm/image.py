@@ -214,7 +214,7 @@ def _mounts_under(root: Path) -> list[str]:
     return found
 
 
-def _umount_all(root: Path) -> None:
+def umount_all(root: Path) -> None:
     for mp in sorted(set(_mounts_under(root)), key=len, reverse=True):
         if subprocess.run(["umount", mp], capture_output=True).returncode != 0:
             subprocess.run(["umount", "-l", mp], capture_output=True)
@@ -253,7 +253,7 @@ def remove_tree(root: Path) -> None:
     if not root.exists():
         return
     _kill_chroot_procs(root)
-    _umount_all(root)
+    umount_all(root)
     subprocess.run(["rm", "-rf", "--one-file-system", str(root)], check=True)
 
 
@@ -271,7 +271,7 @@ def _chroot_mounts(root: Path):
         yield
     finally:
         _kill_chroot_procs(root)
-        _umount_all(root)
+        umount_all(root)
 
 
 def cached_image(cache: Path | None = None, key: str | None = None) -> ImagePaths | None:

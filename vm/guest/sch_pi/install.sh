@@ -18,6 +18,14 @@ for moddir in "$root"/*/; do
              "same version) to build sch_pi for it" >&2
         exit 3
     fi
+    # already built from these very sources for this kernel (a box provisioned again)
+    stamp=$(cat "$src/sch_pi.c" "$src/Makefile" | sha256sum | cut -d' ' -f1)
+    if [ -f "$moddir/extra/sch_pi.ko" ] && [ -f "$moddir/extra/sch_pi.sha256" ] &&
+       [ "$(cat "$moddir/extra/sch_pi.sha256")" = "$stamp" ]; then
+        echo "sch_pi: up to date for kernel $kver"
+        built=$((built + 1))
+        continue
+    fi
     work=$(mktemp -d)
     cp "$src/sch_pi.c" "$src/Makefile" "$work/"
     if ! make -s -C "$moddir/build" M="$work" modules >"$work/build.log" 2>&1; then
@@ -34,6 +42,7 @@ for moddir in "$root"/*/; do
         exit 3
     fi
     install -D -m 0644 "$work/sch_pi.ko" "$moddir/extra/sch_pi.ko"
+    echo "$stamp" >"$moddir/extra/sch_pi.sha256"
     if [ "$root" = /lib/modules ]; then depmod -a "$kver"
     else depmod -b "${root%/lib/modules}" -a "$kver"; fi
     rm -rf "$work"
