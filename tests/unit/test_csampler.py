@@ -104,3 +104,22 @@ def test_no_compiler_no_binary_falls_back_with_a_reason(monkeypatch, tmp_path):
         qdisc_helper.start_qdisc_helper({}, str(tmp_path))
     monkeypatch.setenv(compiled.QDISC_SAMPLER_ENV, "auto")
     assert qdisc_helper.start_qdisc_helper({}, str(tmp_path))[0] is None
+
+
+def test_a_header_newer_than_the_binary_makes_it_stale(monkeypatch, tmp_path):
+    """bb_tick.h is shared by the sampler and the capacity replay: a binary older than
+    it is rebuilt (here: no compiler, so it says it is stale), as for its own source."""
+    src = tmp_path / "csampler"
+    src.mkdir()
+    for name in ("bb_qdisc_sampler.c", "Makefile", "bb_tick.h"):
+        (src / name).write_text("")
+        os.utime(src / name, (100, 100))
+    binary = tmp_path / "bb-qdisc-sampler"
+    binary.write_text("")
+    os.utime(binary, (200, 200))
+    monkeypatch.setattr(compiled, "CSAMPLER_DIR", str(src))
+    monkeypatch.setattr(compiled.shutil, "which", lambda name: None)
+    assert compiled.compiled_helper(str(binary), "bb_qdisc_sampler.c")[0] == str(binary)
+    os.utime(src / "bb_tick.h", (300, 300))
+    path, why = compiled.compiled_helper(str(binary), "bb_qdisc_sampler.c")
+    assert path is None and "older than its source" in why
