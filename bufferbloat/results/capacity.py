@@ -176,10 +176,19 @@ def health_checks(record, checks):
     if util is not None and missed is not None:
         ok = (util >= MIN_UTILISATION and missed <= MAX_MISSED_PCT
               and not m.get("over_capacity_windows") and not m.get("change_errors"))
+    # what failed, named: a verdict line that says only "0.9856 (required >= 0.95, ...)"
+    # leaves the reader to guess it was the replay's missed ticks
+    failed = [text for bad, text in (
+        (util is not None and util < MIN_UTILISATION, f"utilisation {util}"),
+        (missed is not None and missed > MAX_MISSED_PCT, f"missed ticks {missed} %"),
+        (bool(m.get("over_capacity_windows")),
+         f"{m.get('over_capacity_windows')} window(s) above capacity plus one burst"),
+        (bool(m.get("change_errors")), f"{m.get('change_errors')} rate change error(s)"))
+        if bad]
+    what = ("the varying bottleneck delivered this share of its offered capacity while "
+            "backlogged" + (f" (failed: {'; '.join(failed)})" if failed else ""))
     return {"link_replay": {
         "value": util, "limit": f">= {MIN_UTILISATION:g}, missed ticks <= "
         f"{MAX_MISSED_PCT:g} %, never above capacity plus one burst", "ok": ok,
         "missed_ticks_pct": missed, "over_capacity_windows": m.get("over_capacity_windows"),
-        "change_errors": m.get("change_errors"),
-        "what": "the varying bottleneck delivered this share of its offered capacity "
-                "while backlogged"}}
+        "change_errors": m.get("change_errors"), "what": what}}

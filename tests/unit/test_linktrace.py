@@ -136,8 +136,10 @@ def test_health_judges_the_replay_not_the_constant_link():
     assert out["link_replay"]["ok"] is True
     assert checks["work_conservation:s0-eth2:pfifo"]["ok"] is None
     assert checks["sampler_missed_ticks"]["ok"] is True
+    assert "failed" not in out["link_replay"]["what"]
     rec["link_trace"]["metrics"]["missed_ticks_pct"] = 3.0
-    assert capacity.health_checks(rec, {})["link_replay"]["ok"] is False
+    bad = capacity.health_checks(rec, {})["link_replay"]
+    assert bad["ok"] is False and "(failed: missed ticks 3.0 %)" in bad["what"]
     assert capacity.health_checks({}, checks) == {}
 
 
