@@ -1,6 +1,8 @@
 """``bufferbloat trace``: a capacity trace in mahimahi's format (bufferbloat/net/tracegen.py),
 checked as ``--set link_trace`` will read it."""
 
+import os
+
 from bufferbloat.core.atomic import write_text_atomic
 from bufferbloat.core.errors import UsageError
 from bufferbloat.net import linktrace, tracegen
@@ -24,6 +26,8 @@ def profile_of(args):
         return linktrace.parse_schedule(args.steps, "--steps")
     if not args.csv:
         raise UsageError("csv needs --csv FILE")
+    if not os.path.isfile(args.csv) or not os.access(args.csv, os.R_OK):
+        raise UsageError(f"--csv {args.csv}: no such readable file")
     return tracegen.read_rate_csv(args.csv)
 
 
@@ -31,6 +35,10 @@ def cmd_trace(args):
     """Write the trace, read it back as link_trace does, say what it is."""
     if args.seconds <= 0 or args.seconds > 86400:
         raise UsageError("--seconds must be above 0 and at most 86400")
+    folder = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(folder) or os.path.isdir(args.output):
+        raise UsageError(f"--output {args.output}: its folder does not exist, or it is a "
+                         "folder (give a file path in an existing folder)")
     text = tracegen.mahimahi_text(profile_of(args))
     write_text_atomic(args.output, text)
     s = linktrace.load_trace(args.output).summary()

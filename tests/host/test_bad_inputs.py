@@ -251,6 +251,13 @@ CASES = [
     (["run-all", "--retry-degraded", "-1"], "--retry-degraded"),
     (["run-all", "--bogus"], "--bogus"),
     # describe, check, list
+    # bufferbloat trace: its numbers, its files
+    (["trace", "constant", "-o", "/tmp/bb-bad-trace", "--seconds", "0"], "--seconds"),
+    (["trace", "constant", "-o", "/tmp/bb-bad-trace", "--mbit", "-1"], "Mbit/s"),
+    (["trace", "square", "-o", "/tmp/bb-bad-trace", "--low", "nan"], "Mbit/s"),
+    (["trace", "steps", "-o", "/tmp/bb-bad-trace", "--steps", "2:5;rm"], "--steps"),
+    (["trace", "csv", "-o", "/tmp/bb-bad-trace", "--csv", "/nonexistent.csv"], "--csv"),
+    (["trace", "walk", "-o", "/nonexistent-dir/x"], "--output"),
     (["describe", "nosuch"], "scenario"),
     (["describe", "a1_fifo;ls"], "scenario"),
     (["describe", ""], "scenario"),
