@@ -58,8 +58,8 @@ def _equal_flows(run):
     return len(ccas) <= 1 and len(hosts) <= 1
 
 
-def _per_direction(run, rows):
-    """{direction: summed flow throughput, Mbit/s}: each direction of the path has its
+def _flows_by_direction(run, rows):
+    """{direction: [each flow's throughput, Mbit/s]}: each direction of the path has its
     own bottleneck. A flow's direction is ``down`` for RRUL's ``*-down-N`` labels or an
     iperf3 flow recorded with direction ``down``, else ``up``."""
     directions = {}
@@ -72,7 +72,7 @@ def _per_direction(run, rows):
     for flow, mbit in metric_values(rows, "throughput_mbit", "flow").items():
         direction = "down" if DOWN.search(flow) else "up" if UP.search(flow) else \
             directions.get(flow, "up")
-        out[direction] = out.get(direction, 0.0) + mbit
+        out.setdefault(direction, []).append(mbit)
     return out
 
 
@@ -89,11 +89,7 @@ def _link_target(run, link, kind, target):
 def _floor_ms(run, rows):
     """(the smallest standing queue of the busier direction's TCP flows, ms, their
     number): :func:`bufferbloat.results.theory.min_window_floor_ms`."""
-    counts = {}
-    for flow in metric_values(rows, "throughput_mbit", "flow"):
-        direction = "down" if DOWN.search(flow) else "up"
-        counts[direction] = counts.get(direction, 0) + 1
-    flows = max(counts.values(), default=0)
+    flows = max(map(len, _flows_by_direction(run, rows).values()), default=0)
     if not flows or not run.bottleneck_mbit or run.base_rtt_ms is None:
         return 0.0, flows
     return theory.min_window_floor_ms(flows, run.bottleneck_mbit, run.base_rtt_ms), flows
@@ -137,13 +133,13 @@ def flags(run, rows=None):
     if target is not None:
         delays = metric_values(rows, "aqm_delay_p50_ms", "link") or \
             metric_values(rows, "qdelay_p50_ms", "link")
+        floor = _floor_ms(run, rows) if delays else (0.0, 0)
         for link, p50 in delays.items():
             link_kind, link_target = _link_target(run, link, kind, target)
             if link_target is None or link_target <= 0:
                 continue
             if p50 > TARGET_FACTOR * link_target and p50 - link_target > TARGET_SLACK_MS:
                 note = ""
-                floor = _floor_ms(run, rows)
                 if frame_ms and frame_ms > link_target:
                     note = (f"; one full frame takes {frame_ms:.1f} ms at {rate:g} Mbit/s, "
                             f"more than the target")
@@ -163,7 +159,8 @@ def flags(run, rows=None):
     delivered = {d: metric_value(rows, f"goodput_{d}_mbit", "network") for d in (UP_DIR,
                                                                                 DOWN_DIR)}
     delivered = {d: v for d, v in delivered.items() if v is not None}
-    for direction, total in (delivered or _per_direction(run, rows)).items():
+    per_flow = {d: sum(v) for d, v in _flows_by_direction(run, rows).items()}
+    for direction, total in (delivered or per_flow).items():
         if rate and total > rate * (1 + OVER_RATE_TOL):
             out.append(f"{direction} throughput {total:.3g} Mbit/s above the link rate "
                        f"{rate:g} Mbit/s: is the shaper in place?")

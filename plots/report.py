@@ -52,8 +52,9 @@ from bufferbloat.results import cost, headline
 from bufferbloat.results.flentexport import SUFFIX, export_flent
 from bufferbloat.results.health import NOT_MEASURED
 from bufferbloat.results.metrics import METRICS_VERSION, format_value
-from bufferbloat.results.records import load_json_object, load_run
+from bufferbloat.results.records import load_run
 from bufferbloat.run import identity
+from bufferbloat.run.index import read_index
 from bufferbloat.run.plan import set_aside
 from bufferbloat.scenarios import catalogue
 
@@ -262,12 +263,12 @@ def _sweep_index(run_dir):
     """The sweep index above ``run_dir`` (``SCENARIO/sweep/index.json``), or None."""
     here = os.path.dirname(run_dir)
     for _ in range(6):
-        found = os.path.join(here, "index.json")
-        if os.path.isfile(found):
-            try:
-                return load_json_object(found)
-            except (OSError, ValueError, UsageError):
-                return None
+        try:
+            index = read_index(here)
+        except UsageError:          # a corrupt index: the report says nothing of it
+            return None
+        if index is not None:
+            return index
         here = os.path.dirname(here)
     return None
 

@@ -65,9 +65,14 @@ def representatives(points):
     return out
 
 
-def _value(reps, selector, agg="mean"):
+def _values(reps, selector, agg="mean"):
+    """The metric of each averaged repetition that has it."""
     vals = [headline.select(p.rows, selector, agg) for p in reps if p.averaged]
-    vals = [v for v in vals if v is not None]
+    return [v for v in vals if v is not None]
+
+
+def _value(reps, selector, agg="mean"):
+    vals = _values(reps, selector, agg)
     if not vals:
         return None, None
     return float(np.mean(vals)), float(np.std(vals))
@@ -274,11 +279,10 @@ def metrics_vs(points, param, panels, title):
                     if cats is not None else 0.0
                 rows = []
                 for key, reps in _reps_by_key(pts).items():
-                    mean, _ = _value(reps, selector)
-                    if mean is not None:
-                        rows.append((xs[key] + shift, mean, _sweep.ci_half_width(
-                            [headline.select(p.rows, selector, "mean")
-                             for p in reps if p.averaged])))
+                    values = _values(reps, selector)
+                    if values:
+                        rows.append((xs[key] + shift, float(np.mean(values)),
+                                     _sweep.ci_half_width(values)))
                         value_ref = ref(reps[0].run) if ref else None
                         if value_ref is not None:
                             refs.append((xs[key], value_ref))

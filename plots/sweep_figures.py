@@ -64,7 +64,8 @@ LEGEND_IN_PANEL_AT_MOST = 8
 
 def draw_metric(points, param, key):
     """KEY_METRICS ``key`` vs swept ``param``: mean over repetitions with error bars of
-    its 95 % confidence interval (:func:`plots.sweep.ci_half_width`, the table's), one line per combination of the other varied keys (gid ``metric:LABEL``).
+    its 95 % confidence interval (:func:`plots.sweep.ci_half_width`, the table's), one
+    line per combination of the other varied keys (gid ``metric:LABEL``).
     Theory where it exists (gid ``theory``/``target``/``link-rate``): the FIFO
     full-queue RTT on RTT metrics, the AQM target on delay metrics, the link rate on
     throughput, the Mathis bound (MSS/RTT x C/sqrt(p), C = sqrt(3/2), RTT = the point's
@@ -83,9 +84,10 @@ def draw_metric(points, param, key):
     for i, (label, pts) in enumerate(lines.items()):
         rows = []
         for k, reps in by_key(pts).items():
-            mean, _, n = stats([p.value(key) for p in reps])
+            values = [p.value(key) for p in reps]
+            mean, _, _ = stats(values)
             if mean is not None:
-                rows.append((xs[k], mean, ci_half_width([p.value(key) for p in reps]), reps))
+                rows.append((xs[k], mean, ci_half_width(values), reps))
         rows.sort(key=lambda r: r[0])
         if not rows:
             continue

@@ -56,8 +56,9 @@ def qdisc_helper_binary(build=True):
 
 def compiled_helper(binary, source, build=True):
     """A helper built from ``csampler/SOURCE`` into ``binary``: ``(path, None)`` when it
-    is at least as new as its source, the Makefile and the headers, else built now with make (which
-    builds every helper) when ``build`` and a compiler are here, else ``(None, why)``."""
+    is at least as new as its source, the Makefile and the headers, else built now with
+    make (which builds every helper) when ``build`` and a compiler are here, else
+    ``(None, why)``."""
     # the headers too (bb_tick.h, shared by the sampler and the capacity replay)
     headers = sorted(n for n in os.listdir(CSAMPLER_DIR) if n.endswith(".h")) \
         if os.path.isdir(CSAMPLER_DIR) else []

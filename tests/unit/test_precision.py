@@ -13,6 +13,7 @@ from bufferbloat.core.errors import UsageError
 from bufferbloat.results.metrics import METRICS_VERSION
 from bufferbloat.results.records_writer import RunWriter
 from bufferbloat.run import identity, sweep
+from bufferbloat.run.executor import SerialExecutor
 from bufferbloat.run.precision import PrecisionRule
 from bufferbloat.scenarios import catalogue
 
@@ -112,40 +113,21 @@ def test_bad_precision_on_the_command_line_exits_2_before_anything(tmp_path, cap
     assert not (tmp_path / "out").exists()
 
 
-class TwoWorkers:
-    """A fake executor of two slots (as two Dask workers are): jobs submitted while a
-    slot is free run side by side; ``together`` records the configurations in flight."""
-
-    name = "two"
+class TwoWorkers(SerialExecutor):
+    """The serial executor given two slots (as two Dask workers are): jobs submitted
+    while a slot is free are in flight together; ``together`` records them."""
 
     def __init__(self, run_one):
-        self.run_one, self.queue, self.together = run_one, [], []
+        super().__init__(run_one, log=lambda *_: None)
+        self.together = []
 
     def room(self):
         return 2 - len(self.queue)
 
-    def busy(self):
-        return len(self.queue)
-
     def submit(self, job):
-        self.queue.append(job)
+        super().submit(job)
         self.together.append([(j.run.overrides.get("buffer_pkts"), j.run.rep)
                               for j in self.queue])
-
-    def next_done(self):
-        job = self.queue.pop(0)
-        return job, self.run_one(job.go, job.label, job.limit, job.retries,
-                                 log=lambda *_: None, set_aside=job.set_aside)
-
-    def stop(self):
-        jobs, self.queue = self.queue, []
-        return jobs
-
-    def describe(self):
-        return "two slots"
-
-    def close(self):
-        pass
 
 
 def test_a_points_repetitions_are_spread_over_the_workers(tmp_path):
