@@ -17,6 +17,12 @@ def machine_record(caps):
             "capabilities": caps.to_dict(), "vm_boots": _vm_boots()}
 
 
+def under_tcg():
+    """Whether this process runs in the project VM under software emulation (TCG): the
+    guest command's environment says so (BUFFERBLOAT_GUEST_ACCEL=tcg, set by vm/run)."""
+    return os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg"
+
+
 def _vm_boots():
     """The project VM's boots for this command (BUFFERBLOAT_VM_BOOTS, set by vm/run: which
     boot this is and the failed ones before it), or None outside the VM."""

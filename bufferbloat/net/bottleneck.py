@@ -43,6 +43,7 @@ import os
 import sys
 from dataclasses import dataclass
 
+from bufferbloat.core.machine import under_tcg
 from bufferbloat.core.params import env_number
 from bufferbloat.net.qdiscs import DEFAULT_KIND, NETLINK_KINDS, make_qdisc
 from bufferbloat.net.topology import Impairment
@@ -109,7 +110,7 @@ def htb_burst_bytes(rate_mbit, burst_ms=None):
     and a burst would let a short transfer on an idle link (a web fetch) go faster than
     the link."""
     if burst_ms is None and HTB_BURST_ENV not in os.environ \
-            and os.environ.get("BUFFERBLOAT_GUEST_ACCEL") != "tcg":
+            and not under_tcg():
         return None
     if burst_ms is None:
         burst_ms = env_number(HTB_BURST_ENV, HTB_BURST_MS, 0, 1000, "a time in ms, 0 to 1000")

@@ -15,6 +15,7 @@ import math
 import os
 
 from bufferbloat.core.errors import UsageError
+from bufferbloat.core.machine import under_tcg
 from bufferbloat.core.params import MIN_RATE_MBIT, env_number
 from bufferbloat.net.qdiscs import DEFAULT_KIND, KINDS
 from bufferbloat.net.qdiscs import defaults as param_defaults
@@ -64,7 +65,7 @@ def _machine_cap_mbit():
                          f"{os.environ.get(MAX_MBIT_ENV)!r} (allowed: {what})")
     if cap is not None:
         return cap or None
-    if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg":
+    if under_tcg():
         return TCG_MAX_MBIT
     return None
 

@@ -23,7 +23,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 
-from bufferbloat.core.machine import machine_record, tool_versions
+from bufferbloat.core.machine import machine_record, tool_versions, under_tcg
 from bufferbloat.core.params import (
     check_out_dir,
     env_number,
@@ -64,7 +64,7 @@ SAMPLER_RT_ENV = "BUFFERBLOAT_SAMPLER_RT"
 
 def sampler_rt_priority():
     """The sampler's SCHED_FIFO priority from the environment (see SAMPLER_RT_ENV)."""
-    default = 0 if os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg" else 1
+    default = 0 if under_tcg() else 1
     return env_number(SAMPLER_RT_ENV, default, 0, 99, "0 to 99", conv=int)
 
 

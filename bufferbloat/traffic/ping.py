@@ -1,13 +1,13 @@
 """ping probes: the tool (:class:`PingProbe`, ``ping -D -O``), its parsers, the idle RTT
 probe of a run, and the ``ping`` traffic kind."""
 
-import os
 import re
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 
+from bufferbloat.core.machine import under_tcg
 from bufferbloat.core.params import Param, check_number, env_number
 from bufferbloat.core.signals import stop_process
 from bufferbloat.core.stats import percentile
@@ -201,7 +201,7 @@ def idle_ping_interval_s():
     """The idle probe's ping interval on this machine: env BUFFERBLOAT_IDLE_PING_S, else
     50 ms in the project VM under software emulation (BUFFERBLOAT_GUEST_ACCEL=tcg), else
     10 ms."""
-    tcg = os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg"
+    tcg = under_tcg()
     return env_number(IDLE_PING_ENV, IDLE_PING_INTERVAL_TCG_S if tcg else
                       IDLE_PING_INTERVAL_S, 0.002, 1.0, "0.002 to 1 s")
 
