@@ -105,7 +105,16 @@ if [ "$phase" != host ]; then
   [ $vmrc -eq 0 ] || rc=1
   vm_s=$((SECONDS - t))
 fi
+# every record is kept in the machine's archive too (a clean clone's .scratch goes with
+# it): bench/band_spreads.py computes each band's spread and false-fail rate from them
+archive=${BUFFERBLOAT_TEST_ARCHIVE:-/var/lib/bufferbloat/test-records}
+if mkdir -p "$archive" 2>/dev/null; then
+  cp -p "$records/$stamp-$tier-"*.json "$archive/" 2>/dev/null
+else
+  echo "run_tests.sh: the records' archive $archive cannot be made: kept in $records only" >&2
+fi
 echo "=== run_tests.sh: tier $tier $([ $rc -eq 0 ] && echo passed || echo FAILED) in" \
      "$(( (SECONDS - t_start) / 60 )) min $(( (SECONDS - t_start) % 60 )) s" \
-     "(host phase ${host_s} s, VM phase ${vm_s} s); records: $records/$stamp-$tier-*.json ==="
+     "(host phase ${host_s} s, VM phase ${vm_s} s); records: $records/$stamp-$tier-*.json" \
+     "(archived in $archive) ==="
 exit $rc

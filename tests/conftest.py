@@ -120,6 +120,22 @@ def pytest_configure(config):
     record.start(tier(), os.environ.get("BUFFERBLOAT_TEST_PHASE", "?"))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """In the acceptance tier, a test marked ``acceptance`` is judged by the sequential
+    rule as a whole (tests.retries.judge_test): after a failed assert it runs again,
+    and passes only if the next two attempts pass. Its module's ``reset_for_retry()``
+    (when it has one) drops what the test cached between attempts. Elsewhere pytest
+    calls the test once."""
+    from tests.retries import judge_test, tier  # noqa: PLC0415
+    if tier() != "acceptance" or pyfuncitem.get_closest_marker(ACCEPTANCE) is None:
+        return None
+    args = {a: pyfuncitem.funcargs[a] for a in pyfuncitem._fixtureinfo.argnames}
+    reset = getattr(pyfuncitem.module, "reset_for_retry", lambda: None)
+    judge_test(lambda: pyfuncitem.obj(**args), reset, pyfuncitem.nodeid)
+    return True
+
+
 def pytest_runtest_logstart(nodeid, location):
     from tests import record  # noqa: PLC0415
     record.begin(nodeid)

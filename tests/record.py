@@ -7,8 +7,9 @@ test (a session stopped half-way keeps what had ended) and summarised at the end
 * the tier, the phase (host or vm), the kernel, the machine's load average at the start,
   at the end and its maximum between tests, the session's wall time;
 * each test: outcome, duration (setup + call + teardown), the bands it measured with
-  each attempt's outcome and misses (tests/retries.py), the degraded runs it reran with
-  their reasons;
+  each attempt's outcome and misses (tests/retries.py), each band's measured values with
+  their bounds (``values``: what bench/band_spreads.py calibrates from), the degraded
+  runs it reran with their reasons;
 * the degraded ledger by family; the fault tests' seed (env ``BUFFERBLOAT_FAULT_SEED``,
   chosen here when unset, so that it is printed and can be set again).
 """
@@ -45,7 +46,7 @@ def start(tier, phase):
 def entry(nodeid):
     """The record of test ``nodeid`` (made on first use)."""
     return _state["tests"].setdefault(nodeid, {"outcome": None, "duration_s": 0.0,
-                                               "bands": [], "degraded": []})
+                                               "bands": [], "degraded": [], "values": []})
 
 
 def begin(nodeid):
@@ -58,6 +59,19 @@ def note_band(label, outcomes, misses, judged):
     e = entry(_state["current"] or "?")
     e["bands"].append({"label": label, "attempts": len(outcomes), "met": outcomes,
                        "misses": misses, "judged": judged})
+
+
+def note_value(name, value, lo=None, hi=None, unit=""):
+    """A band's measured value and its bounds (tests/retries.py: observe), kept for
+    calibration (bench/band_spreads.py reads them from every archived record)."""
+    e = entry(_state["current"] or "?")
+    e.setdefault("values", []).append({"name": name, "value": value, "lo": lo, "hi": hi,
+                                       "unit": unit})
+
+
+def band_count():
+    """How many bands the session has recorded so far (every test's)."""
+    return sum(len(e["bands"]) for e in _state["tests"].values())
 
 
 def note_report(report):

@@ -107,6 +107,57 @@ def measure_until_met(measure, misses_of, label, log=print):
         return result, misses
 
 
+def observe(name, value, lo=None, hi=None, unit=""):
+    """Record a band's measured ``value`` and its bounds (``lo``/``hi``; None: open) in
+    the session's record, and return whether it is within them. Every tier records
+    them; the archive of records (run_tests.sh) is what bench/band_spreads.py computes
+    each band's spread and false-fail rate from."""
+    from tests import record  # noqa: PLC0415 - the record is the session's
+    value = None if value is None else float(value)
+    record.note_value(name, value, lo, hi, unit)
+    return value is not None and (lo is None or value >= lo) and (hi is None or value <= hi)
+
+
+def judge_test(attempt, reset, label, log=print):
+    """An acceptance test whose bands are its plain asserts (a family's outcome on one
+    run), judged by the sequential rule as a whole: ``attempt()`` runs the test's body;
+    an AssertionError is a miss, after which ``reset()`` drops what the test had cached
+    (its runs) and the body runs again, until :func:`sequential_verdict` decides. The
+    attempts are recorded as a band labelled ``label``; a test that measured its own
+    bands (:func:`measure_until_met`, judged already) is not attempted again. Any other
+    exception is an error, never retried."""
+    from tests import record  # noqa: PLC0415 - the record is the session's
+    outcomes, misses, last = [], [], None
+    while True:
+        own = record.band_count()
+        try:
+            attempt()
+            miss = None
+        except AssertionError as e:
+            miss, last = (str(e).strip().splitlines() or [""])[0][:300] or "assert", e
+        if record.band_count() != own:     # judged inside by measure_until_met
+            if last is not None and miss:
+                raise last
+            return
+        outcomes.append(miss is None)
+        if miss:
+            misses.append([miss])
+            log(f"{label}: attempt {len(outcomes)} MISSED: {miss}")
+        verdict = sequential_verdict(outcomes)
+        if verdict == "more":
+            reset()
+            continue
+        if len(outcomes) > 1:
+            record.note_band(label, outcomes, misses, judged=True)
+        if verdict == "fail":
+            raise AssertionError(
+                f"{label}: missed at attempt 1 and again within {CONFIRM} more "
+                f"(sequential rule, tests/retries.py): {misses}") from last
+        if len(outcomes) > 1:
+            log(f"{label}: bounds met ({len(outcomes)} attempts, {len(misses)} missed)")
+        return
+
+
 def family_of(name):
     """The experiment family of a scenario name, a run directory or a test id ('a'..'e'
     from 'a1_fifo', '.../e1_aqm_kflows/...', 'test_c_...'), else 'other'."""

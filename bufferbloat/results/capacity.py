@@ -15,6 +15,7 @@ import json
 import os
 
 from bufferbloat.core.stats import percentile
+from bufferbloat.results.records import bottleneck_dev_name
 
 CAPACITY_CSV = "capacity.csv"
 #: windows of 100 ms: what the acceptance bands of docs/guide/varying-links.md judge
@@ -160,17 +161,41 @@ MAX_MISSED_PCT = 1.0
 CONSTANT_LINK_CHECKS = ("work_conservation:", "departure_timing:")
 
 
+#: record key -> (its health check, the direction's words): each direction that varies
+REPLAY_CHECKS = {"link_trace": ("link_replay", "the varying bottleneck"),
+                 "link_trace_up": ("link_replay_up", "the varying reverse link")}
+
+
+def _on_device(name, dev):
+    """Whether check ``name`` (``kind:DEV:...``) is about device ``dev``."""
+    parts = name.split(":")
+    return len(parts) > 1 and parts[1] == dev
+
+
 def health_checks(record, checks):
-    """A varying link's health check (``link_replay``), and the constant link's checks
-    in ``checks`` marked not judged (in place); {} for a constant link."""
-    lt = record.get("link_trace")
-    if not isinstance(lt, dict):
-        return {}
-    for name, c in checks.items():
-        if name.startswith(CONSTANT_LINK_CHECKS) and c.get("ok") is not None:
-            c.update(ok=None, not_judged="the link's rate varied (link_trace): the "
-                     "replay's own check (link_replay) judges it")
-    m = lt.get("metrics") or {}
+    """A varying link's health checks (``link_replay``; ``link_replay_up`` for the
+    reverse direction's ``link_trace_up``), and the constant-link checks in ``checks``
+    of the devices whose rate varied marked not judged (in place): the bottleneck's
+    egress (``record['bottleneck_dev']``) for ``link_trace``, the other devices for
+    ``link_trace_up``. {} for constant links."""
+    out = {}
+    bdev = bottleneck_dev_name(record)
+    for key, (check, words) in REPLAY_CHECKS.items():
+        lt = record.get(key)
+        if not isinstance(lt, dict):
+            continue
+        for name, c in checks.items():
+            if not name.startswith(CONSTANT_LINK_CHECKS) or c.get("ok") is None:
+                continue
+            if bdev and _on_device(name, bdev) != (key == "link_trace"):
+                continue
+            c.update(ok=None, not_judged=f"the link's rate varied ({key}): the "
+                     f"replay's own check ({check}) judges it")
+        out[check] = _replay_check(lt.get("metrics") or {}, words)
+    return out
+
+
+def _replay_check(m, words):
     util, missed = m.get("utilisation"), m.get("missed_ticks_pct")
     ok = None
     if util is not None and missed is not None:
@@ -185,10 +210,9 @@ def health_checks(record, checks):
          f"{m.get('over_capacity_windows')} window(s) above capacity plus one burst"),
         (bool(m.get("change_errors")), f"{m.get('change_errors')} rate change error(s)"))
         if bad]
-    what = ("the varying bottleneck delivered this share of its offered capacity while "
+    what = (f"{words} delivered this share of its offered capacity while "
             "backlogged" + (f" (failed: {'; '.join(failed)})" if failed else ""))
-    return {"link_replay": {
-        "value": util, "limit": f">= {MIN_UTILISATION:g}, missed ticks <= "
-        f"{MAX_MISSED_PCT:g} %, never above capacity plus one burst", "ok": ok,
-        "missed_ticks_pct": missed, "over_capacity_windows": m.get("over_capacity_windows"),
-        "change_errors": m.get("change_errors"), "what": what}}
+    return {"value": util, "limit": f">= {MIN_UTILISATION:g}, missed ticks <= "
+            f"{MAX_MISSED_PCT:g} %, never above capacity plus one burst", "ok": ok,
+            "missed_ticks_pct": missed, "over_capacity_windows": m.get("over_capacity_windows"),
+            "change_errors": m.get("change_errors"), "what": what}

@@ -35,6 +35,7 @@ from bufferbloat.results.health_record import (
     check_idle_rtt,
     check_overrun,
     check_sampler,
+    is_finite_number,
 )
 from bufferbloat.results.health_series import (
     BACKLOG_BYTES,
@@ -51,6 +52,7 @@ from bufferbloat.results.health_series import (
     check_senders,
     check_work_conservation,
 )
+from bufferbloat.results.metrics_queue import drain_at_s
 from bufferbloat.results.records import load_run
 from bufferbloat.results.steady_state import unsettled
 
@@ -68,6 +70,14 @@ THRESHOLDS = {"work_conservation_min": MIN_WORK_CONSERVATION,
               "app_limited_share_max": MAX_APP_LIMITED_SHARE}
 
 
+def _drain_at_end_s(run):
+    """The queues' drain time at the traffic's scheduled end, s (0 if unknown)."""
+    start, dur = run.record.get("traffic_start_s"), run.record.get("duration_s")
+    if not is_finite_number(start) or not is_finite_number(dur):
+        return 0.0
+    return drain_at_s(run, start + dur)
+
+
 def assess(run, metrics_rows=None):
     """The health verdict of ``run`` (a Run or a run directory); see the module doc."""
     if not hasattr(run, "record"):
@@ -83,7 +93,7 @@ def assess(run, metrics_rows=None):
     checks.update(check_early_starts(rec))
     checks.update(check_idle_rtt(rec))
     checks.update(check_overrun(rec, checks.get("flows_on_time", {}).get(
-        "time_zero_after_launch_max_s", 0.0)))
+        "time_zero_after_launch_max_s", 0.0), _drain_at_end_s(run)))
     checks.update(check_goodput(run, metrics_rows))
     checks.update(capacity.health_checks(rec, checks))
     failed = {name: f"{c['what']}: {c['value']} (required {c['limit']})"

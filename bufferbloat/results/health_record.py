@@ -190,17 +190,20 @@ def check_idle_rtt(record):
         "what": f"idle RTT p50 {p50:.2f} ms against a configured {base:g} ms"}}
 
 
-def check_overrun(record, handshake_s=0.0):
+def check_overrun(record, handshake_s=0.0, drain_s=0.0):
     """The traffic phase ended within MAX_OVERRUN_S of its scheduled end, beyond the
     longest time a flow took from its launch to iperf3's time zero (``handshake_s``: its
-    control exchange behind the queue; each flow's -t counts from there)."""
+    control exchange behind the queue; each flow's -t counts from there) and the time
+    the queue held at the scheduled end took to drain (``drain_s``: the tools' closing
+    exchange waits behind it)."""
     over = record.get("traffic_overrun_s")
     if not is_finite_number(over):
         return {}
-    excess = over - max(0.0, handshake_s or 0.0)
+    excess = over - max(0.0, handshake_s or 0.0) - max(0.0, drain_s or 0.0)
     return {"traffic_overrun": {
         "value": round(excess, 3), "limit": f"<= {MAX_OVERRUN_S} s",
         "ok": excess <= MAX_OVERRUN_S, "overrun_s": round(over, 3),
-        "handshake_s": round(handshake_s or 0.0, 3),
+        "handshake_s": round(handshake_s or 0.0, 3), "drain_s": round(drain_s or 0.0, 3),
         "what": f"the traffic ended {over:.1f} s after its scheduled end "
-                f"({excess:.1f} s more than the flows' start-up behind the queue)"}}
+                f"({excess:.1f} s more than the flows' start-up and the queue's drain "
+                "behind which their closing exchange waits)"}}

@@ -59,6 +59,57 @@ def link_rate_mbit(run, dev):
     return run.params.get("reverse_mbit") or fwd
 
 
+#: the replay loop's series of each direction that can vary (bufferbloat.run.linkreplay)
+_VARYING_SERIES = {"up": "link-trace", "down": "link-trace-up"}
+
+
+def varying_rate_mbit(run, dev):
+    """On a link whose rate varied (``link_trace``/``link_schedule``, or
+    ``link_trace_up`` for the receiver's egress): a function of sample times giving the
+    rate the replay loop had set at each, Mbit/s (the configured rate before its first
+    change); None on a constant link."""
+    name = _VARYING_SERIES[link_direction(run.record, dev)]
+    if not run.has(name):
+        return None
+    s = run.series(name)
+    ts, rates = s["t_s"], s["rate_bps"] / 1e6
+    good = np.isfinite(ts) & np.isfinite(rates)
+    ts, rates = ts[good], rates[good]
+    if not ts.size:
+        return None
+    before = link_rate_mbit(run, dev)
+
+    def at(t):
+        i = np.searchsorted(ts, np.asarray(t, dtype=float), side="right") - 1
+        return np.where(i >= 0, rates[np.clip(i, 0, None)], before)
+    return at
+
+
+def drain_at_s(run, when_s):
+    """The longest time any AQM leaf's queue took to drain from ``when_s`` (its last
+    sample at or before then: backlog x 8 / the rate of that moment), s; 0 without
+    samples. What a message sent then waits behind (iperf3's end-of-test exchange
+    behind a full FIFO: 1000 packets at 2 Mbit/s are 6 s)."""
+    if not run.has("qdisc") or not math.isfinite(when_s):
+        return 0.0
+    q = run.series("qdisc")
+    if "backlog_bytes" not in q:
+        return 0.0
+    worst = 0.0
+    for (dev, _handle, _kind), mask in leaf_groups(run).items():
+        t = q["t"][mask]
+        before = np.nonzero(t <= when_s)[0]
+        if not before.size:
+            continue
+        i = before[-1]
+        backlog = q["backlog_bytes"][mask][i]
+        varying = varying_rate_mbit(run, dev)
+        rate = float(varying([t[i]])[0]) if varying else link_rate_mbit(run, dev)
+        if rate and np.isfinite(backlog):
+            worst = max(worst, float(backlog) * 8 / (rate * 1e6))
+    return worst
+
+
 def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None, end_s=math.inf):
     """Rows for each AQM leaf in qdisc.csv: queue length (``qlen_*_pkts``,
     ``backlog_*_bytes``), queueing delay (``qdelay_*_ms`` = backlog x 8 / bottleneck
@@ -67,7 +118,9 @@ def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None, end_s=math.inf):
     ``drops_per_s_max`` (largest per-interval rate), ``marks``, ``early_drops`` and
     ``utilization`` (sent_bytes delta x 8 / time / rate). ``rate_mbit`` defaults to the
     rate of the link the leaf sends on (:func:`link_rate_mbit`: the bottleneck's, or the
-    reverse rate for the reverse AQM). Samples after ``end_s`` (the traffic's end,
+    reverse rate for the reverse AQM); on a link whose rate varied, to the rate set at
+    each sample (:func:`varying_rate_mbit`): the queue's delay is its drain time at the
+    rate of the moment, the utilization is against the mean rate of the samples. Samples after ``end_s`` (the traffic's end,
     :func:`~bufferbloat.results.metrics.traffic_end_s`, in
     :func:`~bufferbloat.results.metrics.compute_metrics`) are left out."""
     rows = Rows()
@@ -83,7 +136,13 @@ def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None, end_s=math.inf):
         col = lambda c: q[c][mask] if c in q else np.full(mask.sum(), np.nan)  # noqa: E731
         rows.stats("link", name, "qlen", "pkts", col("qlen_pkts")[keep], maximum=True)
         rows.stats("link", name, "backlog", "bytes", col("backlog_bytes")[keep], maximum=True)
-        if rate:
+        varying = varying_rate_mbit(run, dev) if rate_mbit is None else None
+        if varying is not None:
+            now = varying(t[keep])
+            rows.stats("link", name, "qdelay", "ms",
+                       queue_delay_ms(col("backlog_bytes")[keep], now), maximum=True)
+            rate = float(np.mean(now)) if now.size else rate
+        elif rate:
             rows.stats("link", name, "qdelay", "ms",
                        queue_delay_ms(col("backlog_bytes")[keep], rate), maximum=True)
         rows.stats("link", name, "aqm_delay", "ms", col("delay_us")[keep] / 1e3)

@@ -143,6 +143,29 @@ def test_health_judges_the_replay_not_the_constant_link():
     assert capacity.health_checks({}, checks) == {}
 
 
+def test_health_judges_the_reverse_replay_on_its_own_device():
+    """link_trace_up varies the receiver's egress only: its check is link_replay_up,
+    the bottleneck's constant-link checks stay judged, the reverse device's are not."""
+    checks = {"work_conservation:s0-eth2:pie": {"ok": True},
+              "work_conservation:h2-eth0:pie": {"ok": False},
+              "departure_timing:h2-eth0:pie": {"ok": True}}
+    rec = {"bottleneck_dev": "s0-eth2",
+           "link_trace_up": {"metrics": {"utilisation": 0.9, "missed_ticks_pct": 0.0,
+                                         "over_capacity_windows": 0, "change_errors": 0}}}
+    out = capacity.health_checks(rec, checks)
+    assert list(out) == ["link_replay_up"]
+    assert out["link_replay_up"]["ok"] is False
+    assert "reverse link" in out["link_replay_up"]["what"]
+    assert "(failed: utilisation 0.9)" in out["link_replay_up"]["what"]
+    assert checks["work_conservation:s0-eth2:pie"]["ok"] is True
+    assert checks["work_conservation:h2-eth0:pie"]["ok"] is None
+    assert checks["departure_timing:h2-eth0:pie"]["ok"] is None
+    rec["link_trace"] = rec["link_trace_up"]
+    out = capacity.health_checks(rec, checks)
+    assert list(out) == ["link_replay", "link_replay_up"]
+    assert checks["work_conservation:s0-eth2:pie"]["ok"] is None
+
+
 def test_capacity_figure_from_the_series(tmp_path):
     from bufferbloat.plots import capacity as capacity_plot
     series = tmp_path / "series"

@@ -316,6 +316,47 @@ def test_link_metrics_end_with_the_traffic_not_with_the_sampler(tmp_path):
     assert m.traffic_end_s(run) == math.inf
 
 
+def test_a_varying_link_drains_its_queue_at_the_rate_of_the_moment(tmp_path):
+    """A square wave (2 s at 2 Mbit/s, 2 s at 8) holding a constant 10 000 B queue: its
+    delay is 40 ms while the loop had set 2 Mbit/s and 10 ms at 8 (mean 25 ms), not
+    16 ms at the 5 Mbit/s mean; the link sending at the rate of the moment is
+    utilization 1, against the samples' mean rate. Before the loop's first change the
+    configured rate holds."""
+    w = RunWriter(tmp_path / "r")
+    w.record.update(params={"bottleneck_mbit": 5.0}, bottleneck_dev="s0-eth2")
+    ticks, rows, sent = [], [], 0.0
+    for i in range(800):                       # the loop, every 10 ms from 1 s
+        ti = 1.0 + i * 0.01
+        ticks.append({"t_s": round(ti, 3), "window": i, "rate_bps":
+                      2_000_000 if (i // 200) % 2 == 0 else 8_000_000, "sent_bytes": 0,
+                      "backlog_bytes": 10000, "qlen_pkts": 7, "drops": 0})
+    with open(tmp_path / "r" / "series" / "link-trace.csv", "w") as f:
+        f.write(",".join(ticks[0]) + "\n")
+        f.writelines(",".join(str(v) for v in r.values()) + "\n" for r in ticks)
+    for i in range(900):                       # the sampler, every 10 ms from 0.005 s
+        ti = 0.005 + i * 0.01
+        rate = 5e6 if ti < 1.0 else ticks[min(int((ti - 1.0) / 0.01), 799)]["rate_bps"]
+        rows.append({"t": round(ti, 3), "dev": "s0-eth2", "handle": "10:", "parent": "1:1",
+                     "kind": "pfifo", "qlen_pkts": 7, "backlog_bytes": 10000,
+                     "sent_bytes": round(sent), "drops": 0})
+        sent += rate * 0.01 / 8
+    w.add_rows("qdisc", SERIES_COLUMNS["qdisc"], rows)
+    w.close("ok")
+    run = load_run(w.dir)
+    at = metrics_queue.varying_rate_mbit(run, "s0-eth2")
+    assert list(at([0.5, 1.0, 2.995, 3.0, 5.5])) == [5.0, 2.0, 2.0, 8.0, 2.0]
+    assert metrics_queue.varying_rate_mbit(run, "h2-eth0") is None   # the way back
+    got = _by_key(metrics_queue.link_metrics(run, cutoff_s=1.0))
+    name = "s0-eth2:pfifo"
+    assert got[("link", name, "qdelay_p95_ms")] == pytest.approx(40.0)
+    assert got[("link", name, "qdelay_max_ms")] == pytest.approx(40.0)
+    assert got[("link", name, "qdelay_mean_ms")] == pytest.approx(25.0, abs=0.2)
+    assert got[("link", name, "utilization")] == pytest.approx(1.0, abs=0.01)
+    # the rate given overrides the series (a caller's fixed rate), as on a constant link
+    fixed = _by_key(metrics_queue.link_metrics(run, cutoff_s=1.0, rate_mbit=5.0))
+    assert fixed[("link", name, "qdelay_mean_ms")] == pytest.approx(16.0)
+
+
 def test_link_without_rate_skips_rate_metrics(tmp_path):
     run = _write_run(tmp_path / "r")
     run.record["params"] = {}

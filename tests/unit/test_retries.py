@@ -227,3 +227,93 @@ def test_a_session_over_its_degraded_rate_fails_only_in_acceptance(tmp_path, tie
     assert data["tier"] == tier_name and data["seed"] > 0
     t = next(v for k, v in data["tests"].items() if k.endswith("test_passes"))
     assert t["outcome"] == "passed" and len(t["degraded"]) == 5
+
+
+def _body(outcomes):
+    """A test body whose attempts fail an assert (False) or pass (True) in order."""
+    it = iter(outcomes)
+    calls = []
+
+    def body():
+        calls.append(1)
+        assert next(it), f"band missed at call {len(calls)}"
+    return body, calls
+
+
+@pytest.mark.parametrize("outcomes, calls, passes", [
+    ([True], 1, True), ([False, True, True], 3, True), ([False, False], 2, False),
+    ([False, True, False], 3, False)])
+def test_a_whole_test_is_judged_by_the_sequential_rule(outcomes, calls, passes):
+    record.begin("whole")
+    body, made = _body(outcomes)
+    resets = []
+    if passes:
+        retries.judge_test(body, lambda: resets.append(1), "whole", log=lambda _: None)
+    else:
+        with pytest.raises(AssertionError, match="sequential rule") as e:
+            retries.judge_test(body, lambda: resets.append(1), "whole", log=lambda _: None)
+        assert "band missed at call" in str(e.value.__cause__)
+    assert len(made) == calls and len(resets) == calls - 1   # fresh runs for each retry
+    if calls > 1:
+        band = record.entry("whole")["bands"][-1]
+        assert band["met"] == outcomes[:calls] and band["judged"] is True
+
+
+def test_a_whole_test_that_judged_its_own_bands_or_erred_is_not_retried(acceptance):
+    record.begin("own")
+    calls = []
+
+    def body():
+        calls.append(1)
+        retries.measure_until_met(lambda: 0, lambda _: ["missed"] if len(calls) else [],
+                                  "inner", log=lambda _: None)
+    with pytest.raises(AssertionError, match="inner"):
+        retries.judge_test(body, lambda: None, "own", log=lambda _: None)
+    assert len(calls) == 1          # the inner rule already took its three attempts
+
+    def broken():
+        calls.append(1)
+        raise KeyError("not a band")
+    with pytest.raises(KeyError):
+        retries.judge_test(broken, lambda: None, "own", log=lambda _: None)
+    assert len(calls) == 2
+
+
+def test_the_acceptance_tier_retries_a_plain_assert_and_the_gate_does_not(tmp_path):
+    """Through tests/conftest.py's hook, in a pytest session: an acceptance test whose
+    assert fails at its first call and passes at the next two passes (its module's
+    reset_for_retry called between); one that fails twice fails."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {ROOT!r})
+        from tests.conftest import (pytest_configure, pytest_runtest_logstart,
+            pytest_runtest_logreport, pytest_terminal_summary, pytest_sessionfinish,
+            pytest_collection_modifyitems, pytest_pyfunc_call)
+        """))
+    (tmp_path / "test_y.py").write_text(textwrap.dedent("""
+        import pytest
+        pytestmark = pytest.mark.acceptance
+        CALLS = {"flaky": 0, "broken": 0}
+        RESETS = []
+
+        def reset_for_retry():
+            RESETS.append(1)
+
+        def test_flaky(tmp_path):
+            CALLS["flaky"] += 1
+            assert CALLS["flaky"] > 1, "first attempt misses"
+
+        def test_broken():
+            CALLS["broken"] += 1
+            assert False, "always misses"
+
+        def test_zz_counts():
+            assert CALLS == {"flaky": 3, "broken": 2} and len(RESETS) == 3
+        """))
+    env = dict(os.environ, BUFFERBLOAT_TEST_TIER="acceptance", PYTHONPATH=ROOT,
+               BUFFERBLOAT_TEST_RECORD=str(tmp_path / "rec.json"))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           str(tmp_path)], capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=120)
+    assert "1 failed, 2 passed" in proc.stdout, proc.stdout + proc.stderr
+    assert "test_broken" in proc.stdout and "sequential rule" in proc.stdout

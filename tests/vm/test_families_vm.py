@@ -20,7 +20,7 @@ from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.watch import RETRY_DEGRADED
 from bufferbloat.scenarios import catalogue
-from tests.retries import run_until_healthy_counted
+from tests.retries import observe, run_until_healthy_counted
 
 #: physics and timing bands on emulated runs: the acceptance tier judges them
 #: (sudo ./run_tests.sh --acceptance, tests/retries.py); the gate leaves them out
@@ -34,6 +34,12 @@ _RUNS = {}
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
     return str(tmp_path_factory.mktemp("families"))
+
+
+def reset_for_retry():
+    """Between a missed attempt and the next (tests/conftest.py's sequential rule): the
+    next attempt makes its runs afresh."""
+    _RUNS.clear()
 
 
 def run(out, name, time_s, **overrides):
@@ -59,6 +65,15 @@ def run(out, name, time_s, **overrides):
     assert health["verdict"] == "healthy", (name, overrides, health["problems"],
                                             health.get("faults", []))
     return _RUNS[key]
+
+
+def band(name, value, lo=None, hi=None, unit=""):
+    """Assert ``lo <= value <= hi`` and record the value with its bounds (the
+    calibration's sample, tests.retries.observe; bench/band_spreads.py)."""
+    assert observe(name, value, lo, hi, unit), f"{name}: {value} outside {lo} .. {hi} {unit}"
+
+
+band_of = band     # where a test's own variable is called ``band``
 
 
 def metric(rows, scope, name_part, metric_name):
@@ -88,13 +103,13 @@ def test_a_fifo100_rtt_far_above_fifo20_and_pie_holds_its_target(out):
     print(f"FIFO-20 RTT p50 {rtt20:.0f} ms, FIFO-100 {rtt100:.0f} ms (theory: full queues "
           f"add 161 and 807 ms)")
     full20, full100, base, pkt = 20 * 8.075, 100 * 8.075, 20.0, 8.075
-    assert base + 0.3 * full20 <= rtt20 <= base + full20 + pkt, rtt20
-    assert base + 0.3 * full100 <= rtt100 <= base + full100 + pkt, rtt100
+    band("FIFO-20 RTT p50", rtt20, base + 0.3 * full20, base + full20 + pkt, "ms")
+    band("FIFO-100 RTT p50", rtt100, base + 0.3 * full100, base + full100 + pkt, "ms")
     pie_delay = metric(pie, "link", "pie", "aqm_delay_p50_ms")
     fifo_delay = metric(f100, "link", "fifo", "qdelay_p50_ms")
     print(f"PIE delay p50 {pie_delay:.1f} ms (target 20), FIFO-100 {fifo_delay:.0f} ms")
-    assert 10 <= pie_delay <= 30
-    assert 0.35 * full100 <= fifo_delay <= full100 + pkt
+    band("PIE delay p50", pie_delay, 10, 30, "ms")
+    band("FIFO-100 queueing delay p50", fifo_delay, 0.35 * full100, full100 + pkt, "ms")
 
 
 def test_a_ten_flows_raise_the_fetch_time(out):
@@ -130,10 +145,12 @@ def test_a_ten_flows_raise_the_fetch_time(out):
     print(f"web fetch mean: 1 flow {t1:.2f} s, 10 flows {t10:.2f} s; slowed by > 0.5 s: "
           f"{s1:.0%} of {n1} vs {s10:.0%} of {n10}; PIE drops {p1:.1%} vs {p10:.1%}")
     assert metric(ten, "network", "all", "flows") == 10
-    assert n10 >= 15      # fetches run one after another: slowed ones mean fewer (24-43)
-    assert p10 > 5 * p1                                    # the mechanism
-    assert s10 - s1 >= 0.5 * (p10 - p1)
-    assert t10 - t1 >= 0.5 * (p10 - p1) * 1.0
+    band("fetches at 10 flows", n10, lo=15)      # fetches run one after another: slowed ones mean fewer (24-43)
+    band("PIE drop rate, 10 flows over 1", p10 / max(p1, 1e-9), lo=5)   # the mechanism
+    band("share slowed, 10 flows - 1, over half the drop rate's rise",
+         (s10 - s1) / (0.5 * (p10 - p1)), lo=1)
+    band("fetch time's rise over half the drop rate's rise x 1 s",
+         (t10 - t1) / (0.5 * (p10 - p1) * 1.0), lo=1)
 
 
 def _fetch_times(r):
@@ -155,8 +172,8 @@ def test_a_more_loss_lowers_the_throughput(out):
     g_high = metric(high, "flow", "long", "throughput_mbit")
     print(f"throughput at 0.5 % loss {g_low:.2f} Mbit/s, at 4 % {g_high:.2f} Mbit/s")
     mathis = 1448 * 8 / 0.020 * math.sqrt(1.5) / math.sqrt(0.04) / 1e6
-    assert g_low >= 0.8 * 10
-    assert 0.6 * mathis <= g_high <= 1.5 * mathis, (g_high, mathis)
+    band("throughput at 0.5 % loss", g_low, lo=0.8 * 10, unit="Mbit/s")
+    band("throughput at 4 % loss over Mathis", g_high / mathis, 0.6, 1.5)
 
 
 def acked_mbit(run, flow, t0, t1):
@@ -212,15 +229,15 @@ def test_a_udp_video_takes_throughput_from_tcp_while_it_runs(out):
           f"{metric(rows, 'udp', 'video', 'loss_pct'):.1f} %, jitter "
           f"{metric(rows, 'udp', 'video', 'jitter_ms'):.1f} ms, one-way p50 "
           f"{metric(rows, 'udp', 'video', 'owd_p50_ms'):.0f} ms")
-    assert left - 0.12 <= during <= 1.05 * left, (during, left, thr)
-    assert during < 0.85 * after
+    band("TCP during the stream", during, left - 0.12, 1.05 * left, "Mbit/s")
+    band("TCP during the stream over after", during / after, hi=0.85)
     # the 0.5 Mbit/s stream (10 s), through a FIFO that TCP keeps full: what it loses
     # there (measured 1.7 %) is all it misses. Its throughput is bytes over the span of
     # its arrivals, which the FIFO's changing delay (up to 807 ms) may stretch or shrink
     # by 8 %; a stream sent at the wrong rate, or losing most of its packets, falls out
     loss = metric(rows, "udp", "video", "loss_pct")
-    assert loss < 10
-    assert 0.5 * (1 - loss / 100) * 0.88 <= thr <= 0.5 * 1.1, (thr, loss)
+    band("stream loss", loss, hi=10, unit="%")
+    band("stream throughput", thr, 0.5 * (1 - loss / 100) * 0.88, 0.5 * 1.1, "Mbit/s")
 
 
 def check_b_scaled_to_the_vms_cap(rec):
@@ -277,15 +294,15 @@ def test_b_average_latency_grows_with_the_pie_target(out):
     idle20 = r20.record["idle_rtt"]["p50_ms"]
     print(f"RRUL ping mean: target 5 ms -> {m5:.1f} ms, target 20 ms -> {m20:.1f} ms "
           f"(idle {idle20:.1f}); the uploads' queue, mean: {q5:.1f} -> {q20:.1f} ms")
-    assert 4 <= m20 - m5 <= 20, (m5, m20)
-    assert abs((m20 - m5) - (q20 - q5)) <= 5, (m5, m20, q5, q20)
-    assert 0.75 * 25 <= m20 - idle20 <= 1.6 * 25, (m20, idle20)
+    band("RRUL ping mean, target 20 - target 5", m20 - m5, 4, 20, "ms")
+    band("ping rise - queue rise", (m20 - m5) - (q20 - q5), -5, 5, "ms")
+    band("RRUL ping mean over idle, target 20", m20 - idle20, 0.75 * 25, 1.6 * 25, "ms")
     fwd = metric(high, "link", "s0-", "aqm_delay_p50_ms")
     rev = metric(high, "link", "h2-", "qdelay_p50_ms")
     print(f"target 20 ms: PIE's delay p50 {fwd:.1f} ms; the server NIC's fq_codel "
           f"queue p50 {rev:.1f} ms")
-    assert 10 <= fwd <= 40, fwd
-    assert 5 <= rev <= 20, rev
+    band("PIE delay p50, target 20", fwd, 10, 40, "ms")
+    band("reverse fq_codel queue p50", rev, 5, 20, "ms")
 
 
 def test_b_pie_holds_its_target_whatever_its_tupdate_and_sways_more_when_slow(out):
@@ -315,7 +332,7 @@ def test_b_pie_holds_its_target_whatever_its_tupdate_and_sways_more_when_slow(ou
         p95[tupdate] = metric(rows, "link", "s0-", "qdelay_p95_ms")
         print(f"tupdate {tupdate} ms: uploads' PIE delay p50 {fwd:.1f} ms (target 20), "
               f"queueing delay p95 {p95[tupdate]:.1f} ms")
-        assert 10 <= fwd <= 40, (tupdate, fwd)
+        band(f"PIE delay p50, tupdate {tupdate}", fwd, 10, 40, "ms")
     assert p95[60] > p95[1], p95
 
 
@@ -341,8 +358,9 @@ def test_b_an_extra_tcp_upload_takes_its_share_and_pie_holds_its_target(out):
     fwd = metric(rows, "link", "s0-", "aqm_delay_p50_ms")
     print(f"extra TCP upload {extra:.2f} Mbit/s of the uploads' {up:.2f}; utilization "
           f"{util:.3f}; PIE's delay p50 {fwd:.1f} ms")
-    assert 0.5 * up / 5 <= extra <= 2 * up / 5, (extra, up)
-    assert util >= 0.9 and 10 <= fwd <= 40, (util, fwd)
+    band("extra upload over a fifth of the uploads", extra / (up / 5), 0.5, 2)
+    band("utilization", util, lo=0.9)
+    band("PIE delay p50", fwd, 10, 40, "ms")
 
 
 # C's flows come from one NetPerfMeter process (the scenario's default tool), connected
@@ -402,14 +420,14 @@ def test_c_pi_holds_its_reference_and_raises_p_with_load_while_red_queue_grows(o
     # the integral term drives the mean queue to q_ref; the sampled mean sits a little
     # below it (measured 0.81 and 0.73 of q_ref at 20 and 40 flows: the queue's
     # distribution is skewed by its empty intervals), never far above it
-    assert 0.5 * qref <= qlen <= 1.25 * qref
+    band("PI mean queue over q_ref, 20 flows", qlen / qref, 0.5, 1.25)
     # more flows need a higher mark probability for the same queue (p ~ N^2 in the
     # fluid model): strictly higher
     assert p20 > p10
     # RED's queue rides up its ramp as load grows: higher mean, inside its thresholds
     # (+/- a 536 B packet's slack on the lower side)
     assert red[20] > red[10]
-    assert 4000 - 1000 <= red[20] <= 12000
+    band("RED mean backlog, 20 flows", red[20], 4000 - 1000, 12000, "B")
     # the controller ran at its configured 160 Hz (an hrtimer, not 4 ms jiffies)
     assert rate == pytest.approx(160, rel=0.03)
 
@@ -437,7 +455,7 @@ def test_c_quick_points_at_40_flows_are_healthy_and_follow_the_load(out):
           f"flows) -> {p40:.4f}; RED mean backlog {red} bytes; {len(flows)} RED flows "
           "that moved data")
     assert len(flows) == 40        # every flow moved data (pre-connected)
-    assert 0.5 * qref <= qlen <= 1.25 * qref
+    band("PI mean queue over q_ref, 40 flows", qlen / qref, 0.5, 1.25)
     assert p40 > p20
     assert red[40] > red[20]
 
@@ -450,7 +468,7 @@ def test_e_fq_codel_shares_equally(out):
     # start up to a second apart under TCG and 10 s is short; NetPerfMeter's pre-
     # connected flows hold 0.98 in test_netperfmeter_vm. Of 5 flows, one that gets
     # nothing scores 0.8 (one at half its share 0.95): 0.9 fails a flow left out
-    assert jain >= 0.9
+    band("Jain's index, 5 flows", jain, lo=0.9)
 
 
 #: E at k = 10 runs for the full profile's 15 s, not the quick 10 s. Under TCG an iperf3
@@ -488,8 +506,8 @@ def test_e_ten_flows_keep_the_link_busy_and_the_fifo_near_full(out):
     util = metric(rows, "link", "s0-", "utilization")
     print(f"E, 10 flows: FIFO queueing delay p50 {fifo:.2f} ms (a full FIFO {full_ms:.1f}"
           f" ms), utilization {util:.3f} (at {bn:g} Mbit/s)")
-    assert util >= 0.9
-    assert 0.4 * full_ms <= fifo <= full_ms + 1514 * 8 / (bn * 1e3)
+    band("utilization", util, lo=0.9)
+    band("FIFO queueing delay p50", fifo, 0.4 * full_ms, full_ms + 1514 * 8 / (bn * 1e3), "ms")
 
 
 #: E's AQMs at k = 10 (the quick profile has 5): (variant, the median queueing delay's
@@ -527,9 +545,9 @@ def test_e_aqms_at_ten_flows_keep_the_link_busy_and_act(out, variant, band, why)
     drops = metric(rows, "link", "s0-", "drops")
     print(f"E, 10 flows, {variant}: utilization {util:.3f}, queueing delay p50 {qd:.2f} ms "
           f"({why}: {band[0]:g}-{band[1]:g}), {drops:.0f} drops")
-    assert util >= 0.9
+    band_of("utilization", util, lo=0.9)
     assert drops > 0
-    assert band[0] <= qd <= band[1], (variant, qd, band)
+    band_of("queueing delay p50", qd, band[0], band[1], "ms")
 
 
 def test_d_vegas_keeps_the_queue_that_cubic_fills(out):
@@ -538,7 +556,7 @@ def test_d_vegas_keeps_the_queue_that_cubic_fills(out):
     qc = metric(cubic, "link", "", "backlog_mean_bytes")
     qv = metric(vegas, "link", "", "backlog_mean_bytes")
     print(f"mean backlog: cubic {qc:.0f} B, vegas {qv:.0f} B")
-    assert qv < 0.5 * qc
+    band("vegas backlog over cubic's", qv / qc, hi=0.5)
     assert metric(vegas, "link", "", "utilization") > 0.8   # while still using the link
 
 
@@ -573,8 +591,33 @@ def test_d_under_load_the_tools_delay_splits_as_theory_says(out):
           f"path {path:.1f} (max {path_max:.1f}) + rest {rest:.1f}; ping p50 {ping:.1f} ms "
           f"over an idle {idle:.1f} ms")
     excess = ping - idle
-    assert abs((path - d0) - excess) <= max(10.0, 0.15 * excess), (path, excess)
+    band("path delay - ping's excess", (path - d0) - excess, -max(10.0, 0.15 * excess),
+         max(10.0, 0.15 * excess), "ms")
     assert path_max <= d0 + 121.2 + 2 * 1.2   # a FIFO limit off by 10x fails here
-    assert abs(rest) <= 10.0
+    band("one-way rest p50", rest, -10.0, 10.0, "ms")
     assert tool >= path
     assert wait >= 0.5 * (tool - path) - 2.0
+
+
+def test_f_pie_holds_the_queue_at_least_5x_below_fifo_on_a_square_wave(out):
+    """F on a square-wave link (2 s at 2 Mbit/s, 2 s at 8; the HTB class changed in place
+    every 10 ms under the kernel's qdisc): a Cubic flow fills the 1000-packet FIFO at 8
+    Mbit/s and the queue drains four times slower at 2 (a full FIFO is 6 s at 2 Mbit/s,
+    1.5 s at 8), while PIE judges the queue's delay (15 ms target) and holds it near
+    that at either rate, with a transient of about one update (15 ms) after each step
+    down, where the same backlog suddenly takes 4x longer. The queueing delay is each
+    sample's backlog drained at the rate of the moment. Asserted (the issue's bound): PIE's
+    mean at least 5x below FIFO's; FIFO's at least 5x PIE's target (it holds a standing
+    queue, not a momentary one). Measured on degraded runs beside other work
+    (2026-11-28): FIFO 370-640 ms, PIE 13-25 ms. A PIE target read in the wrong unit,
+    or a rate change that reset the AQM's state, breaks the first; a FIFO limit a tenth
+    of its size the second."""
+    _, fifo = run(out, "f1_aqm_varying", 20, variant="fifo_square")
+    _, pie = run(out, "f1_aqm_varying", 20, variant="pie_square")
+    f = metric(fifo, "link", "pfifo", "qdelay_mean_ms")
+    p = metric(pie, "link", "pie", "qdelay_mean_ms")
+    print(f"square wave 2/8 Mbit/s: FIFO mean queueing delay {f:.0f} ms, PIE {p:.1f} ms "
+          f"({f / max(p, 1e-9):.0f}x)")
+    assert observe("FIFO / PIE mean queueing delay", f / max(p, 1e-9), lo=5), (p, f)
+    assert observe("FIFO mean queueing delay", f, lo=5 * 15.0, unit="ms"), f
+    observe("PIE mean queueing delay", p, unit="ms")

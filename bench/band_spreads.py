@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""Each acceptance band's measured spread and false-fail rate, from the records of every
+run of the test command kept on this machine (docs/design/testing.md).
+
+run_tests.sh writes one record per phase (tests/record.py) and keeps a copy in the
+archive (env ``BUFFERBLOAT_TEST_ARCHIVE``, default /var/lib/bufferbloat/test-records):
+the records of CI's clean clones and of every engineer's run accumulate there. A band
+is what a test reports with ``tests.retries.observe(name, value, lo, hi)``; each healthy
+attempt is one sample.
+
+For each band (test, name), printed as a Markdown table (``--markdown``) or text:
+
+* n, mean, standard deviation, min, max, the bounds;
+* the margin: the distance from the mean to the nearer bound in standard deviations;
+* ``p``, the chance that one attempt misses, estimated two ways and the larger kept:
+  the normal tail beyond the bounds (from the mean and sd), and the observed misses'
+  upper 95 % bound (Clopper-Pearson; with no miss in n, ``1 - 0.05 ** (1 / n)``, about
+  3/n), so that ten clean samples never claim more than they can show;
+* the sequential rule's false-fail rate ``p (1 - (1 - p)^2)`` (tests/retries.py);
+* calibrated: n >= 10 (the issue's rule) and that rate below 1 in 1,000.
+
+Usage: bench/band_spreads.py [RECORD_OR_DIR ...] [--min-n 10] [--markdown]
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARCHIVE_ENV = "BUFFERBLOAT_TEST_ARCHIVE"
+ARCHIVE_DEFAULT = "/var/lib/bufferbloat/test-records"
+CONFIRM = 2          # tests/retries.py: CONFIRM (kept equal by tests/unit/test_band_spreads.py)
+TARGET = 1e-3
+
+
+def false_fail_rate(p):
+    return p * (1 - (1 - p) ** CONFIRM)
+
+
+def normal_tail(z):
+    """P(Z > z) for a standard normal Z."""
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def binom_upper(k, n, conf=0.95):
+    """Clopper-Pearson upper bound of a rate seen k times in n (bisection on the
+    binomial tail: the largest p with P(X <= k) >= 1 - conf)."""
+    if n == 0:
+        return 1.0
+    if k >= n:
+        return 1.0
+
+    def cdf(p):
+        return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+    lo, hi = k / n, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if cdf(mid) > 1 - conf:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def record_files(paths):
+    """The record files named by ``paths`` (files or directories, default: the archive
+    and this checkout's .scratch/test-records), each once by its file name."""
+    if not paths:
+        paths = [os.environ.get(ARCHIVE_ENV, ARCHIVE_DEFAULT),
+                 os.path.join(ROOT, ".scratch", "test-records")]
+    seen = {}
+    for p in paths:
+        files = sorted(glob.glob(os.path.join(p, "*.json"))) if os.path.isdir(p) else [p]
+        for f in files:
+            seen.setdefault(os.path.basename(f), f)
+    return [seen[k] for k in sorted(seen)]
+
+
+def samples(files):
+    """{(test, band name): {"values": [...], "lo", "hi", "unit", "records"}}."""
+    out = {}
+    for f in files:
+        try:
+            with open(f) as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        for test, e in (data.get("tests") or {}).items():
+            for v in e.get("values") or []:
+                if v.get("value") is None:
+                    continue
+                b = out.setdefault((test.split("::", 1)[-1], v["name"]), {
+                    "values": [], "lo": v.get("lo"), "hi": v.get("hi"),
+                    "unit": v.get("unit", ""), "records": set()})
+                b["values"].append(float(v["value"]))
+                b["records"].add(os.path.basename(f))
+    return out
+
+
+def spread(b):
+    """The band's statistics (see the module's doc)."""
+    xs, lo, hi = b["values"], b["lo"], b["hi"]
+    n = len(xs)
+    mean = sum(xs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else float("nan")
+    misses = sum(1 for x in xs if (lo is not None and x < lo) or (hi is not None and x > hi))
+    dists = [d for d in ((mean - lo) if lo is not None else None,
+                         (hi - mean) if hi is not None else None) if d is not None]
+    margin = min(dists) / sd if dists and sd and sd > 0 else float("inf")
+    p_normal = 0.0
+    if sd and sd > 0:
+        p_normal = sum(normal_tail(d / sd) for d in dists)
+    elif misses:
+        p_normal = 1.0
+    p = max(p_normal, binom_upper(misses, n))
+    ff = false_fail_rate(min(p, 1.0))
+    return {"n": n, "mean": mean, "sd": sd, "min": min(xs), "max": max(xs),
+            "misses": misses, "margin_sd": margin, "p_normal": p_normal, "p": p,
+            "false_fail": ff}
+
+
+def _fmt(x):
+    if x is None:
+        return "-"
+    if isinstance(x, float) and (math.isinf(x) or math.isnan(x)):
+        return "-" if math.isnan(x) else "inf"
+    return f"{x:.4g}"
+
+
+def table(bands, min_n, markdown):
+    head = ["test", "band", "n", "mean", "sd", "min", "max", "bounds", "margin (sd)",
+            "p per attempt", "false-fail", "calibrated"]
+    rows = []
+    for (test, name), b in sorted(bands.items()):
+        s = spread(b)
+        bounds = f"{_fmt(b['lo'])} .. {_fmt(b['hi'])} {b['unit']}".strip()
+        ok = s["n"] >= min_n and s["false_fail"] < TARGET
+        rows.append([test, name, str(s["n"]), _fmt(s["mean"]), _fmt(s["sd"]),
+                     _fmt(s["min"]), _fmt(s["max"]), bounds, _fmt(s["margin_sd"]),
+                     _fmt(s["p"]), _fmt(s["false_fail"]),
+                     "yes" if ok else (f"no (n < {min_n})" if s["n"] < min_n
+                                       else "no (rate above 1/1000)")])
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        lines += ["| " + " | ".join(r) + " |" for r in rows]
+    else:
+        lines = ["  ".join(head)] + ["  ".join(r) for r in rows]
+    done = sum(1 for r in rows if r[-1] == "yes")
+    lines.append(f"{len(rows)} bands, {done} calibrated (n >= {min_n} and false-fail "
+                 f"< {TARGET:g})")
+    return lines
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="*", help="records or directories of records "
+                    f"(default: ${ARCHIVE_ENV} or {ARCHIVE_DEFAULT}, and .scratch/test-records)")
+    ap.add_argument("--min-n", type=int, default=10)
+    ap.add_argument("--markdown", action="store_true")
+    a = ap.parse_args(argv)
+    if a.min_n < 2:
+        ap.error("--min-n must be at least 2")
+    for p in a.paths:
+        if not os.path.exists(p):
+            ap.error(f"no such record or directory: {p}")
+    files = record_files(a.paths)
+    bands = samples(files)
+    print(f"{len(files)} records, {len(bands)} bands with values")
+    for line in table(bands, a.min_n, a.markdown):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
