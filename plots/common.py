@@ -85,23 +85,10 @@ def counter_increments(t, counter):
     return t[1:], dv
 
 
-def full_queue_rtt_ms(run):
-    """FIFO theory: the RTT of a probe behind a full buffer, ms
-    (:func:`bufferbloat.results.theory.full_queue_rtt_ms` with the run's ping interval for a
-    packet-limited buffer; base RTT + bytes x 8 / rate for a byte-limited one), or None
-    when the run's qdisc is not a FIFO or the record lacks a number."""
-    kind, params = run.qdisc
-    rate = run.bottleneck_mbit
-    base = run.base_rtt_ms
-    if not theory.is_drop_tail(kind) or not rate or base is None:
-        return None
-    pkts = params.get("limit_pkts", run.params.get("buffer_pkts"))
-    nbytes = params.get("limit_bytes", run.params.get("buffer_bytes"))
-    if isinstance(pkts, (int, float)):
-        return theory.full_queue_rtt_ms(base, pkts, rate, probe_interval_s=run.ping_interval_s)
-    if isinstance(nbytes, (int, float)):
-        return base + nbytes * 8 / (rate * 1e6) * 1e3
-    return None
+def full_queue_rtt_ms(run, rate_mbit=None):
+    """FIFO theory: the RTT of a probe behind a full buffer, ms, or None
+    (:func:`bufferbloat.results.theory.run_full_queue_rtt_ms`: one definition)."""
+    return theory.run_full_queue_rtt_ms(run, rate_mbit)
 
 
 # one definition of a run's metric rows and of reading one: bufferbloat.results.metrics'

@@ -116,16 +116,24 @@ def flags(run, rows=None):
         return out
     kind, _ = run.qdisc
 
-    bound = full_queue_rtt_ms(run)
+    # on a link whose rate varied a full buffer's drain time spans the trace's rates:
+    # filled is judged at the highest rate, "more than a full buffer" at the lowest
+    span = theory.varying_rate_range_mbit(run)
+    low_bound = full_queue_rtt_ms(run, span[1] if span else None)
+    high_bound = full_queue_rtt_ms(run, span[0] if span else None)
     rtt_max = max(metric_values(rows, "rtt_max_ms", "ping").values(), default=None)
-    if bound and rtt_max is not None:
-        dev = (rtt_max - bound) / bound
-        if dev < -FIFO_RTT_TOL:
-            out.append(f"FIFO RTT {-dev * 100:.0f} % below the full-queue bound (max ping "
-                       f"RTT {rtt_max:.0f} ms vs {bound:.0f} ms): was the buffer filled?")
-        elif dev > FIFO_RTT_TOL:
-            out.append(f"FIFO RTT {dev * 100:.0f} % above the full-queue bound (max ping "
-                       f"RTT {rtt_max:.0f} ms vs {bound:.0f} ms): another queue on the path?")
+    at = (f" at {span[1]:g}" if span else "", f" at {span[0]:g} Mbit/s" if span else "")
+    if low_bound and high_bound and rtt_max is not None:
+        below = (low_bound - rtt_max) / low_bound
+        above = (rtt_max - high_bound) / high_bound
+        if below > FIFO_RTT_TOL:
+            out.append(f"FIFO RTT {below * 100:.0f} % below the full-queue bound{at[0]} "
+                       f"(max ping RTT {rtt_max:.0f} ms vs {low_bound:.0f} ms): was the "
+                       "buffer filled?")
+        elif above > FIFO_RTT_TOL:
+            out.append(f"FIFO RTT {above * 100:.0f} % above the full-queue bound{at[1]} "
+                       f"(max ping RTT {rtt_max:.0f} ms vs {high_bound:.0f} ms): another "
+                       "queue on the path?")
 
     target = run.aqm_target_ms
     rate = run.bottleneck_mbit

@@ -150,15 +150,28 @@ def fifo_drain_ms(run):
     return nbytes * 8 / (rate * 1e6) * 1e3 if nbytes is not None else None
 
 
-def run_full_queue_rtt_ms(run):
+def run_full_queue_rtt_ms(run, rate_mbit=None):
     """FIFO theory: the RTT of a probe behind a full buffer, ms (:func:`full_queue_rtt_ms`
     with the run's ping interval for a packet-limited buffer; base RTT + bytes x 8 / rate
-    for a byte-limited one), or None when the run's qdisc is not a FIFO or the record
-    lacks a number."""
-    buf, rate, base = fifo_buffer(run), run.bottleneck_mbit, base_rtt_ms(run)
+    for a byte-limited one), at ``rate_mbit`` (default: the run's bottleneck rate), or
+    None when the run's qdisc is not a FIFO or the record lacks a number."""
+    buf, base = fifo_buffer(run), base_rtt_ms(run)
+    rate = rate_mbit or run.bottleneck_mbit
     if not buf or not rate or base is None:
         return None
     pkts, nbytes = buf
     if pkts is not None:
         return full_queue_rtt_ms(base, pkts, rate, probe_interval_s=ping_interval_s(run))
     return base + nbytes * 8 / (rate * 1e6) * 1e3 if nbytes is not None else None
+
+
+def varying_rate_range_mbit(run):
+    """(lowest, highest) rate of a link whose rate varied (``link_trace`` /
+    ``link_schedule``: the plan's 10 ms windows, as set), or None on a constant link."""
+    lt = run.record.get("link_trace")
+    if not isinstance(lt, dict):
+        return None
+    lo, hi = lt.get("min_mbit"), lt.get("max_mbit")
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)) or hi <= 0:
+        return None
+    return lo, hi

@@ -501,6 +501,24 @@ def test_flags_on_fixtures():
     assert any("Jain's index" in f and "3 equal flows" in f for f in three)
 
 
+def test_the_full_queue_flag_spans_a_varying_links_rates():
+    """A FIFO on a link whose rate varied: its largest RTT may reach the full buffer's
+    drain at the trace's lowest rate (never flagged "another queue" for it), and is
+    "not filled" only below the drain at the highest rate."""
+    r = copy.deepcopy(run("a1_fifo"))
+    rows = common.run_metrics(r)
+    rtt_max = max(common.metric_values(rows, "rtt_max_ms", "ping").values())
+    rate = r.bottleneck_mbit
+    # a trace from a tenth of the rate to twice it: the bound at a tenth is ~10x higher
+    r.record["link_trace"] = {"min_mbit": rate / 10, "max_mbit": rate * 2}
+    assert not any("full-queue" in f for f in flags(r, rows))
+    # the same RTT seen on a link whose lowest rate is four times the run's: far above
+    r.record["link_trace"] = {"min_mbit": rate * 4, "max_mbit": rate * 8}
+    (msg,) = [f for f in flags(r, rows) if "full-queue" in f]
+    assert f"above the full-queue bound at {rate * 4:g} Mbit/s" in msg, (msg, rtt_max)
+    assert common.full_queue_rtt_ms(r, rate * 4) < common.full_queue_rtt_ms(r)
+
+
 def test_flags_contradictions_beyond_tolerance():
     r = run("a1_fifo")
     rows = common.run_metrics(r)
