@@ -3,6 +3,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -49,14 +50,34 @@ def run_attempts(paths):
     return found
 
 
+#: every process the suite starts inherits this from os.environ (its runs, their tools,
+#: Mininet's host shells), orphans too: the net guard counts only the suite's own tools,
+#: never another job's iperf3 or ping on the same machine
+SESSION_ENV = "BUFFERBLOAT_TEST_SESSION"
+os.environ.setdefault(SESSION_ENV, f"{os.getpid()}-{time.time_ns()}")
+
+
 def _pids(name):
+    """The PIDs of processes named ``name`` that this test session started (their
+    environment holds its SESSION_ENV token)."""
     out = subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout
-    return set(out.split())
+    token = f"{SESSION_ENV}={os.environ[SESSION_ENV]}".encode()
+    mine = set()
+    for pid in out.split():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:          # ended since, or not ours to read
+            continue
+        if token in env:
+            mine.add(pid)
+    return mine
 
 
 @pytest.fixture
 def net_guard():
-    """Require root; after the test, assert no new links, bridges or tool processes."""
+    """Require root; after the test, assert no new links, bridges or tool processes
+    (of this session's: :func:`_pids`)."""
     assert os.geteuid() == 0, "network tests need root: run them through ./run_tests.sh"
     before = (_links(), _pids("iperf3"), _pids("ping"))
     yield
@@ -132,7 +153,7 @@ def pytest_pyfunc_call(pyfuncitem):
         return None
     args = {a: pyfuncitem.funcargs[a] for a in pyfuncitem._fixtureinfo.argnames}
     reset = getattr(pyfuncitem.module, "reset_for_retry", lambda: None)
-    judge_test(lambda: pyfuncitem.obj(**args), reset, pyfuncitem.nodeid)
+    judge_test(lambda: pyfuncitem.obj(**args), reset, "its asserts, as a whole")
     return True
 
 

@@ -87,9 +87,11 @@ def varying_rate_mbit(run, dev):
 
 def drain_at_s(run, when_s):
     """The longest time any AQM leaf's queue took to drain from ``when_s`` (its last
-    sample at or before then: backlog x 8 / the rate of that moment), s; 0 without
-    samples. What a message sent then waits behind (iperf3's end-of-test exchange
-    behind a full FIFO: 1000 packets at 2 Mbit/s are 6 s)."""
+    sample at or before then), s; 0 without samples: its backlog at the link's rate, or
+    on a link whose rate varied, at the rates the replay loop set from then on
+    (:func:`varying_rate_mbit`; the last one past the loop's end). What a message sent
+    then waits behind (iperf3's end-of-test exchange behind a full FIFO: 1000 packets at
+    2 Mbit/s are 6 s)."""
     if not run.has("qdisc") or not math.isfinite(when_s):
         return 0.0
     q = run.series("qdisc")
@@ -101,13 +103,26 @@ def drain_at_s(run, when_s):
         before = np.nonzero(t <= when_s)[0]
         if not before.size:
             continue
-        i = before[-1]
-        backlog = q["backlog_bytes"][mask][i]
+        backlog = float(q["backlog_bytes"][mask][before[-1]])
+        if not np.isfinite(backlog) or backlog <= 0:
+            continue
         varying = varying_rate_mbit(run, dev)
-        rate = float(varying([t[i]])[0]) if varying else link_rate_mbit(run, dev)
-        if rate and np.isfinite(backlog):
-            worst = max(worst, float(backlog) * 8 / (rate * 1e6))
+        if varying is None:
+            rate = link_rate_mbit(run, dev)
+            if rate:
+                worst = max(worst, backlog * 8 / (rate * 1e6))
+            continue
+        worst = max(worst, _drain_varying_s(varying, when_s, backlog))
     return worst
+
+
+def _drain_varying_s(rate_at, when_s, backlog, step_s=0.01, limit_s=600.0):
+    """Seconds from ``when_s`` until ``backlog`` bytes have left at the rates
+    ``rate_at`` gives (Mbit/s, 10 ms steps)."""
+    steps = np.arange(when_s, when_s + limit_s, step_s)
+    sent = np.cumsum(rate_at(steps) * 1e6 / 8 * step_s)
+    i = int(np.searchsorted(sent, backlog))
+    return min(limit_s, (i + 1) * step_s)
 
 
 def link_metrics(run, cutoff_s=-math.inf, rate_mbit=None, end_s=math.inf):

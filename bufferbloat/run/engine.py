@@ -97,6 +97,9 @@ class RunContext:
     net: Network
     writer: RunWriter
     log: object = print
+    #: what the qdisc's values become on this kernel (its validation's warnings and the
+    #: tick's: PIE's tupdate), recorded with the qdisc (result.json ``qdisc.warnings``)
+    qdisc_warnings: list = field(default_factory=list)
     parts: list = field(default_factory=list)
     sampler: Sampler | None = None
     #: the kernel's timing of every departure of the watched leaves
@@ -189,7 +192,8 @@ def prepare(run, out_root="results", log=print, run_dir=None):
     """Step 1: what this kernel must have for ``run`` (UsageError otherwise, before any
     network state exists), the run directory and its record's identity."""
     caps = probe()
-    for warning in run.warnings(caps.hz):   # e.g. PIE's tupdate rounded to the kernel tick
+    warnings = run.warnings(caps.hz)   # e.g. PIE's tupdate rounded to the kernel tick
+    for warning in warnings:
         log(f"  warning: {warning}")
     check_out_dir(run_dir if run_dir is not None else out_root,
                   "--out" if run_dir is None else "run_dir")
@@ -206,7 +210,7 @@ def prepare(run, out_root="results", log=print, run_dir=None):
     writer.record.update(identity.record_fields(run.config))
     return RunContext(run.scn, dict(run.overrides), run.quick, run.duration_s,
                       run.warmup_s, run.sample_period_s, run.topo, run.knobs, run.traffic,
-                      caps, net, writer, log)
+                      caps, net, writer, log, qdisc_warnings=warnings)
 
 
 class RunFailed(RuntimeError):
@@ -253,7 +257,8 @@ def _record_setting(ctx):
     scn, topo, rec = ctx.scn, ctx.topo, ctx.record
     rec.update({"scenario": asdict(scn), "overrides": ctx.overrides,
                 "profile": "quick" if ctx.quick else "full", "duration_s": ctx.duration_s,
-                "params": dict(topo.params), "qdisc": topo.qdisc.to_dict(),
+                "params": dict(topo.params),
+                "qdisc": dict(topo.qdisc.to_dict(), warnings=list(ctx.qdisc_warnings)),
                 "knobs": ctx.knobs, "traffic": ctx.traffic, "warmup_s": ctx.warmup_s,
                 "scaling": topo.scaling,
                 "base_rtt_ms": topo.base_rtt_ms(), "sample_period_s": ctx.sample_period_s,

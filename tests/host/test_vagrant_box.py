@@ -7,8 +7,9 @@ left behind.
 
 Boots a VM under TCG (libvirt's qemu driver; env BUFFERBLOAT_LIBVIRT_DRIVER=kvm where KVM
 works): about 15 minutes on 2 cores, hence the acceptance tier. Needs root, vagrant,
-vagrant-libvirt and a running libvirtd (scripts/host-packages.txt; without systemd:
-`virtlogd -d; libvirtd -d`). The checkout is copied (its files as git lists them) to a
+vagrant-libvirt and libvirt (scripts/host-packages.txt); on a machine without systemd,
+where nothing starts libvirtd, the test starts virtlogd and libvirtd itself and ends
+them afterwards, by PID. The checkout is copied (its files as git lists them) to a
 temporary directory, so that the run's results never mix with this checkout's; Vagrant's
 home is temporary too. The box's volume, which vagrant-libvirt keeps in the pool as its
 cache of the box, is deleted at the end (by name: only the one this test uploaded)."""
@@ -55,6 +56,39 @@ def _listings():
             {n for n in nets.stdout.split() if n})
 
 
+def _daemon(name):
+    """A libvirt daemon started in the foreground, in its own session (its PID ours)."""
+    exe = shutil.which(name) or os.path.join("/usr/sbin", name)
+    assert os.path.exists(exe), f"{name} is not installed: scripts/install-deps.sh"
+    return subprocess.Popen([exe], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+@pytest.fixture
+def libvirt():
+    """A libvirtd that answers: the machine's own, or, where none runs (no systemd),
+    virtlogd and libvirtd started here and ended afterwards by their PIDs."""
+    started = []
+    if _virsh("uri").returncode != 0:
+        if not subprocess.run(["pgrep", "-x", "virtlogd"], capture_output=True).stdout:
+            started.append(_daemon("virtlogd"))
+        started.append(_daemon("libvirtd"))
+        deadline = time.monotonic() + 60
+        while _virsh("uri").returncode != 0 and time.monotonic() < deadline:
+            assert all(p.poll() is None for p in started), "libvirt's daemons exited"
+            time.sleep(0.5)
+    uri = _virsh("uri")
+    assert uri.returncode == 0, f"libvirtd does not answer: {uri.stderr}"
+    yield
+    for proc in reversed(started):
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
 @pytest.fixture
 def checkout(tmp_path):
     """A copy of this checkout's files (tracked and new, not ignored)."""
@@ -70,13 +104,15 @@ def checkout(tmp_path):
     return dest
 
 
-def test_vagrant_up_runs_a_point_and_brings_its_results_back(checkout, tmp_path):
+@pytest.fixture
+def tools():
     for tool in ("vagrant", "virsh"):
         assert shutil.which(tool), f"{tool} is not installed: scripts/install-deps.sh"
     assert os.geteuid() == 0, "needs root (vm/box, libvirt's system instance)"
-    uri = _virsh("uri")
-    assert uri.returncode == 0, ("libvirtd is not running (without systemd: "
-                                 f"`virtlogd -d; libvirtd -d`): {uri.stderr}")
+
+
+def test_vagrant_up_runs_a_point_and_brings_its_results_back(tools, libvirt, checkout,
+                                                             tmp_path):
     before = _listings()
     t0 = time.monotonic()
     box = _run([os.path.join(ROOT, "vm", "box")], cwd=ROOT, timeout=1800)

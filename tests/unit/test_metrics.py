@@ -352,6 +352,12 @@ def test_a_varying_link_drains_its_queue_at_the_rate_of_the_moment(tmp_path):
     assert got[("link", name, "qdelay_max_ms")] == pytest.approx(40.0)
     assert got[("link", name, "qdelay_mean_ms")] == pytest.approx(25.0, abs=0.2)
     assert got[("link", name, "utilization")] == pytest.approx(1.0, abs=0.01)
+    # 10 000 B drain in 40 ms at 2 Mbit/s, 10 ms at 8; from 2.975 s the first three
+    # 10 ms steps go at 2 Mbit/s (7 500 B), the fourth at 8: 40 ms, not 50
+    assert metrics_queue.drain_at_s(run, 1.5) == pytest.approx(0.04)
+    assert metrics_queue.drain_at_s(run, 3.505) == pytest.approx(0.01)
+    assert metrics_queue.drain_at_s(run, 2.975) == pytest.approx(0.04)
+    assert metrics_queue.drain_at_s(run, 0.5) == pytest.approx(0.016, abs=0.01)
     # the rate given overrides the series (a caller's fixed rate), as on a constant link
     fixed = _by_key(metrics_queue.link_metrics(run, cutoff_s=1.0, rate_mbit=5.0))
     assert fixed[("link", name, "qdelay_mean_ms")] == pytest.approx(16.0)

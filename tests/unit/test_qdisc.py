@@ -130,3 +130,34 @@ def test_run_prints_the_tick_rounding_before_anything_is_built(monkeypatch):
             assert len(warnings) == 1 and said in warnings[0] and "HZ=250" in warnings[0]
         else:
             assert warnings == []
+
+
+def test_the_record_says_what_the_tick_made_of_tupdate(monkeypatch, tmp_path):
+    """result.json's ``qdisc.warnings`` holds what `run` printed (the acceptance test of
+    B.1 reads it there): 1 ms at HZ=250 becomes 4 ms; 60 ms, nothing."""
+    from bufferbloat.net.capabilities import Capabilities
+    from bufferbloat.run import engine
+    from bufferbloat.run.resolved import resolve_run
+    from bufferbloat.scenarios import catalogue
+
+    class NoNetwork:
+        def __init__(self, *a, **k):
+            pass
+
+        def check(self):
+            pass
+
+    caps = Capabilities([], "test", 250)
+    monkeypatch.setattr(caps, "require", lambda needs: None)
+    monkeypatch.setattr(engine, "probe", lambda: caps)
+    monkeypatch.setattr(engine, "Network", NoNetwork)
+    monkeypatch.setattr(engine, "machine_record", lambda caps: {})
+    monkeypatch.setattr(engine, "tool_versions", lambda: {})
+    scn = catalogue()["b1_pie_tupdate"]
+    for tupdate, said in ((1, "pie tupdate 1 ms becomes 4 ms"), (60, None)):
+        ctx = engine.prepare(resolve_run(scn, {"qdisc.tupdate_ms": tupdate}, quick=True,
+                                         duration_s=10), str(tmp_path), lambda _: None)
+        engine._record_setting(ctx)
+        got = ctx.record["qdisc"]["warnings"]
+        assert got[0].startswith(said) if said else got == [], got
+        assert ctx.record["qdisc"]["params"]["tupdate_ms"] == tupdate
