@@ -22,6 +22,7 @@ from bufferbloat.measure import linkloop
 from bufferbloat.net import linktrace, tracegen
 from bufferbloat.results import capacity
 from bufferbloat.run.engine import sampler_rt_priority
+from tests.retries import observe
 
 
 def _ip(*args):
@@ -143,9 +144,12 @@ def test_square_wave_delivers_the_capacity(bottleneck, tmp_path):
     m = capacity.record(str(tmp_path))
     print("square wave:", json.dumps(m), json.dumps(stats))
     assert m["ratio_windows"] >= 60, m
-    assert abs(m["ratio_p50"] - 1) <= 0.05, m
-    assert m["ratio_dev_p95"] <= 0.10, m
-    assert m["missed_ticks_pct"] <= 1.0, m
+    # the values with their bounds into the test record (bench/band_spreads.py)
+    assert observe("delivered / capacity, 100 ms windows, median", m["ratio_p50"],
+                   0.95, 1.05), m
+    assert observe("delivered / capacity, 100 ms windows, p95 deviation",
+                   m["ratio_dev_p95"], hi=0.10), m
+    assert observe("the loop's missed ticks", m["missed_ticks_pct"], hi=1.0, unit="%"), m
     assert m["over_capacity_windows"] == 0, m
     assert (tmp_path / capacity.CAPACITY_CSV).exists()
 
