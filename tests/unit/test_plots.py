@@ -517,6 +517,12 @@ def test_the_full_queue_flag_spans_a_varying_links_rates():
     (msg,) = [f for f in flags(r, rows) if "full-queue" in f]
     assert f"above the full-queue bound at {rate * 4:g} Mbit/s" in msg, (msg, rtt_max)
     assert common.full_queue_rtt_ms(r, rate * 4) < common.full_queue_rtt_ms(r)
+    # a link that did not fill: flagged on a constant link, not on a varying one
+    low = [dict(x, value=0.5) if x["metric"] == "utilization" else x for x in rows]
+    r.record.pop("link_trace")
+    assert any("did not fill the link" in f for f in flags(r, low))
+    r.record["link_trace"] = {"min_mbit": rate / 4, "max_mbit": rate * 2}
+    assert not any("did not fill the link" in f for f in flags(r, low))
 
 
 def test_flags_contradictions_beyond_tolerance():
