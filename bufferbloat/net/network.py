@@ -53,6 +53,7 @@ from bufferbloat.net.links import offloads_off
 from bufferbloat.net.lock import remove_lock, take_lock
 from bufferbloat.net.qdiscplan import QdiscPlan
 from bufferbloat.net.sysctls import GlobalSysctls
+from bufferbloat.netlink import netclean
 from bufferbloat.netlink.nlstats import in_netns
 
 HELD_NOTE = ("bufferbloat: interrupt received: finishing {what} first, so that nothing "
@@ -103,6 +104,9 @@ class Network:
         self.host_config = HostSettings(self)       # the hosts' sysctls and routes
         self.qdisc_plan = QdiscPlan(self)           # runs self.plan, reads it back
         self._control = None     # control paths beside the emulated links (control.py)
+        #: {host: IPv4 routes} read right after the build, for a kept network's proof
+        #: (bufferbloat/net/reuse.py)
+        self.fresh_routes = None
 
     # ----------------------------------------------------------------- lifecycle
     def check(self):
@@ -306,6 +310,11 @@ class Network:
     def ip(self, host):
         """IPv4 address of ``host``."""
         return self.net[host].IP()
+
+    def listening_ports(self, host):
+        """The TCP ports something listens on in ``host`` (what ``ss -Hltn`` lists), read
+        in this process: no tool process (:mod:`bufferbloat.netlink.netclean`)."""
+        return self.in_ns(host, netclean.listening_ports)
 
     def control_path(self, client, server, port):
         """Send the TCP connections from ``client`` to ``server``:``port`` over a veth

@@ -13,7 +13,7 @@ import time
 
 from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.errors import UsageError
-from bufferbloat.results.health import verdict_of
+from bufferbloat.results.health import network_of, verdict_of
 from bufferbloat.run import derive
 from bufferbloat.run.executor import Job, SerialExecutor
 from bufferbloat.run.index import INDEX_FILE, group_configs
@@ -312,7 +312,10 @@ class SweepRunner:
             entry["health"] = done.health
             if done.health == "degraded":
                 log(f"  DEGRADED: the emulator fell behind ({job.path}/result.json: health)")
-            rec_key = read_record(job.path).get("run_key")
+            rec = read_record(job.path)
+            rec_key = rec.get("run_key")
+            if network_of(rec) is not None:    # kept from the point before, or built
+                entry["network"] = network_of(rec)
             if rec_key != job.key:
                 log(f"  warning: {job.path} records run_key {rec_key}, the sweep expected "
                     f"{job.key}")
