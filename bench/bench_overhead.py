@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 #: one quick point per family
 FAMILIES = {"A": "a1_fifo", "B": "b1_pie_tupdate", "C": "c1_red_vs_pie",
             "D": "d1_cca_paths", "E": "e1_aqm_kflows"}
-PHASES = ("resolve", "record", "sampler_build", "build", "readback", "parts", "idle_rtt",
+PHASES = ("resolve", "record", "sampler_build", "build", "reconfigure", "readback", "parts",
+          "idle_rtt",
           "prepare", "sampler_start", "departures_start", "connect", "traffic", "grace",
           "stop", "departures_stop", "collect",
           "metrics", "health", "teardown", "other")
@@ -128,10 +129,11 @@ HOST_DURATION_S = 5.0
 
 
 def host_bench(repeat):
-    """Host-kernel points as a serial sweep runs them (buffers x repetitions, in one
-    process), twice: with the network kept between points (bufferbloat/net/reuse.py)
-    and with a fresh network for every point. Prints each way's phases and, last, the
-    median overhead (record wall - traffic) of each; the kept way's last."""
+    """Host-kernel points as a serial sweep runs them (in one process), two ways side by
+    side: each repetition's buffers once with the network kept between points
+    (bufferbloat/net/reuse.py: the first built, the others on it) and once with a fresh
+    network for every point. Prints each way's phases and, last, the median overhead
+    (record wall - traffic) of each; the kept way's last."""
     import statistics  # noqa: PLC0415
     import time  # noqa: PLC0415
 
@@ -144,11 +146,11 @@ def host_bench(repeat):
     ways = ("kept", "fresh")
     over = {w: [] for w in ways}
     dirs = {w: [] for w in ways}
-    closing = {}
-    for way in ways:
-        keeper = NetworkKeeper(enabled=way == "kept")
-        try:
-            for rep in range(1, repeat + 1):
+    reused, closing = [], 0.0
+    for rep in range(1, repeat + 1):
+        for way in ways:
+            # one network per namespace: the kept one is removed before the fresh way's
+            with NetworkKeeper(enabled=way == "kept") as keeper:
                 for buf in HOST_BUFFERS:
                     t = time.monotonic()
                     d = run_point(scn, {"delay_ms": "0", "buffer_pkts": str(buf)},
@@ -159,24 +161,23 @@ def host_bench(repeat):
                         rec = json.load(f)
                     over[way].append(rec["wall_s"] - rec["duration_s"])
                     dirs[way].append(d)
+                    kept = rec["network"]["reuse"]["reused"]
+                    if kept:
+                        reused.append(over[way][-1])
                     print(f"bench: {way:<6} buffer {buf:>3} rep {rep}: wall "
                           f"{rec['wall_s']:.2f} s (outer {outer:.2f}), "
                           f"{rec['health']['verdict']}, network "
-                          f"{'reused' if rec['network']['reuse']['reused'] else 'fresh'}",
-                          file=sys.stderr, flush=True)
-        finally:
-            keeper.close()
-        closing[way] = keeper.closing_s
+                          f"{'reused' if kept else 'built'}", file=sys.stderr, flush=True)
+            closing += keeper.closing_s
     for way in ways:
         print(f"== {way}")
         table(dirs[way])
     unhealthy = sum(json.load(open(os.path.join(d, "result.json")))["health"]["verdict"]
                     != "healthy" for way in ways for d in dirs[way])
-    reused = sum(json.load(open(os.path.join(d, "result.json")))["network"]["reuse"]["reused"]
-                 for d in dirs["kept"])
-    print(f"runs kept in {out}; {unhealthy} not healthy; {reused} of {len(dirs['kept'])} "
-          f"kept-way points reused their network; the last kept network's teardown, "
-          f"outside any point: {closing['kept']:.2f} s")
+    print(f"runs kept in {out}; {unhealthy} not healthy; {len(reused)} of "
+          f"{len(dirs['kept'])} kept-way points on a kept network (median overhead "
+          f"{statistics.median(reused) if reused else float('nan'):.2f} s); the kept "
+          f"networks' last teardowns, outside any point: {closing:.2f} s in all")
     fresh, kept = (statistics.median(over[w]) for w in ("fresh", "kept"))
     print(f"fresh host overhead per point {fresh:.2f} s (a network built for every point, "
           f"median of {len(over['fresh'])})")
@@ -202,7 +203,7 @@ def main():
                     help="a quick sweep of host-kernel points (a1_fifo, HTB + pfifo, 5 s, "
                          "buffers 20/50/100), the network kept between points beside a "
                          "fresh network for every point")
-    ap.add_argument("--repeat", type=int, default=2, help="--host: repetitions (1-20)")
+    ap.add_argument("--repeat", type=int, default=3, help="--host: repetitions (1-20)")
     ap.add_argument("--inside", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.host:

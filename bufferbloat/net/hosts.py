@@ -30,6 +30,9 @@ class HostSettings:
         self.net = net
         self.read_back = {}   # {host: {sysctl: value}} as the build read them back
         self.fresh = {}       # {host: {sysctl: value}} of SET_SYSCTLS before the first write
+        #: {host: its routes as ``ip -4 route`` lists them}, read once: a kept network's
+        #: next point proves them unchanged (bufferbloat/net/reuse.py) instead
+        self.routes = {}
 
     @property
     def topo(self):
@@ -100,16 +103,19 @@ class HostSettings:
     def record(self):
         """{host: {sysctl: value}} of the TCP settings every host runs with, as read back
         from its namespace (the build's verifying read, or a new one for a host it did not
-        configure), and its routes (``ip -4 route``)."""
+        configure), and its routes (``ip -4 route``, read once per network: a kept
+        network's are proven unchanged by its next point)."""
         out = {}
         for host in sorted(set(self.topo.senders) | {self.topo.receiver}):
             values = self.read_back.get(host)
             out[host] = dict(values if values is not None else self.read(host))
             # its IPv4 routes too: an advertised MSS (advmss_bytes) shows there
-            out[host]["ip -4 route"] = "; ".join(
-                " ".join(r.split()) for r in self.net.run(host, ["ip", "-4", "route", "show"],
-                                                          check=False).splitlines()
-                if r.strip())
+            if host not in self.routes:
+                self.routes[host] = "; ".join(
+                    " ".join(r.split()) for r in self.net.run(
+                        host, ["ip", "-4", "route", "show"], check=False).splitlines()
+                    if r.strip())
+            out[host]["ip -4 route"] = self.routes[host]
         return out
 
 

@@ -324,6 +324,11 @@ class Network:
             self._control = ControlPaths(self)
         return self._control.add(client, server, port)
 
+    @property
+    def has_control_paths(self):
+        """Whether control paths were added (a veth between two hosts, policy rules)."""
+        return self._control is not None
+
     # ----------------------------------------------------------------- bottleneck
     @property
     def bottleneck_dev(self):

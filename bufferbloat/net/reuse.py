@@ -73,7 +73,7 @@ def devices(topo, intfs):
 def mismatch(kept, fresh):
     """Why the kept network ``kept`` cannot serve the point of the unbuilt network
     ``fresh`` (same topology description, not started), or None when it can."""
-    if kept._control is not None:
+    if kept.has_control_paths:
         return ("the point before added control paths (NetPerfMeter's): a fresh network "
                 "has none")
     old, new = shape(kept), shape(fresh)
@@ -136,42 +136,31 @@ def reconfigure(net, topo):
         raise NotClean("processes other than the hosts' shells in their namespaces: "
                        + ", ".join(left[:5]))
     hosts = sorted(set(topo.senders) | {topo.receiver})
-    proof = {"processes_left": 0}
-    destroyed, sockets = 0, []
-    for host in hosts:
-        n, rest = net.in_ns(host, netclean.destroy_sockets)
-        destroyed += n
-        sockets += [f"{host}: {s}" for s in rest]
-    if sockets:
-        raise NotClean(f"sockets left after SOCK_DESTROY: {', '.join(sockets[:5])}")
-    proof["sockets_destroyed"] = destroyed
+    # each host cleaned in one call inside its namespace: sockets, TCP metrics,
+    # neighbours, route cache; its routes read
+    found = {host: net.in_ns(host, netclean.clean) for host in hosts}
+    for what, left in (("sockets", "sockets_left"), ("TCP metrics entries",
+                                                     "tcp_metrics_left"),
+                       ("neighbour entries", "neighbours_left")):
+        rest = [f"{host}: {x}" for host, got in found.items() for x in got[left]]
+        if rest:
+            raise NotClean(f"{what} left after the flush: {', '.join(rest[:5])}")
+    routes = {host: got["routes"] for host, got in found.items()}
+    if routes != net.fresh_routes:
+        raise NotClean(f"routes differ from the fresh build's: {routes} "
+                       f"(fresh: {net.fresh_routes})")
+    proof = {"processes_left": 0, "routes": "as built", "route_cache": "flushed"}
+    for key in ("sockets_destroyed", "tcp_metrics_flushed", "neighbours_flushed"):
+        proof[key] = sum(got[key] for got in found.values())
     old_plan = net.plan
     net.topo = topo
     net.plan = bn.plan_network(topo, net.intfs)
     net.qdisc_plan.install(_removal(old_plan) + [s for s in net.plan if _qdisc_step(s)])
     proof["qdiscs"] = "replaced"
-    net._allow_ccas()
+    net.global_sysctls.allow_ccas()
     for host in hosts:
         net.host_config.configure(host, restore=True)
     proof["sysctls"] = "written and read back"
-    metrics = neighbours = 0
-    for host in hosts:
-        before, after = net.in_ns(host, netclean.flush_tcp_metrics)
-        if after:
-            raise NotClean(f"{host}: {after} TCP metrics entries left after the flush")
-        metrics += before
-        flushed, rest = net.in_ns(host, netclean.flush_neighbours)
-        if rest:
-            raise NotClean(f"{host}: neighbour entries left: {', '.join(rest[:3])}")
-        neighbours += flushed
-        net.in_ns(host, netclean.flush_route_cache)
-    proof.update(tcp_metrics_flushed=metrics, neighbours_flushed=neighbours,
-                 route_cache="flushed")
-    routes = routes_of(net, hosts)
-    if routes != net.fresh_routes:
-        raise NotClean(f"routes differ from the fresh build's: {routes} "
-                       f"(fresh: {net.fresh_routes})")
-    proof["routes"] = "as built"
     flush_switch(net)
     proof["switch_fdb"] = "flushed"
     return proof
@@ -258,19 +247,26 @@ class NetworkKeeper:
         kept one, reconfigured and proven clean, or ``fresh`` started. Yields (network,
         {"reused", "why", ...}). A block that ends well hands the network back to be
         kept; any exception or interrupt ends it."""
-        net, reuse = self._take(fresh)
+        try:
+            net, reuse = self._take(fresh)
+        except BaseException as exc:
+            self._ended(exc)
+            raise
         kept = False
         try:
             yield net, reuse
         except BaseException as exc:
-            self.why_not = (f"the point before ended with {type(exc).__name__}: its "
-                            "network was removed")
+            self._ended(exc)
             raise
         else:
             kept = self._keep(net)
         finally:
             if not kept:
                 net.stop()
+
+    def _ended(self, exc):
+        self.why_not = (f"the point before ended with {type(exc).__name__}: its network "
+                        "was removed")
 
     def _take(self, fresh):
         kept, self.kept = self.kept, None
@@ -306,8 +302,12 @@ class NetworkKeeper:
     def _fresh(self, fresh, why):
         fresh.start()
         if self.enabled:
-            fresh.fresh_routes = routes_of(
-                fresh, sorted(set(fresh.topo.senders) | {fresh.topo.receiver}))
+            try:
+                fresh.fresh_routes = routes_of(
+                    fresh, sorted(set(fresh.topo.senders) | {fresh.topo.receiver}))
+            except BaseException:
+                fresh.stop()
+                raise
         self.points = 1
         return fresh, {"reused": False, "why": why, "points": 1}
 

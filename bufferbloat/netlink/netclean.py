@@ -188,6 +188,23 @@ def _count_metrics(sock, family, seq=2):
             return n
 
 
+def clean():
+    """Everything above, in this order, in one call: every socket destroyed, the TCP
+    metrics cache flushed, neighbours deleted, the route cache flushed; then the routes
+    read. Returns {sockets_destroyed, sockets_left, tcp_metrics_flushed,
+    tcp_metrics_left, neighbours_flushed, neighbours_left, routes} (what is left: lists
+    of text, empty when clean)."""
+    destroyed, sockets = destroy_sockets()
+    before, after = flush_tcp_metrics()
+    flushed, neighbours = flush_neighbours()
+    flush_route_cache()
+    return {"sockets_destroyed": destroyed, "sockets_left": sockets,
+            "tcp_metrics_flushed": before,
+            "tcp_metrics_left": [f"{after} entries"] if after else [],
+            "neighbours_flushed": flushed, "neighbours_left": neighbours,
+            "routes": ipv4_routes()}
+
+
 def flush_route_cache():
     """Flush the IPv4 next-hop exceptions and the IPv6 cached routes (``ip route flush
     cache``); IPv6 only where the namespace has it."""

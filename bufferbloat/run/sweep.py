@@ -198,10 +198,12 @@ class SweepRunner:
             extra["precision"] = {"rule": self.precision.describe(), "configs": {
                 key: {k: v[k] for k in ("why", "runs", "metrics")}
                 for key, v in self.judged.items()}}
+        nets = [e["network"]["reused"] for e in index if e.get("network")]
         write_json_atomic(self.index_path, dict(
             self.meta, points=self.n, profile="quick" if quick else "full",
             executor=self.executor.describe(), wall_s=time.monotonic() - self.t0,
-            done=index, configs=group_configs(index), **extra))
+            done=index, configs=group_configs(index),
+            networks={"reused": sum(nets), "built": len(nets) - sum(nets)}, **extra))
 
     def _count_recorded(self):
         """The points recorded already (read only; a derived point's key is known only

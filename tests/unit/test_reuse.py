@@ -203,4 +203,5 @@ def test_the_verdict_and_the_sweep_index_say_which_points_reused_their_network(t
                                **QUIET)
     done = _index(index)["done"]
     assert [e["network"]["reused"] for e in done] == [False, True]
+    assert _index(index)["networks"] == {"reused": 1, "built": 1}
     assert done[1]["network"]["why"] == "the same network as the point before"
