@@ -231,9 +231,8 @@ class NetworkKeeper:
     ``enabled`` False (env BUFFERBLOAT_KEEP_NETWORK=off): every point gets a fresh
     network, and its record says so."""
 
-    def __init__(self, enabled=None, log=print):
+    def __init__(self, enabled=None):
         self.enabled = keeping_wanted() if enabled is None else enabled
-        self.log = log
         self.kept = None
         self.why_not = ("the first point" if self.enabled
                         else f"{KEEP_ENV}=off: a fresh network for every point")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from bufferbloat.core.machine import under_tcg
 from bufferbloat.core.params import Param, check_number, env_number
-from bufferbloat.core.signals import stop_process
+from bufferbloat.core.signals import stop_process, wait_process
 from bufferbloat.core.stats import percentile
 from bufferbloat.traffic.base import Timed, TrafficPart, register
 
@@ -78,7 +78,7 @@ class PingProbe(Timed):
 
     def wait(self, timeout_s=None):
         """Wait for ``count`` probes to complete and parse."""
-        self.proc.wait(timeout=timeout_s)
+        wait_process(self.proc, timeout_s)
         return self._parse()
 
     def _parse(self):

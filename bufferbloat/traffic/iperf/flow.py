@@ -16,7 +16,7 @@ import time
 
 from bufferbloat.core.errors import ParameterError
 from bufferbloat.core.params import MIN_RATE_MBIT, check_number, check_port
-from bufferbloat.core.signals import stop_process
+from bufferbloat.core.signals import stop_process, wait_process
 from bufferbloat.traffic.base import LISTEN_POLL_S, Timed, wait_listening
 from bufferbloat.traffic.iperf.results import Iperf3Results
 
@@ -192,7 +192,7 @@ class Iperf3Flow(Iperf3Results, Timed):
         if self.client is None:
             raise RuntimeError(f"iperf3 {self.name}: {self.error or 'not started'}")
         try:
-            self.client.wait(timeout=timeout_s or self.duration_s + self.omit_s + 30)
+            wait_process(self.client, timeout_s or self.duration_s + self.omit_s + 30)
         finally:
             self._finish()
         if self.error:
@@ -229,7 +229,7 @@ class Iperf3Flow(Iperf3Results, Timed):
             self._watcher.join()
         # the server ends by itself after its one test (-1); give it a moment to report
         try:
-            self.server.wait(timeout=3)
+            wait_process(self.server, 3)
         except subprocess.TimeoutExpired:
             stop_process(self.server)
         self.server_out.seek(0)
