@@ -205,3 +205,26 @@ def test_the_verdict_and_the_sweep_index_say_which_points_reused_their_network(t
     assert [e["network"]["reused"] for e in done] == [False, True]
     assert _index(index)["networks"] == {"reused": 1, "built": 1}
     assert done[1]["network"]["why"] == "the same network as the point before"
+
+
+def test_a_wait_for_a_process_returns_when_it_ends_not_at_the_next_poll(monkeypatch):
+    """core.signals.wait_process: the kernel says when (a pidfd), where Popen's own
+    wait(timeout) polls with sleeps growing to 50 ms: no sleep is taken."""
+    import subprocess  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from bufferbloat.core.signals import wait_process  # noqa: PLC0415
+    proc = subprocess.Popen(["sleep", "0.3"])
+    slept = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    t = time.monotonic()
+    assert wait_process(proc, 5.0) == 0 and time.monotonic() - t > 0.25
+    assert slept == []
+    monkeypatch.undo()
+    proc = subprocess.Popen(["sleep", "5"])
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            wait_process(proc, 0.1)
+    finally:
+        proc.kill()
+        assert wait_process(proc, 5.0) == -9
