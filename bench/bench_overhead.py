@@ -131,8 +131,8 @@ HOST_DURATION_S = 5.0
 def host_bench(repeat):
     """Host-kernel points as a serial sweep runs them (in one process), two ways side by
     side: each repetition's buffers once with the network kept between points
-    (bufferbloat/net/reuse.py: the first built, the others on it) and once with a fresh
-    network for every point. Prints each way's phases and, last, the median overhead
+    (bufferbloat/net/reuse.py: the first built, the others on it; each repetition starts
+    at the next buffer) and once with a fresh network for every point. Prints each way's phases and, last, the median overhead
     (record wall - traffic) of each; the kept way's last."""
     import statistics  # noqa: PLC0415
     import time  # noqa: PLC0415
@@ -151,7 +151,10 @@ def host_bench(repeat):
         for way in ways:
             # one network per namespace: the kept one is removed before the fresh way's
             with NetworkKeeper(enabled=way == "kept") as keeper:
-                for buf in HOST_BUFFERS:
+                # each repetition starts at another buffer: each buffer's network is
+                # built once and kept for the others, the same mix as the fresh way's
+                k = (rep - 1) % len(HOST_BUFFERS)
+                for buf in HOST_BUFFERS[k:] + HOST_BUFFERS[:k]:
                     t = time.monotonic()
                     d = run_point(scn, {"delay_ms": "0", "buffer_pkts": str(buf)},
                                   duration_s=HOST_DURATION_S, out_root=os.path.join(out, way),
