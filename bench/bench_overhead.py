@@ -19,9 +19,10 @@ Mininet's own ifconfig and brctl through its shells, serially, for another;
 ``--npm-per-process 200`` connects a NetPerfMeter part's flows from one process, the
 way before 2026-11-28, for a third).
 The VM's boot (once per command) is printed from its boots record. ``--host`` runs
-host-kernel points instead (a1_fifo with no netem over three buffers, 5 s each), the old
-idle probe and today's alternating, and ends with ``host overhead per point X s (point
-wall - traffic, median of N)``. Asserts nothing.
+host-kernel points instead (a1_fifo with no netem over three buffers, 5 s each), as a
+serial sweep runs them: with the network kept between points, then with a fresh network
+for every point, and ends with ``host overhead per point X s (point wall - traffic,
+median of N)`` of the kept way. Asserts nothing.
 """
 
 import argparse
@@ -38,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 #: one quick point per family
 FAMILIES = {"A": "a1_fifo", "B": "b1_pie_tupdate", "C": "c1_red_vs_pie",
             "D": "d1_cca_paths", "E": "e1_aqm_kflows"}
-PHASES = ("resolve", "record", "sampler_build", "build", "readback", "parts", "idle_rtt",
+PHASES = ("resolve", "record", "sampler_build", "build", "reconfigure", "readback", "parts",
+          "idle_rtt",
           "prepare", "sampler_start", "departures_start", "connect", "traffic", "grace",
           "stop", "departures_stop", "collect",
           "metrics", "health", "teardown", "other")
@@ -124,56 +126,66 @@ def table(run_dirs):
 #: --host: a1_fifo on this kernel (HTB + pfifo, no netem), these buffers, 5 s each
 HOST_BUFFERS = (20, 50, 100)
 HOST_DURATION_S = 5.0
-#: the old idle probe (20 pings 50 ms apart), run side by side with today's
-OLD_IDLE_PING_S = "0.05"
 
 
 def host_bench(repeat):
-    """Host-kernel points, the old idle probe and today's alternating, point by point,
-    in one process (as a sweep's are): prints each point's phases and, last, the median
-    overhead (record wall - traffic) of each way."""
+    """Host-kernel points as a serial sweep runs them (in one process), two ways side by
+    side: each repetition's buffers once with the network kept between points
+    (bufferbloat/net/reuse.py: the first built, the others on it; each repetition starts
+    at the next buffer) and once with a fresh network for every point. Prints each way's phases and, last, the median overhead
+    (record wall - traffic) of each; the kept way's last."""
     import statistics  # noqa: PLC0415
     import time  # noqa: PLC0415
 
+    from bufferbloat.net.reuse import NetworkKeeper  # noqa: PLC0415 - needs Mininet
     from bufferbloat.run.engine import run_point  # noqa: PLC0415 - needs Mininet
     from bufferbloat.scenarios import catalogue  # noqa: PLC0415
-    from bufferbloat.traffic.ping import IDLE_PING_ENV  # noqa: PLC0415
     scn = catalogue()["a1_fifo"]
     (ROOT / ".scratch").mkdir(exist_ok=True)
     out = tempfile.mkdtemp(prefix="bench-overhead-host-", dir=str(ROOT / ".scratch"))
-    ways = {"old (idle probe 50 ms apart)": OLD_IDLE_PING_S, "now": None}
+    ways = ("kept", "fresh")
     over = {w: [] for w in ways}
     dirs = {w: [] for w in ways}
+    reused, closing = [], 0.0
     for rep in range(1, repeat + 1):
-        for buf in HOST_BUFFERS:
-            for way, interval in ways.items():
-                if interval is None:
-                    os.environ.pop(IDLE_PING_ENV, None)
-                else:
-                    os.environ[IDLE_PING_ENV] = interval
-                t = time.monotonic()
-                d = run_point(scn, {"delay_ms": "0", "buffer_pkts": str(buf)},
-                              duration_s=HOST_DURATION_S, out_root=os.path.join(out, way[:3]),
-                              rep=rep, log=lambda *_: None)
-                outer = time.monotonic() - t
-                with open(os.path.join(d, "result.json")) as f:
-                    rec = json.load(f)
-                over[way].append(rec["wall_s"] - rec["duration_s"])
-                dirs[way].append(d)
-                print(f"bench: {way:<30} buffer {buf:>3} rep {rep}: wall {rec['wall_s']:.2f} s "
-                      f"(outer {outer:.2f}), {rec['health']['verdict']}", file=sys.stderr,
-                      flush=True)
-    os.environ.pop(IDLE_PING_ENV, None)
+        for way in ways:
+            # one network per namespace: the kept one is removed before the fresh way's
+            with NetworkKeeper(enabled=way == "kept") as keeper:
+                # each repetition starts at another buffer: each buffer's network is
+                # built once and kept for the others, the same mix as the fresh way's
+                k = (rep - 1) % len(HOST_BUFFERS)
+                for buf in HOST_BUFFERS[k:] + HOST_BUFFERS[:k]:
+                    t = time.monotonic()
+                    d = run_point(scn, {"delay_ms": "0", "buffer_pkts": str(buf)},
+                                  duration_s=HOST_DURATION_S, out_root=os.path.join(out, way),
+                                  rep=rep, log=lambda *_: None, keeper=keeper)
+                    outer = time.monotonic() - t
+                    with open(os.path.join(d, "result.json")) as f:
+                        rec = json.load(f)
+                    over[way].append(rec["wall_s"] - rec["duration_s"])
+                    dirs[way].append(d)
+                    kept = rec["network"]["reuse"]["reused"]
+                    if kept:
+                        reused.append(over[way][-1])
+                    print(f"bench: {way:<6} buffer {buf:>3} rep {rep}: wall "
+                          f"{rec['wall_s']:.2f} s (outer {outer:.2f}), "
+                          f"{rec['health']['verdict']}, network "
+                          f"{'reused' if kept else 'built'}", file=sys.stderr, flush=True)
+            closing += keeper.closing_s
     for way in ways:
         print(f"== {way}")
         table(dirs[way])
     unhealthy = sum(json.load(open(os.path.join(d, "result.json")))["health"]["verdict"]
                     != "healthy" for way in ways for d in dirs[way])
-    print(f"runs kept in {out}; {unhealthy} not healthy")
-    old, now = (statistics.median(over[w]) for w in ways)
-    print(f"old host overhead per point {old:.2f} s (median of {len(over['now'])})")
-    print(f"host overhead per point {now:.2f} s (point wall - traffic, median of "
-          f"{len(over['now'])})")
+    print(f"runs kept in {out}; {unhealthy} not healthy; {len(reused)} of "
+          f"{len(dirs['kept'])} kept-way points on a kept network (median overhead "
+          f"{statistics.median(reused) if reused else float('nan'):.2f} s); the kept "
+          f"networks' last teardowns, outside any point: {closing:.2f} s in all")
+    fresh, kept = (statistics.median(over[w]) for w in ("fresh", "kept"))
+    print(f"fresh host overhead per point {fresh:.2f} s (a network built for every point, "
+          f"median of {len(over['fresh'])})")
+    print(f"host overhead per point {kept:.2f} s (point wall - traffic, median of "
+          f"{len(over['kept'])})")
     return 0
 
 
@@ -192,8 +204,9 @@ def main():
                          "in one process, the way before, to compare)")
     ap.add_argument("--host", action="store_true",
                     help="a quick sweep of host-kernel points (a1_fifo, HTB + pfifo, 5 s, "
-                         "buffers 20/50/100), the old idle probe beside today's")
-    ap.add_argument("--repeat", type=int, default=2, help="--host: repetitions (1-20)")
+                         "buffers 20/50/100), the network kept between points beside a "
+                         "fresh network for every point")
+    ap.add_argument("--repeat", type=int, default=3, help="--host: repetitions (1-20)")
     ap.add_argument("--inside", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.host:

@@ -2,6 +2,8 @@
 bad one), the options every running command validates before anything is built, a
 rate-limited progress line, and the exit status of a command that ran several points."""
 
+import contextlib
+import functools
 import re
 import sys
 import time
@@ -29,6 +31,25 @@ def parse_overrides(pairs):
             raise UsageError(f"invalid --set {pair!r} (expected key=value)")
         out[key.strip()] = value.strip()
     return out
+
+
+@contextlib.contextmanager
+def point_runner(executor):
+    """The runner of a sweep's points (``runner(run, run_dir=, log=)``), closed at the
+    end: with an executor, the engine's (each worker builds its own networks), closing
+    the executor; here, one point after the other, the engine's with a
+    :class:`~bufferbloat.net.reuse.NetworkKeeper` (a point's network serves the next
+    when it can; the last one kept is removed at the end, or on an interrupt)."""
+    from bufferbloat.run.engine import run_resolved
+    if executor is not None:
+        try:
+            yield run_resolved
+        finally:
+            executor.close()
+        return
+    from bufferbloat.net.reuse import NetworkKeeper
+    with NetworkKeeper() as keeper:
+        yield functools.partial(run_resolved, keeper=keeper)
 
 
 def check_common(args):

@@ -15,8 +15,6 @@ from bufferbloat.commands.placement import where_to_run
 def cmd_run(args):
     """Run one scenario (``--repeat`` times); a failed run is reported and the others go
     on; exit 1 if any failed."""
-    from bufferbloat import summary
-    from bufferbloat.run import engine
     scn = scenario(args.scenario)
     overrides = parse_overrides(args.set)
     check_common(args)
@@ -24,7 +22,6 @@ def cmd_run(args):
     check_range("--sample-ms", args.sample_ms,
                 *(1000 * x for x in SAMPLE_PERIOD_LIMITS_S), " ms")
     from bufferbloat.run.resolved import resolve_run
-    from bufferbloat.run.watch import run_one, stall_limit_s
     # every repetition resolved, once (bad input: exit 2 before anything runs); the
     # same objects are placed and run
     runs = [resolve_run(scn, overrides, quick=args.quick, duration_s=args.time,
@@ -32,7 +29,17 @@ def cmd_run(args):
             for i in range(args.repeat)]
     if where_to_run(args, runs) == "vm":
         return _run_in_vm(args)
+    from bufferbloat.net.reuse import NetworkKeeper
     from bufferbloat.run.where import note_run
+    with NetworkKeeper() as keeper:      # a repetition's network serves the next one
+        return _run_here(args, scn, runs, keeper, note_run)
+
+
+def _run_here(args, scn, runs, keeper, note_run):
+    """The repetitions ``runs`` here, one after the other."""
+    from bufferbloat import summary
+    from bufferbloat.run import engine
+    from bufferbloat.run.watch import run_one, stall_limit_s
     failed, degraded = 0, []
     for i, resolved in enumerate(runs):
         limit = stall_limit_s(resolved.config)
@@ -40,7 +47,7 @@ def cmd_run(args):
               f"{resolved.duration_s:g} s, stall limit {limit:.4g} s)", flush=True)
 
         def run(resolved=resolved):
-            return engine.run_resolved(resolved, args.out)
+            return engine.run_resolved(resolved, args.out, keeper=keeper)
         done = run_one(run, f"{scn.name} run {i + 1}", limit, retries_of(args))
         if done.status != "ok":     # recorded in the run's result.json
             failed += 1

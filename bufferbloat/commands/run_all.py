@@ -7,6 +7,7 @@ import sys
 from bufferbloat.commands.common import (
     check_common,
     end_status,
+    point_runner,
     precision_rule,
     report_faulty,
     retries_of,
@@ -35,7 +36,6 @@ def catalogue_points(quick, only=None, reps=None):
 
 def cmd_run_all(args):
     """Run the whole catalogue with progress; go on past failures; write an index."""
-    from bufferbloat.run.engine import run_resolved
     from bufferbloat.run.plan import plan_points
     from bufferbloat.run.sweep import run_points
     check_common(args)
@@ -58,14 +58,11 @@ def cmd_run_all(args):
         caps, needed = needs(runs)
         caps.require(needed)  # refuse up front, before any network state, what can't run
     index_path = os.path.join(args.out, "index.json")
-    try:
-        index, failed = run_points(planned, args.out, run_resolved, index_path,
+    with point_runner(executor) as runner:
+        index, failed = run_points(planned, args.out, runner, index_path,
                                    {"catalogue": sorted({s.name for s, _, _, _ in todo})},
                                    retries=retries_of(args), executor=executor,
                                    precision=precision)
-    finally:
-        if executor is not None:
-            executor.close()
     ok = sum(1 for e in index if e["status"] == "ok")
     from bufferbloat.run.index import degraded, faulty
     bad, wrong = degraded(index), faulty(index)

@@ -8,6 +8,7 @@ from bufferbloat.commands.common import (
     check_common,
     end_status,
     parse_overrides,
+    point_runner,
     precision_rule,
     progress,
     report_faulty,
@@ -20,7 +21,6 @@ from bufferbloat.core.errors import EXIT_NOTHING_RECORDED, UsageError
 
 def cmd_sweep(args):
     """Vary parameters over a scenario (cartesian product x repetitions), resumable."""
-    from bufferbloat.run.engine import run_resolved
     from bufferbloat.run.plan import check_sweep_size, parse_vary, plan_sweep
     from bufferbloat.run.sweep import run_sweep
     scn = scenario(args.scenario)
@@ -50,14 +50,11 @@ def cmd_sweep(args):
             print("\n".join(finish_sweep(sweep_dir, progress=progress)))
         return rc
     # --repeat overrides the scenario's own repetitions (None: the scenario's)
-    try:
-        index, failed = run_sweep(scn, vary, repeat, args.out, run_resolved,
+    with point_runner(executor) as runner:
+        index, failed = run_sweep(scn, vary, repeat, args.out, runner,
                                   quick=args.quick, duration_s=args.time, base=base,
                                   retries=retries_of(args), executor=executor,
                                   planned=planned, precision=precision)
-    finally:
-        if executor is not None:
-            executor.close()
     print(f"index: {index}")
     if not args.no_figures:
         from bufferbloat.summary import finish_sweep

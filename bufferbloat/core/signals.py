@@ -14,6 +14,7 @@ This process's signals:
 
 Processes: only what we started is ever ended, by its PID, never by name.
 :func:`stop_process` ends a :class:`subprocess.Popen` (SIGTERM, then SIGKILL);
+:func:`wait_process` waits for one to end, told by the kernel (a pidfd), not by polling;
 :func:`end_processes` ends recorded processes ({pid: start time}, the start time guarding
 against PID reuse: :func:`proc_start_time`, :func:`same_process`) that a killed run left.
 """
@@ -21,6 +22,7 @@ against PID reuse: :func:`proc_start_time`, :func:`same_process`) that a killed 
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -193,6 +195,26 @@ def signal_pid(pid, sig, group=None):
         pass
 
 
+def wait_process(proc, timeout_s=None):
+    """``proc.wait(timeout=timeout_s)`` (a :class:`subprocess.Popen` of ours), returning
+    as soon as it ends: Popen's own wait polls with sleeps growing to 50 ms, and would
+    add up to that to every wait (a run waits for several tools in a row). The kernel
+    says when through a pidfd (Linux 5.3); where there is none, Popen's wait."""
+    if proc.poll() is not None or timeout_s is None:
+        return proc.wait(timeout=timeout_s)
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):     # no pidfd here, or already reaped
+        return proc.wait(timeout=timeout_s)
+    try:
+        ready, _, _ = select.select([fd], [], [], max(0.0, timeout_s))
+    finally:
+        os.close(fd)
+    if not ready:
+        raise subprocess.TimeoutExpired(proc.args, timeout_s)
+    return proc.wait(timeout=timeout_s)
+
+
 def stop_process(proc, grace_s=3.0, group=True):
     """End a process we started (a :class:`subprocess.Popen`), by its PID: SIGTERM to its
     process group (``group``; ours start their own session) or to it alone, SIGKILL
@@ -201,10 +223,10 @@ def stop_process(proc, grace_s=3.0, group=True):
         return proc.returncode
     signal_pid(proc.pid, signal.SIGTERM, group)
     try:
-        return proc.wait(timeout=grace_s)
+        return wait_process(proc, grace_s)
     except subprocess.TimeoutExpired:
         signal_pid(proc.pid, signal.SIGKILL, group)
-        return proc.wait(timeout=grace_s)
+        return wait_process(proc, grace_s)
 
 
 def end_processes(procs, grace_s=2.0):

@@ -166,11 +166,22 @@ class NetworkState:
         """Record a process this run started (its start time guards against PID reuse);
         processes that have ended are dropped from the record."""
         with self._lock:
-            procs = self.data["procs"]
-            for key in [k for k, v in procs.items() if not same_process(k, v["start"])]:
-                del procs[key]
-            procs[str(pid)] = {"start": proc_start_time(pid), "what": str(what)[:200]}
+            self._prune()
+            self.data["procs"][str(pid)] = {"start": proc_start_time(pid),
+                                            "what": str(what)[:200]}
         self.save()
+
+    def prune_procs(self):
+        """Drop the processes that have ended from the record (a kept network's shells
+        stay; its points' tools are gone)."""
+        with self._lock:
+            self._prune()
+        self.save()
+
+    def _prune(self):
+        procs = self.data["procs"]
+        for key in [k for k, v in procs.items() if not same_process(k, v["start"])]:
+            del procs[key]
 
     def set_sysctl(self, path, original):
         """Record a global sysctl changed by the run and the value to restore."""

@@ -16,6 +16,10 @@ CCA_SYSCTL = "net.ipv4.tcp_congestion_control"
 HOST_SYSCTLS = (CCA_SYSCTL, "net.ipv4.tcp_rmem",
                 "net.ipv4.tcp_wmem", "net.ipv4.tcp_ecn", "net.ipv4.tcp_no_metrics_save",
                 "net.core.default_qdisc", "net.ipv4.tcp_slow_start_after_idle")
+#: the sysctls wanted() may set: their values in the fresh namespace are read before the
+#: first write, so that a kept network's next point writes back those it does not set
+SET_SYSCTLS = (CCA_SYSCTL, "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_ecn",
+               "net.ipv4.tcp_no_metrics_save", "net.ipv4.tcp_slow_start_after_idle")
 
 
 class HostSettings:
@@ -25,6 +29,10 @@ class HostSettings:
     def __init__(self, net):
         self.net = net
         self.read_back = {}   # {host: {sysctl: value}} as the build read them back
+        self.fresh = {}       # {host: {sysctl: value}} of SET_SYSCTLS before the first write
+        #: {host: its routes as ``ip -4 route`` lists them}, read once: a kept network's
+        #: next point proves them unchanged (bufferbloat/net/reuse.py) instead
+        self.routes = {}
 
     @property
     def topo(self):
@@ -51,20 +59,28 @@ class HostSettings:
             want[CCA_SYSCTL] = self.topo.ccas[host]
         return want
 
-    def configure(self, host):
+    def configure(self, host, restore=False):
         """Every setting of ``host`` written in its namespace (a key the kernel refuses
         fails the build, naming the key and the refusal, after the others were tried),
         its routes' advmss, and one read back: every value must read as set (the CCA:
         the kernel may refuse one it has not allowed in a namespace). The read is kept
-        for record()."""
+        for record(). The first time, the fresh namespace's values of SET_SYSCTLS are
+        read first; ``restore`` (a kept network's next point) writes them back where
+        the point does not set its own, and leaves the routes (advmss) as they are."""
         net = self.net
         want = self.wanted(host)
-        refused = net.in_ns(host, nsconfig.write_sysctls, want)
+        if host not in self.fresh:        # one call: the fresh values, then the writes
+            self.fresh[host], refused = net.in_ns(host, _read_then_write, SET_SYSCTLS,
+                                                  want)
+        else:
+            if restore:
+                want = {**self.fresh[host], **want}
+            refused = net.in_ns(host, nsconfig.write_sysctls, want)
         if refused:
             raise CommandError(f"{host}: " + "; ".join(
                 f'setting key "{k}" to {want[k]!r}: {why}' for k, why in refused.items()))
         advmss = self.topo.params.get("advmss_bytes")
-        if advmss:   # both ends advertise it: each side's segments are at most it
+        if advmss and not restore:   # both ends advertise it: each side's segments are at most it
             for route in net.run(host, ["ip", "-4", "route", "show"]).splitlines():
                 if route.strip():
                     net.run(host, ["ip", "route", "change", *route.split(),
@@ -87,14 +103,23 @@ class HostSettings:
     def record(self):
         """{host: {sysctl: value}} of the TCP settings every host runs with, as read back
         from its namespace (the build's verifying read, or a new one for a host it did not
-        configure), and its routes (``ip -4 route``)."""
+        configure), and its routes (``ip -4 route``, read once per network: a kept
+        network's are proven unchanged by its next point)."""
         out = {}
         for host in sorted(set(self.topo.senders) | {self.topo.receiver}):
             values = self.read_back.get(host)
             out[host] = dict(values if values is not None else self.read(host))
             # its IPv4 routes too: an advertised MSS (advmss_bytes) shows there
-            out[host]["ip -4 route"] = "; ".join(
-                " ".join(r.split()) for r in self.net.run(host, ["ip", "-4", "route", "show"],
-                                                          check=False).splitlines()
-                if r.strip())
+            if host not in self.routes:
+                self.routes[host] = "; ".join(
+                    " ".join(r.split()) for r in self.net.run(
+                        host, ["ip", "-4", "route", "show"], check=False).splitlines()
+                    if r.strip())
+            out[host]["ip -4 route"] = self.routes[host]
         return out
+
+
+def _read_then_write(keys, values):
+    """({key: value} of ``keys`` before, what ``values``' writes refused): in one call
+    inside the namespace."""
+    return nsconfig.read_sysctls(keys), nsconfig.write_sysctls(values)

@@ -53,6 +53,7 @@ from bufferbloat.net.links import offloads_off
 from bufferbloat.net.lock import remove_lock, take_lock
 from bufferbloat.net.qdiscplan import QdiscPlan
 from bufferbloat.net.sysctls import GlobalSysctls
+from bufferbloat.netlink import netclean
 from bufferbloat.netlink.nlstats import in_netns
 
 HELD_NOTE = ("bufferbloat: interrupt received: finishing {what} first, so that nothing "
@@ -103,6 +104,9 @@ class Network:
         self.host_config = HostSettings(self)       # the hosts' sysctls and routes
         self.qdisc_plan = QdiscPlan(self)           # runs self.plan, reads it back
         self._control = None     # control paths beside the emulated links (control.py)
+        #: {host: IPv4 routes} read right after the build, for a kept network's proof
+        #: (bufferbloat/net/reuse.py)
+        self.fresh_routes = None
 
     # ----------------------------------------------------------------- lifecycle
     def check(self):
@@ -307,6 +311,11 @@ class Network:
         """IPv4 address of ``host``."""
         return self.net[host].IP()
 
+    def listening_ports(self, host):
+        """The TCP ports something listens on in ``host`` (what ``ss -Hltn`` lists), read
+        in this process: no tool process (:mod:`bufferbloat.netlink.netclean`)."""
+        return self.in_ns(host, netclean.listening_ports)
+
     def control_path(self, client, server, port):
         """Send the TCP connections from ``client`` to ``server``:``port`` over a veth
         straight between the two hosts, beside the emulated links (a tool's control
@@ -314,6 +323,11 @@ class Network:
         if self._control is None:
             self._control = ControlPaths(self)
         return self._control.add(client, server, port)
+
+    @property
+    def has_control_paths(self):
+        """Whether control paths were added (a veth between two hosts, policy rules)."""
+        return self._control is not None
 
     # ----------------------------------------------------------------- bottleneck
     @property

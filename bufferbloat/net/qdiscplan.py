@@ -27,14 +27,14 @@ class QdiscPlan:
     def __init__(self, net):
         self.net = net
 
-    def install(self):
-        """Run the plan, one namespace after the other (no step touches a device of
-        another namespace), each namespace's steps in their order; consecutive tc steps
-        go to one ``tc -batch -``: one process instead of one per step. A step that
-        brings the IFB device up is followed by its offloads off."""
+    def install(self, steps=None):
+        """Run the plan (or ``steps``), one namespace after the other (no step touches a
+        device of another namespace), each namespace's steps in their order; consecutive
+        tc steps go to one ``tc -batch -``: one process instead of one per step. A step
+        that brings the IFB device up is followed by its offloads off."""
         net = self.net
         by_ns = {}
-        for step in net.plan:
+        for step in net.plan if steps is None else steps:
             by_ns.setdefault(step.ns, []).append(step)
         for ns, steps in by_ns.items():
             for batched, group in itertools.groupby(steps, key=lambda s: _tc_batchable(s.argv)):

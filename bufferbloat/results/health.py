@@ -104,13 +104,24 @@ def assess(run, metrics_rows=None):
     verdict = ("faulty" if faults else "degraded" if problems
                else "healthy" if judged else "unknown")
     out = {"verdict": verdict, "faults": faults, "problems": problems, "checks": checks,
-           "thresholds": THRESHOLDS}
+           "thresholds": THRESHOLDS, "network": network_of(rec)}
     moving = unsettled(rec)
     if moving:       # the experiment's, not the emulator's: said, not a verdict of its own
         out["not_steady"] = (f"not at steady state: {', '.join(moving)} still moving at "
                              "the run's end (judged over its second half; a longer run "
                              "would settle it)")
     return out
+
+
+def network_of(record):
+    """{"reused": bool, "why": text} of the run's network: kept from the point before
+    (bufferbloat/net/reuse.py) or built for it; None for a record from before networks
+    were kept (each built its own)."""
+    net = record.get("network") if isinstance(record, dict) else None
+    got = (net or {}).get("reuse") if isinstance(net, dict) else None
+    if not isinstance(got, dict):
+        return None
+    return {"reused": bool(got.get("reused")), "why": got.get("why")}
 
 
 #: Verdicts of runs that did not measure the network: left out of means and figures.
@@ -139,6 +150,8 @@ def headline(health):
     line = f"health: {health['verdict']}"
     if figs:
         line += f" ({', '.join(figs[:6])})"
+    if (health.get("network") or {}).get("reused"):
+        line += "; on the network kept from the point before"
     if health.get("faults"):
         line += ("\n  a fault of the run (its schedule, not the emulator):\n    "
                  + "\n    ".join(health["faults"]))

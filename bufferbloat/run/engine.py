@@ -32,6 +32,7 @@ from bufferbloat.core.series import columns_of
 from bufferbloat.core.signals import deferred_signals, terminate_on_sigterm
 from bufferbloat.measure import departures
 from bufferbloat.measure.sampler import Sampler, prepare_qdisc_helper
+from bufferbloat.net import reuse
 from bufferbloat.net.bottleneck import htb_burst_bytes
 from bufferbloat.net.capabilities import probe
 from bufferbloat.net.cleanup import record_result_file
@@ -112,6 +113,9 @@ class RunContext:
     link_loop: object = None
     #: every measurement is in (an interrupt in the teardown leaves the run ok)
     measured: bool = False
+    #: the sweep's :class:`~bufferbloat.net.reuse.NetworkKeeper`: the network of the
+    #: point before, kept (None: the run builds and removes its own)
+    keeper: object = None
     t_wall: float = field(default_factory=time.monotonic)
     #: seconds spent in each phase of the run (result.json ``phases_s``, docs/reference/results.md)
     phases: dict = field(default_factory=dict)
@@ -137,18 +141,22 @@ class RunContext:
 
 
 def run_point(scn, overrides=None, duration_s=None, out_root="results", quick=False,
-              log=print, run_dir=None, sample_period_s=SAMPLE_PERIOD_S, rep=1):
+              log=print, run_dir=None, sample_period_s=SAMPLE_PERIOD_S, rep=1, keeper=None):
     """Resolve one point of ``scn`` (:func:`bufferbloat.run.resolved.resolve_run`) and
     run it (:func:`run_resolved`); returns the run directory."""
     run = resolve_run(scn, overrides, quick=quick, duration_s=duration_s, rep=rep,
                       sample_period_s=sample_period_s)
-    return run_resolved(run, out_root=out_root, log=log, run_dir=run_dir)
+    return run_resolved(run, out_root=out_root, log=log, run_dir=run_dir, keeper=keeper)
 
 
-def run_resolved(run, out_root="results", log=print, run_dir=None):
+def run_resolved(run, out_root="results", log=print, run_dir=None, keeper=None):
     """Run the resolved point ``run`` (:class:`~bufferbloat.run.resolved.ResolvedRun`)
     once; returns the run directory. Nothing is resolved again: the network's checks and
     the output directory are checked before any network state exists (UsageError).
+    ``keeper`` (:class:`~bufferbloat.net.reuse.NetworkKeeper`, a serial sweep's): the
+    network of the point before is used again when it has the same shape and its state
+    is proven clean, and this point's is kept for the next; the record says which
+    (``network.reuse``).
 
     The steps, top to bottom: :func:`prepare` (the kernel's checks; the record's
     identity) -> :func:`run_network` (build the network, record it, then
@@ -165,6 +173,7 @@ def run_resolved(run, out_root="results", log=print, run_dir=None):
     terminate_on_sigterm()
     t_resolve = time.monotonic()
     ctx = prepare(run, out_root, log, run_dir)
+    ctx.keeper = keeper
     ctx.t_wall = t_resolve
     ctx.phases["resolve"] = time.monotonic() - t_resolve
     status, error = "failed", None
@@ -228,15 +237,24 @@ def run_network(ctx):
     # and the clock starts: never a race against the sampler's start-up timeout
     with ctx.phase("sampler_build"):
         ctx.qdisc_helper = prepare_qdisc_helper(ctx.log)
-    with net:
+    # the kept network of the point before, reconfigured and proven clean, or this
+    # point's own, built (bufferbloat/net/reuse.py)
+    with (reuse.own_network(net) if ctx.keeper is None
+          else ctx.keeper.network(net)) as (net, reused):
+        ctx.net = net
         record_result_file(net.state, ctx.writer.path)
         if net.recovered:
             rec["recovered"] = net.recovered
             ctx.log(f"  removed what a killed run left behind: {net.recovered}")
         with ctx.phase("readback"):
             rec["network"] = net.describe()
+            # the counters this point starts from (its qdiscs' are in "installed")
+            rec["network"]["baseline"] = {"interfaces": reuse.counters(net)}
+            rec["network"]["reuse"] = reused
             rec["bottleneck_dev"] = net.bottleneck_dev[1]
             rec["sysctls"] = net.sysctls()
+        if reused["reused"]:
+            ctx.log(f"  network kept from the point before: {reused['why']}")
         ctx.log(f"  {scn.name}: {topo.qdisc.kind} at {topo.bottleneck.rate_mbit:g} Mbit/s, "
                 f"{len(ctx.traffic)} traffic parts, {ctx.duration_s:g} s")
         if topo.scaling:
@@ -487,9 +505,12 @@ def _close_phases(ctx):
     rec = ctx.record
     rec["wall_s"] = time.monotonic() - ctx.t_wall
     phases = dict(ctx.phases)
-    for key, name in (("build_s", "build"), ("teardown_s", "teardown")):
+    # a kept network's reconfiguration is its point's build; the teardown of a kept
+    # network that could not serve it, its teardown
+    for key, name in (("build_s", "build"), ("reconfigure_s", "reconfigure"),
+                      ("teardown_s", "teardown"), ("kept_teardown_s", "teardown")):
         if key in ctx.net.timings:
-            phases[name] = ctx.net.timings[key]
+            phases[name] = phases.get(name, 0.0) + ctx.net.timings[key]
     phases["other"] = max(0.0, rec["wall_s"] - sum(phases.values()))
     rec["phases_s"] = {k: round(v, 3) for k, v in phases.items()}
 

@@ -13,7 +13,7 @@ import time
 
 from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.core.errors import UsageError
-from bufferbloat.results.health import verdict_of
+from bufferbloat.results.health import network_of, verdict_of
 from bufferbloat.run import derive
 from bufferbloat.run.executor import Job, SerialExecutor
 from bufferbloat.run.index import INDEX_FILE, group_configs
@@ -198,10 +198,12 @@ class SweepRunner:
             extra["precision"] = {"rule": self.precision.describe(), "configs": {
                 key: {k: v[k] for k in ("why", "runs", "metrics")}
                 for key, v in self.judged.items()}}
+        nets = [e["network"]["reused"] for e in index if e.get("network")]
         write_json_atomic(self.index_path, dict(
             self.meta, points=self.n, profile="quick" if quick else "full",
             executor=self.executor.describe(), wall_s=time.monotonic() - self.t0,
-            done=index, configs=group_configs(index), **extra))
+            done=index, configs=group_configs(index),
+            networks={"reused": sum(nets), "built": len(nets) - sum(nets)}, **extra))
 
     def _count_recorded(self):
         """The points recorded already (read only; a derived point's key is known only
@@ -312,7 +314,10 @@ class SweepRunner:
             entry["health"] = done.health
             if done.health == "degraded":
                 log(f"  DEGRADED: the emulator fell behind ({job.path}/result.json: health)")
-            rec_key = read_record(job.path).get("run_key")
+            rec = read_record(job.path)
+            rec_key = rec.get("run_key")
+            if network_of(rec) is not None:    # kept from the point before, or built
+                entry["network"] = network_of(rec)
             if rec_key != job.key:
                 log(f"  warning: {job.path} records run_key {rec_key}, the sweep expected "
                     f"{job.key}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from bufferbloat.core.machine import under_tcg
 from bufferbloat.core.params import Param, check_number, env_number
-from bufferbloat.core.signals import stop_process
+from bufferbloat.core.signals import stop_process, wait_process
 from bufferbloat.core.stats import percentile
 from bufferbloat.traffic.base import Timed, TrafficPart, register
 
@@ -78,7 +78,7 @@ class PingProbe(Timed):
 
     def wait(self, timeout_s=None):
         """Wait for ``count`` probes to complete and parse."""
-        self.proc.wait(timeout=timeout_s)
+        wait_process(self.proc, timeout_s)
         return self._parse()
 
     def _parse(self):
@@ -186,11 +186,14 @@ def parse_ping(text):
     return res
 
 
-#: The idle probe before the traffic: this many pings this far apart (0.2 s in all, plus
+#: The idle probe before the traffic: this many pings this far apart (0.17 s in all, plus
 #: one RTT). Under TCG (:data:`IDLE_PING_INTERVAL_TCG_S`: 1 s) the probe runs beside the
 #: sampler's ~2 s start-up, which it then does not lengthen, and pings 10 ms apart would
-#: time the start-up's CPU load rather than the path.
-IDLE_PINGS, IDLE_PING_INTERVAL_S, IDLE_PING_INTERVAL_TCG_S = 20, 0.01, 0.05
+#: time the start-up's CPU load rather than the path. 9 ms, not 10: iputils' ping
+#: (20221126) keeps an interval below 10 ms to the microsecond but spaces pings asked 10
+#: ms apart 16 ms apart (measured on the host, 20 pings over loopback: -i 0.009 8.95 ms,
+#: -i 0.01 15.98 ms, -i 0.015 19.9 ms): 10 ms made the probe 0.33 s instead of 0.2.
+IDLE_PINGS, IDLE_PING_INTERVAL_S, IDLE_PING_INTERVAL_TCG_S = 20, 0.009, 0.05
 
 
 #: env: the idle probe's ping interval, s (a benchmark's side-by-side with the old 50 ms)
@@ -200,7 +203,7 @@ IDLE_PING_ENV = "BUFFERBLOAT_IDLE_PING_S"
 def idle_ping_interval_s():
     """The idle probe's ping interval on this machine: env BUFFERBLOAT_IDLE_PING_S, else
     50 ms in the project VM under software emulation (BUFFERBLOAT_GUEST_ACCEL=tcg), else
-    10 ms."""
+    9 ms."""
     tcg = under_tcg()
     return env_number(IDLE_PING_ENV, IDLE_PING_INTERVAL_TCG_S if tcg else
                       IDLE_PING_INTERVAL_S, 0.002, 1.0, "0.002 to 1 s")

@@ -404,8 +404,10 @@ def test_steps_a_batch_cannot_hold_run_alone_in_their_place(monkeypatch, tmp_pat
     def ran(ns):
         return [("python -m" if "python" in a[0] else f"{a[0]} {a[1]}")
                 for n, a in tools.ops if n == ns]
+    # the sysctls: the fresh namespace's values read before the write, in the same call
+    # (a kept network's next point writes them back, bufferbloat/net/reuse.py)
     assert ran("h2") == ["offloads h2-eth0", "ip link", "ip link", "offloads ifb0",
-                         "tc -batch", "sysctl write", "sysctl read"]
+                         "tc -batch", "sysctl read", "sysctl write", "sysctl read"]
     assert ran(None) == ["offloads s0-eth1", "offloads s0-eth2", "tc -batch", "python -m"]
     for ns in ("h1", "h2", None):
         assert [w for n, w in tools.applied if n == ns] == \
@@ -414,3 +416,26 @@ def test_steps_a_batch_cannot_hold_run_alone_in_their_place(monkeypatch, tmp_pat
     assert not qdiscplan._tc_batchable(("tc", "filter", "add", "a b"))
     assert not qdiscplan._tc_batchable(("tc", "qdisc", "add", "#1"))
     net.stop()
+
+
+def test_a_kept_networks_next_point_writes_back_what_it_does_not_set(monkeypatch,
+                                                                    tmp_path):
+    """bufferbloat/net/reuse.py: the next point's sysctls on a kept network are its own,
+    and every key the build may set that it does not set is the fresh namespace's
+    value again (read once, before the build's first write), all read back."""
+    topo = KDumbbellTopo(k=2, ccas="reno,cubic", ecn=True, sndbuf_bytes=65536,
+                         slow_start_after_idle=0, qdisc="fifo", buffer_pkts=50)
+    net, tools, _, _ = built(network_mod, topo, monkeypatch, tmp_path)
+    assert tools.sysctl["h1"]["net.ipv4.tcp_ecn"] == "1"
+    net.topo = KDumbbellTopo(k=2, cca="bbr", qdisc="fifo", buffer_pkts=20)
+    before = len(tools.calls)
+    for host in ("h1", "h2", "h3"):
+        net.host_config.configure(host, restore=True)
+    assert len(tools.calls) == before          # no process: no route (advmss) touched
+    for host in ("h1", "h2", "h3"):
+        got = {k: " ".join(v.split()) for k, v in tools.sysctl[host].items()}
+        assert got["net.ipv4.tcp_ecn"] == "2" and got[CCA] == "bbr"
+        assert got["net.ipv4.tcp_wmem"] == "4096 16384 4194304"
+        assert got["net.ipv4.tcp_slow_start_after_idle"] == "1"
+        assert got["net.ipv4.tcp_no_metrics_save"] == "1"      # the build's, always
+    assert net.sysctls()["h1"]["net.ipv4.tcp_ecn"] == "2"      # as read back

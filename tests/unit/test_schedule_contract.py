@@ -139,6 +139,10 @@ class FakeNet:
         """``ss``: every port a launched command named listens."""
         return "".join(f"LISTEN 0 128 10.0.0.2:{p} 0.0.0.0:*\n" for p in sorted(self.ports))
 
+    def listening_ports(self, host):
+        """Every port a launched command named listens."""
+        return set(self.ports)
+
     def popen(self, host, argv, stdout=None, stderr=None, stdin=None, **kw):
         argv = [str(a) for a in argv]
         self.ports |= {int(p) for a in argv for p in re.findall(r"^(?:.*:)?(\d+)$", a)

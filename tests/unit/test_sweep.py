@@ -35,8 +35,9 @@ def fake_runner(calls, interrupt_at=None, fail=None, sleep_s=None, degraded=None
     """A run_point that records like the engine (identity, status) without a network.
     ``interrupt_at``: the call that is interrupted; ``fail(overrides)``: raise for it;
     ``sleep_s(overrides)``: seconds of 'traffic' (a run that never ends: a long sleep);
-    ``degraded(overrides, call number)``: the run's health verdict is degraded."""
-    def run_point(run, run_dir=None, log=None):
+    ``degraded(overrides, call number)``: the run's health verdict is degraded;
+    ``keeper``: the sweep's network keeper (a serial sweep's, through the command)."""
+    def run_point(run, run_dir=None, log=None, keeper=None):
         overrides, config = run.overrides, run.config
         calls.append(dict(overrides, rep=run.rep, quick=run.quick,
                           duration_s=run.asked_duration_s))

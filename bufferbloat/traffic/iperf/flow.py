@@ -9,7 +9,6 @@ parses ``iperf3 -J`` (its results: :class:`~bufferbloat.traffic.iperf.results.Ip
 """
 
 import json
-import re
 import subprocess
 import tempfile
 import threading
@@ -17,8 +16,8 @@ import time
 
 from bufferbloat.core.errors import ParameterError
 from bufferbloat.core.params import MIN_RATE_MBIT, check_number, check_port
-from bufferbloat.core.signals import stop_process
-from bufferbloat.traffic.base import Timed, wait_listening
+from bufferbloat.core.signals import stop_process, wait_process
+from bufferbloat.traffic.base import LISTEN_POLL_S, Timed, wait_listening
 from bufferbloat.traffic.iperf.results import Iperf3Results
 
 
@@ -193,7 +192,7 @@ class Iperf3Flow(Iperf3Results, Timed):
         if self.client is None:
             raise RuntimeError(f"iperf3 {self.name}: {self.error or 'not started'}")
         try:
-            self.client.wait(timeout=timeout_s or self.duration_s + self.omit_s + 30)
+            wait_process(self.client, timeout_s or self.duration_s + self.omit_s + 30)
         finally:
             self._finish()
         if self.error:
@@ -230,7 +229,7 @@ class Iperf3Flow(Iperf3Results, Timed):
             self._watcher.join()
         # the server ends by itself after its one test (-1); give it a moment to report
         try:
-            self.server.wait(timeout=3)
+            wait_process(self.server, 3)
         except subprocess.TimeoutExpired:
             stop_process(self.server)
         self.server_out.seek(0)
@@ -303,7 +302,8 @@ def watch_established(flows, timeout_s=30.0):
 
 def prepare_servers(flows, timeout_s=30.0):
     """Start the iperf3 server of every flow in ``flows`` now and wait until all listen
-    (one ``ss`` per host and poll, not one per flow), so that each flow's start later
+    (one look per host and poll, in this process: net.listening_ports), so that each
+    flow's start later
     launches its client only: flows scheduled together start together, on time, instead
     of one after another behind each other's server start-up (seconds under TCG)."""
     for f in flows:
@@ -314,15 +314,13 @@ def prepare_servers(flows, timeout_s=30.0):
     deadline = time.monotonic() + timeout_s
     while want:
         for host in list(want):
-            out = flows[0].net.run(host, ["ss", "-Hltn"], check=False)
-            listening = {int(m) for m in re.findall(r":(\d+)\s", out)}
-            want[host] -= listening
+            want[host] -= flows[0].net.listening_ports(host)
             if not want[host]:
                 del want[host]
         if not want:
             break
         if time.monotonic() > deadline:
             raise RuntimeError(f"iperf3 servers did not start listening: {want}")
-        time.sleep(0.05)
+        time.sleep(LISTEN_POLL_S)
     for f in flows:
         f._prepared = True
