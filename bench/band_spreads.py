@@ -23,20 +23,19 @@ Usage: bench/band_spreads.py [RECORD_OR_DIR ...] [--min-n 10] [--markdown]
 """
 import argparse
 import glob
-import json
 import math
 import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+from tests import record  # noqa: E402 - the records' format, the suite's rule
+from tests.retries import CONFIRM, false_fail_rate, within  # noqa: E402,F401
+
 ARCHIVE_ENV = "BUFFERBLOAT_TEST_ARCHIVE"
 ARCHIVE_DEFAULT = "/var/lib/bufferbloat/test-records"
-CONFIRM = 2          # tests/retries.py: CONFIRM (kept equal by tests/unit/test_band_spreads.py)
 TARGET = 1e-3
-
-
-def false_fail_rate(p):
-    return p * (1 - (1 - p) ** CONFIRM)
 
 
 def normal_tail(z):
@@ -82,10 +81,8 @@ def samples(files):
     """{(test, band name): {"values": [...], "lo", "hi", "unit", "records"}}."""
     out = {}
     for f in files:
-        try:
-            with open(f) as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
+        data = record.read(f)
+        if data is None:
             continue
         for test, e in (data.get("tests") or {}).items():
             for v in e.get("values") or []:
@@ -105,7 +102,7 @@ def spread(b):
     n = len(xs)
     mean = sum(xs) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else float("nan")
-    misses = sum(1 for x in xs if (lo is not None and x < lo) or (hi is not None and x > hi))
+    misses = sum(1 for x in xs if not within(x, lo, hi))
     dists = [d for d in ((mean - lo) if lo is not None else None,
                          (hi - mean) if hi is not None else None) if d is not None]
     margin = min(dists) / sd if dists and sd and sd > 0 else float("inf")

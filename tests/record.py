@@ -64,9 +64,8 @@ def note_band(label, outcomes, misses, judged):
 def note_value(name, value, lo=None, hi=None, unit=""):
     """A band's measured value and its bounds (tests/retries.py: observe), kept for
     calibration (bench/band_spreads.py reads them from every archived record)."""
-    e = entry(_state["current"] or "?")
-    e.setdefault("values", []).append({"name": name, "value": value, "lo": lo, "hi": hi,
-                                       "unit": unit})
+    entry(_state["current"] or "?")["values"].append(
+        {"name": name, "value": value, "lo": lo, "hi": hi, "unit": unit})
 
 
 def band_count():
@@ -111,6 +110,16 @@ def write(ledger=None, path=None):
         json.dump(data, f, indent=1, sort_keys=True)
     os.replace(tmp, path)
     return path
+
+
+def read(path):
+    """A record :func:`write` wrote, as a dict, or None when it cannot be read (gone,
+    cut short, not JSON)."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
 
 
 def summary():

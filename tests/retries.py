@@ -115,6 +115,11 @@ def observe(name, value, lo=None, hi=None, unit=""):
     from tests import record  # noqa: PLC0415 - the record is the session's
     value = None if value is None else float(value)
     record.note_value(name, value, lo, hi, unit)
+    return within(value, lo, hi)
+
+
+def within(value, lo=None, hi=None):
+    """Whether ``value`` is a number inside ``lo``..``hi`` (None: that side open)."""
     return value is not None and (lo is None or value >= lo) and (hi is None or value <= hi)
 
 
