@@ -464,6 +464,17 @@ class _Builder:
         if link.is_symlink() or link.exists():
             link.unlink()
         link.symlink_to("/etc/systemd/system/bb-run.service")
+        # drop-ins (vm/guest/systemd/<unit>.d/*.conf): Open vSwitch started without
+        # ovs-ctl, on a database made here, so that bb-run starts ~8 s sooner under TCG
+        for conf in sorted((guest / "systemd").rglob("*.conf")):
+            dest = root / "etc/systemd/system" / conf.relative_to(guest / "systemd")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(conf, dest)
+            os.chmod(dest, 0o644)
+        db = root / "var/lib/openvswitch/conf.db"
+        if not db.exists():
+            self.chroot("ovsdb-tool", "create", "/var/lib/openvswitch/conf.db",
+                        "/usr/share/openvswitch/vswitch.ovsschema")
         (root / "etc/fstab").write_text(
             "# written by bufferbloat.vm (vm/build); runs use a throw-away snapshot\n"
             "/dev/vda / ext4 rw,noatime,errors=remount-ro 0 0\n")

@@ -1,7 +1,7 @@
 """The installed package, as a new user gets it: the wheel built from the checkout's
 files, installed into a fresh venv (numpy and matplotlib from the system), its files
 listed, and its commands run from a directory outside the checkout on copies of the
-fixtures; then ``bufferbloat run a1_fifo --quick`` from an empty directory, through the
+fixtures; then ``bufferbloat run a1_fifo --quick --time 5`` from an empty directory, through the
 project VM, with the installed package (not the checkout) on both sides.
 
 The wheel needs no root; the run does (and boots the VM: minutes under TCG, one VM at a
@@ -146,7 +146,7 @@ def test_an_installed_run_moves_into_the_vm_and_lands_here(installed, tmp_path):
     before = set(_tracked())
     # on a kernel with netem the run would stay here: --vm sends it there in any case
     proc = subprocess.run([str(venv / "bin" / "bufferbloat"), "run", "a1_fifo", "--quick",
-                           "--vm"], cwd=here, env=_env(), capture_output=True, text=True,
+                           "--time", "5", "--vm"], cwd=here, env=_env(), capture_output=True, text=True,
                           timeout=3600)
     print(proc.stdout[-4000:], proc.stderr[-3000:])
     assert proc.returncode in (0, EXIT_DEGRADED), proc.returncode
