@@ -17,7 +17,8 @@ of the departure trace, its start/stop phases and reader CPU; ``--departures off
 the same points without it, for the side-by-side; ``--mininet-config shell`` builds with
 Mininet's own ifconfig and brctl through its shells, serially, for another;
 ``--npm-per-process 200`` connects a NetPerfMeter part's flows from one process, the
-way before 2026-11-28, for a third).
+way before 2026-11-28, for a third; ``--judge guest`` has the VM compute each run's
+metrics and health itself instead of this host, the way before 2026-11-29, for a fourth).
 The VM's boot (once per command) is printed from its boots record. ``--host`` runs
 host-kernel points instead (a1_fifo with no netem over three buffers, 5 s each), as a
 serial sweep runs them: with the network kept between points, then with a fresh network
@@ -26,6 +27,7 @@ median of N)`` of the kept way. Asserts nothing.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -119,7 +121,14 @@ def table(run_dirs):
         cost = (f"trace: {dep.get('departures')} departures, lost {dep.get('lost_events')}, "
                 f"reader CPU {dep.get('reader_cpu_s')} s, conversion {dep.get('convert_s')} s"
                 if dep.get("traced") else f"trace: off ({dep.get('why')})")
-        print(f"{rec['scenario']['name']:<16}" + "; ".join(parts + [cost]))
+        judged = rec.get("judged") or {}
+        where_judged = (f"judged {judged.get('where')}: metrics {judged.get('metrics_s')} s, "
+                        f"health {judged.get('health_s')} s"
+                        + (f", the guest waited {judged['wait_s']} s" if "wait_s" in judged
+                           else "")
+                        + (f" ({judged['host_refused']})" if "host_refused" in judged
+                           else ""))
+        print(f"{rec['scenario']['name']:<16}" + "; ".join(parts + [cost, where_judged]))
     return total_wall / total_traffic if rows and total_traffic else None
 
 
@@ -202,6 +211,10 @@ def main():
                     help="NetPerfMeter flows per active process (env "
                          "BUFFERBLOAT_NPM_FLOWS_PER_PROCESS; default 10; 200: every flow "
                          "in one process, the way before, to compare)")
+    ap.add_argument("--judge", choices=("host", "guest"), default="host",
+                    help="in the VM: who computes each run's metrics and health from its "
+                         "series (default host: this machine, from the share; guest: "
+                         "the VM itself, the way before, to compare)")
     ap.add_argument("--host", action="store_true",
                     help="a quick sweep of host-kernel points (a1_fifo, HTB + pfifo, 5 s, "
                          "buffers 20/50/100), the network kept between points beside a "
@@ -240,15 +253,20 @@ def main():
         rel = os.path.relpath(out, ROOT)
         boots = Path(out) / "boots.jsonl"
         env = dict(os.environ, BUFFERBLOAT_VM_BOOT_LOG=str(boots))
-        proc = subprocess.run([str(ROOT / "vm" / "run"), "--env",
-                               f"BUFFERBLOAT_DEPARTURES={args.departures}", "--env",
-                               f"BUFFERBLOAT_MININET_CONFIG={args.mininet_config}",
-                               *npm_env, "--",
-                               "python3", "bench/bench_overhead.py",
-                               "--families", ",".join(wanted),
-                               "--departures", args.departures,
-                               "--mininet-config", args.mininet_config,
-                               "--inside", rel], env=env, capture_output=True, text=True)
+        judges = where.judged_here(str(ROOT)) if args.judge == "host" \
+            else contextlib.nullcontext({})
+        with judges as judge_env:
+            judge_args = [w for k, v in judge_env.items() for w in ("--env", f"{k}={v}")]
+            proc = subprocess.run([str(ROOT / "vm" / "run"), "--env",
+                                   f"BUFFERBLOAT_DEPARTURES={args.departures}", "--env",
+                                   f"BUFFERBLOAT_MININET_CONFIG={args.mininet_config}",
+                                   *npm_env, *judge_args, "--",
+                                   "python3", "bench/bench_overhead.py",
+                                   "--families", ",".join(wanted),
+                                   "--departures", args.departures,
+                                   "--mininet-config", args.mininet_config,
+                                   "--inside", rel], env=env, capture_output=True,
+                                  text=True)
         sys.stderr.write(proc.stderr[-3000:])
         dirs = [os.path.join(str(ROOT), line.split(" ", 1)[1].removeprefix("/bb/"))
                 for line in proc.stdout.splitlines() if line.startswith("RUN ")]

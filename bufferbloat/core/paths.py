@@ -115,16 +115,17 @@ def _code_files():
     return sorted(out)
 
 
-def code_fingerprint():
+def code_fingerprint(with_text=True):
     """{"hash": 16 hex digits over the code a run depends on (:func:`_code_files`: names
     and bytes), "text": :func:`code_identity`}: two processes with the same hash compute
     the same configuration the same way (a cluster's workers are checked against the
-    driver with it)."""
-    import hashlib  # noqa: PLC0415 - only a cluster asks
+    driver with it; a VM's host judges its guest's runs only with the guest's hash).
+    ``with_text=False``: the hash alone (no git process)."""
+    import hashlib  # noqa: PLC0415 - only a cluster or a VM's host asks
     h = hashlib.sha256()
     for name, path in _code_files():
         with open(path, "rb") as f:
             data = f.read()
         h.update(f"{name}\0{len(data)}\0".encode())
         h.update(data)
-    return {"hash": h.hexdigest()[:16], "text": code_identity()}
+    return {"hash": h.hexdigest()[:16], **({"text": code_identity()} if with_text else {})}

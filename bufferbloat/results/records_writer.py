@@ -39,16 +39,16 @@ from bufferbloat.results.records_layout import (
 )
 
 
-def _json_safe(obj):
+def json_safe(obj):
     """``obj`` with NaN/inf floats replaced by None (strict JSON has no NaN)."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
+        return {k: json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
+        return [json_safe(v) for v in obj]
     if isinstance(obj, np.generic):
-        return _json_safe(obj.item())
+        return json_safe(obj.item())
     return obj
 
 
@@ -270,7 +270,7 @@ class RunWriter:
         number of times (e.g. once with status "running", once at the end)."""
         with self._lock:
             self.record["series"] = {n: w.describe() for n, w in self._series.items()}
-            record = _json_safe(self.record)
+            record = json_safe(self.record)
         if record.get("status") not in STATUSES:
             raise ValueError(f"invalid status {record.get('status')!r} (allowed: {STATUSES})")
         write_json_atomic(self.path, record)

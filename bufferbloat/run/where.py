@@ -33,13 +33,12 @@ import sys
 from bufferbloat.core import paths
 from bufferbloat.core.errors import UsageError
 from bufferbloat.core.paths import BUILD_DIR_ENV
-from bufferbloat.vm.control import CONTROL_DIR
+from bufferbloat.vm.control import CONTROL_DIR, GUEST_SHARE
 
 #: capability kinds only a kernel provides (the VM's has all of them)
 KERNEL_KINDS = ("qdisc", "kernel", "cca")
 #: env: a file (seen from the guest) where ``run`` lists the run directories it recorded
 RUNS_FILE_ENV = "BUFFERBLOAT_RUNS_FILE"
-GUEST_SHARE = "/bb"
 #: marker file of the project VM's image (bufferbloat/core/machine.py records it per run)
 VM_MARKER = "/etc/bufferbloat-vm"
 
@@ -174,12 +173,34 @@ def run_in_vm(argv, out, extra=(), env=None):
     share = share_root(out)
     print(f"vm: {' '.join(command)}", file=sys.stderr, flush=True)
     try:
-        with staged_package(share, helper) as staged_env:
+        with staged_package(share, helper) as staged_env, judged_here(share) as judge_env:
             return vm_run(command, share=share, timeout_s=None,
-                          env=_guest_env(dict(env or {}, **staged_env)))
+                          env=_guest_env(dict(env or {}, **staged_env, **judge_env)))
     except VMError as exc:
         print(f"vm: error: {exc}", file=sys.stderr)
         return exc.exit_code
+
+
+@contextlib.contextmanager
+def judged_here(share):
+    """While a VM command runs: this host judges the guest's finished runs (their steady
+    state, metrics and health, :mod:`bufferbloat.run.judge`) from the share, where
+    Python runs ten times faster than under TCG; yields the guest's environment that
+    asks for it ({} with BUFFERBLOAT_JUDGE=guest: the guest judges its own runs)."""
+    from bufferbloat.run import judge  # noqa: PLC0415 - numpy only when a VM runs
+    if os.environ.get(judge.WHERE_ENV, "host") == "guest":
+        yield {}
+        return
+    req_dir = os.path.join(share, CONTROL_DIR, f"judge-{os.getpid()}-{secrets.token_hex(4)}")
+    server = judge.JudgeServer(req_dir, share).start()
+    try:
+        yield server.guest_env()
+    finally:
+        server.stop()
+        shutil.rmtree(req_dir, ignore_errors=True)
+        if server.served:
+            print(f"vm: {server.served} run(s) judged on this host", file=sys.stderr,
+                  flush=True)
 
 
 @contextlib.contextmanager

@@ -25,6 +25,8 @@ from bufferbloat.core.atomic import write_json_atomic
 from bufferbloat.vm.common import Progress, VMError, quiet
 
 CONTROL_DIR = ".vm-run"
+#: where the guest mounts the share (vm/guest/bb-run)
+GUEST_SHARE = "/bb"
 RUN_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -5,6 +5,7 @@ it there), the run is recorded in the checkout
 that exist on this host. Boots the VM (minutes under TCG; one VM at a time)."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -153,8 +154,9 @@ def test_a_guest_that_must_build_the_sampler_does_so_before_starting_it(tmp_path
 @pytest.mark.bands
 def test_a_sweep_started_here_runs_its_points_in_one_vm_and_reports_here(out):
     """``bufferbloat sweep a1_fifo --quick --time 5`` typed on this host moves into the
-    project VM as a whole (its two quick points, FIFO 20 and 100, in one boot), and the
-    sweep's index, figures and report are made here, with host paths. Healthy points
+    project VM as a whole (its two quick points, FIFO 20 and 100, in one boot), each
+    point judged (steady state, metrics, health) by this host while the guest waits, and
+    the sweep's index, figures and report are made here, with host paths. Healthy points
     are the acceptance tier's band; the gate takes a degraded one (exit EXIT_DEGRADED)
     as a complete sweep of a slow emulator."""
     a1 = catalogue()["a1_fifo"]
@@ -182,7 +184,12 @@ def test_a_sweep_started_here_runs_its_points_in_one_vm_and_reports_here(out):
                 rec = json.load(f)
             assert rec["machine"]["in_project_vm"] is True
             assert rec["health"]["verdict"] == e["health"]
+            # judged by this host from the share while the guest waited (run/judge.py)
+            assert rec["judged"]["where"] == "host", rec["judged"]
+            assert rec["judged"]["wait_s"] >= rec["judged"]["metrics_s"] > 0
             verdicts.append(e["health"])
+        judged = re.search(r"vm: (\d+) run\(s\) judged on this host", proc.stderr)
+        assert judged and int(judged.group(1)) >= 2, proc.stderr[-2000:]  # + reruns
         report = next(line.split(": ", 1)[1] for line in proc.stdout.splitlines()
                       if line.startswith("report: "))
         assert report.startswith(here) and os.path.isfile(report)
