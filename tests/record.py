@@ -13,6 +13,7 @@ test (a session stopped half-way keeps what had ended) and summarised at the end
 * the degraded ledger by family; the fault tests' seed (env ``BUFFERBLOAT_FAULT_SEED``,
   chosen here when unset, so that it is printed and can be set again).
 """
+import contextlib
 import json
 import os
 import platform
@@ -52,6 +53,20 @@ def entry(nodeid):
 def begin(nodeid):
     _state["current"] = nodeid
     entry(nodeid)
+
+
+@contextlib.contextmanager
+def kept_apart(own_nodeid):
+    """For the tests of this record and of tests/retries.py: the entries they make under
+    made-up names ("obs", "whole", ...) are dropped when they end, so that the session's
+    record, and the archive bench/band_spreads.py reads, holds real tests only."""
+    before, current = set(_state["tests"]), _state["current"]
+    try:
+        yield
+    finally:
+        for name in set(_state["tests"]) - before - {own_nodeid}:
+            del _state["tests"][name]
+        _state["current"] = current
 
 
 def note_band(label, outcomes, misses, judged):

@@ -13,6 +13,12 @@ import pytest
 from bufferbloat.results.records_writer import RunWriter
 from tests import record, retries
 
+
+@pytest.fixture(autouse=True)
+def _made_up_entries_dropped(request):
+    with record.kept_apart(request.node.nodeid):
+        yield
+
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(TESTS)
 
