@@ -2,10 +2,11 @@
 what it stored (result.json and the series), never by measuring again.
 
 Where the machine is fastest: a run in the project VM that the host started
-(:func:`bufferbloat.vm.session.run`) asks the host to judge it. Python under TCG costs
+(:func:`bufferbloat.run.where.run_in_vm`, inside :func:`~bufferbloat.run.where.
+judged_here`) asks the host to judge it. Python under TCG costs
 about ten times the host's: C's point at 20 flows spent 4.8 s on its metrics and 3.1 s
 on its health in the guest, 0.7 s on the host (docs/design/measurements.md). The guest
-writes a request into the VM's control directory (``JUDGE_ENV`` names it) and waits;
+writes a request into a directory of the share (``JUDGE_ENV`` names it) and waits;
 the host's :class:`JudgeServer` computes from the shared run directory, writes the
 metrics files there and answers with the record's fields; the guest puts them in its
 record and saves it (it stays the only writer of result.json). The guest judges the
@@ -96,9 +97,13 @@ def judge_here_or_on_host(run_dir, warmup_study_s, log=print, environ=None):
             return answer
         log(f"  judged in the guest: {why}")
     fields, timings = judge(run_dir, warmup_study_s)
-    fields["judged"] = {"where": "here", **({"host_refused": why} if why else {}),
-                        **{f"{k}_s": round(v, 3) for k, v in timings.items()}}
+    fields["judged"] = _judged("here", timings, **({"host_refused": why} if why else {}))
     return fields, timings
+
+
+def _judged(where, timings, **more):
+    """result.json's ``judged``: where, the judgement's own seconds, and ``more``."""
+    return {"where": where, **more, **{f"{k}_s": round(v, 3) for k, v in timings.items()}}
 
 
 def ask_host(req_dir, run_dir, warmup_study_s, take_s=None, done_s=None):
@@ -136,22 +141,21 @@ def ask_host(req_dir, run_dir, warmup_study_s, take_s=None, done_s=None):
         if failed.exists():
             return None, f"the host could not: {failed.read_text().strip()}"
         answer = json.loads(done.read_text())
-        fields, timings = dict(answer["fields"]), dict(answer["timings"])
-        float(timings["metrics"]) + float(timings["health"])
+        fields = dict(answer["fields"])
+        timings = {k: float(answer["timings"][k]) for k in ("metrics", "health")}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return None, f"the answer could not be read ({type(exc).__name__}: {exc})"
     finally:
         for p in (req, taken, done, failed):
             with contextlib.suppress(OSError):
                 p.unlink()
-    fields["judged"] = {"where": "host", "wait_s": round(time.monotonic() - t0, 3),
-                        **{f"{k}_s": round(v, 3) for k, v in timings.items()}}
+    fields["judged"] = _judged("host", timings, wait_s=round(time.monotonic() - t0, 3))
     return (fields, timings), None
 
 
 class JudgeServer:
-    """The host's side: a thread that takes the guest's requests from ``req_dir`` (the
-    VM command's control directory), judges each run in ``share`` (where the guest's
+    """The host's side: a thread that takes the guest's requests from ``req_dir`` (a
+    directory of the share, one per VM command), judges each run in ``share`` (where the guest's
     /bb is) and answers. A request is claimed by renaming it (``.taken``), answered
     with ``.done`` (JSON) or ``.err`` (one line: why)."""
 

@@ -76,22 +76,29 @@ def test_a_host_that_does_not_take_it_leaves_it_to_the_guest(share, monkeypatch)
     assert list((share / ".vm-run" / "x" / "judge").iterdir()) == []  # request withdrawn
 
 
+def _one_request_answered(req_dir, answer):
+    """A stand-in for the host: a thread that hands the first request that comes into
+    ``req_dir`` to ``answer(req)``, then ends (within 5 s in any case)."""
+    def host():
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for req in req_dir.glob("*.req"):
+                answer(req)
+                return
+            time.sleep(0.01)
+    req_dir.mkdir(parents=True, exist_ok=True)
+    thread = threading.Thread(target=host, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_a_host_with_other_code_refuses_and_the_guest_judges(share, monkeypatch):
     run_dir = share / "results" / "a2_pie" / "run1"
     req_dir = share / ".vm-run" / "x" / "judge"
     server = judge.JudgeServer(req_dir, share)
     monkeypatch.setattr(judge, "_HASH", "guest-code")
-    answered = threading.Event()
-
-    def host():                      # the host's code hash differs from the guest's
-        while not answered.is_set():
-            for req in req_dir.glob("*.req"):
-                server.serve(req, "host-code")
-                answered.set()
-            time.sleep(0.01)
-    req_dir.mkdir(parents=True)
-    thread = threading.Thread(target=host, daemon=True)
-    thread.start()
+    # the host's code hash differs from the guest's
+    thread = _one_request_answered(req_dir, lambda req: server.serve(req, "host-code"))
     fields, _ = judge.judge_here_or_on_host(str(run_dir), 5.0, environ={
         judge.JUDGE_ENV: str(req_dir)})
     thread.join(5)
@@ -135,17 +142,11 @@ def test_a_host_that_fails_answers_why_and_keeps_serving(share, monkeypatch):
 def test_a_malformed_answer_is_judged_here(share):
     run_dir = share / "results" / "a2_pie" / "run1"
     req_dir = share / ".vm-run" / "z" / "judge"
-    req_dir.mkdir(parents=True)
 
-    def host():
-        for _ in range(500):
-            for req in req_dir.glob("*.req"):
-                req.rename(req.with_suffix(".taken"))
-                req.with_suffix(".done").write_text('{"fields": [1, 2]}')
-                return
-            time.sleep(0.01)
-    thread = threading.Thread(target=host, daemon=True)
-    thread.start()
+    def malformed(req):
+        req.rename(req.with_suffix(".taken"))
+        req.with_suffix(".done").write_text('{"fields": [1, 2]}')
+    thread = _one_request_answered(req_dir, malformed)
     fields, _ = judge.judge_here_or_on_host(str(run_dir), 5.0, environ={
         judge.JUDGE_ENV: str(req_dir)})
     thread.join(5)
