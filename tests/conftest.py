@@ -147,13 +147,24 @@ def pytest_pyfunc_call(pyfuncitem):
     rule as a whole (tests.retries.judge_test): after a failed assert it runs again,
     and passes only if the next two attempts pass. Its module's ``reset_for_retry()``
     (when it has one) drops what the test cached between attempts. Elsewhere pytest
-    calls the test once."""
-    from tests.retries import judge_test, tier  # noqa: PLC0415
-    if tier() != "acceptance" or pyfuncitem.get_closest_marker(ACCEPTANCE) is None:
-        return None
+    calls the test once.
+
+    In either tier, a test whose run stayed degraded through its reruns
+    (tests.retries.NotJudged) is not judged: it is reported as skipped with the reason,
+    and recorded (``not_judged``); its degraded attempts are in the session's ledger,
+    whose per-family test judges them in the acceptance tier."""
+    from tests import record  # noqa: PLC0415
+    from tests.retries import NotJudged, judge_test, tier  # noqa: PLC0415
     args = {a: pyfuncitem.funcargs[a] for a in pyfuncitem._fixtureinfo.argnames}
-    reset = getattr(pyfuncitem.module, "reset_for_retry", lambda: None)
-    judge_test(lambda: pyfuncitem.obj(**args), reset, "its asserts, as a whole")
+    try:
+        if tier() != "acceptance" or pyfuncitem.get_closest_marker(ACCEPTANCE) is None:
+            pyfuncitem.obj(**args)
+        else:
+            reset = getattr(pyfuncitem.module, "reset_for_retry", lambda: None)
+            judge_test(lambda: pyfuncitem.obj(**args), reset, "its asserts, as a whole")
+    except NotJudged as exc:
+        record.entry(pyfuncitem.nodeid)["not_judged"] = str(exc)
+        pytest.skip(f"not judged: {exc}")
     return True
 
 

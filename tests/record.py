@@ -150,6 +150,8 @@ def summary():
              + f" in {wall / 60:.1f} min; load {_state.get('load_start')} -> {_load()} "
              f"(max {_state.get('load_max')}); fault seed {_state.get('seed')} "
              f"({SEED_ENV} sets it)"]
+    lines += [f"  not judged (degraded through its reruns): {t}: {e['not_judged']}"
+              for t, e in tests.items() if e.get("not_judged")]
     missed = [(t, b) for t, e in tests.items() for b in e["bands"] if b["misses"]]
     for t, b in missed:
         lines.append(f"  band missed{' (judged)' if b['judged'] else ' (not judged here)'}: "

@@ -2,6 +2,7 @@
 and records its misses; the acceptance tier judges it by the sequential rule; degraded
 runs are counted by family in one ledger and judged by a binomial test in acceptance."""
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -323,3 +324,85 @@ def test_the_acceptance_tier_retries_a_plain_assert_and_the_gate_does_not(tmp_pa
                           cwd=tmp_path, env=env, timeout=120)
     assert "1 failed, 2 passed" in proc.stdout, proc.stdout + proc.stderr
     assert "test_broken" in proc.stdout and "sequential rule" in proc.stdout
+
+
+def test_runs_degraded_through_their_reruns_are_counted_and_not_judged(tmp_path):
+    """The last attempt degraded too: the ledger counts all three degraded attempts (the
+    family's binomial test sees every one), and require_healthy says "not judged"
+    (NotJudged) instead of failing the test; a failed run's verdict still fails it."""
+    n = iter(range(10))
+
+    def once():
+        return _run_dir(tmp_path / f"b1_pie_tupdate-{next(n)}", "degraded",
+                        ["the sampler missed 115 of 2147 ticks"])
+    led = retries.DegradedLedger()
+    said = []
+    run_dir, aside = retries.run_until_healthy_counted(once, 2, log=said.append, ledger=led)
+    assert len(aside) == 2 and run_dir.endswith("b1_pie_tupdate-2")
+    assert [r[2] for r in led.reruns] == aside + [run_dir]
+    assert led.runs == {"b": 3} and led.by_family()["b"][:2] == (3, 3)
+    assert any("not judged" in line for line in said)
+    health = {"verdict": "degraded", "problems": ["the sampler missed 115 of 2147 ticks"]}
+    with pytest.raises(retries.NotJudged, match="degraded after 2 reruns: the sampler"):
+        retries.require_healthy(health, "b1_pie_tupdate")
+    retries.require_healthy({"verdict": "healthy"}, "b1_pie_tupdate")
+    with pytest.raises(AssertionError):
+        retries.require_healthy({"verdict": "failed"}, "b1_pie_tupdate")
+
+
+@pytest.mark.parametrize("tier_name", ["gate", "acceptance"])
+def test_a_test_not_judged_is_skipped_with_its_reason_and_recorded(tmp_path, tier_name):
+    """Through tests/conftest.py's hook: a test (acceptance-marked or not) that raises
+    NotJudged is reported skipped, "not judged: ..." in its reason and in the record;
+    it is attempted once, not retried by the sequential rule."""
+    (tmp_path / "conftest.py").write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {ROOT!r})
+        from tests.conftest import (pytest_configure, pytest_runtest_logstart,
+            pytest_runtest_logreport, pytest_terminal_summary, pytest_sessionfinish,
+            pytest_collection_modifyitems, pytest_pyfunc_call)
+        """))
+    (tmp_path / "test_z.py").write_text(textwrap.dedent("""
+        import pytest
+        from tests.retries import NotJudged
+        CALLS = []
+
+        @pytest.mark.bands
+        def test_degraded_plain():
+            CALLS.append(1)
+            raise NotJudged("b1 {}: degraded after 2 reruns: late starts")
+
+        @pytest.mark.acceptance
+        @pytest.mark.bands
+        def test_degraded_judged():
+            CALLS.append(2)
+            raise NotJudged("b2 {}: degraded after 2 reruns: missed ticks")
+
+        @pytest.mark.bands
+        def test_zz_counts():
+            assert CALLS == [1, 2]
+        """))
+    rec = tmp_path / "rec.json"
+    env = dict(os.environ, BUFFERBLOAT_TEST_TIER=tier_name, PYTHONPATH=ROOT,
+               BUFFERBLOAT_TEST_RECORD=str(rec))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p",
+                           "no:cacheprovider", str(tmp_path)], capture_output=True,
+                          text=True, cwd=tmp_path, env=env, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "1 passed, 2 skipped" in out, out
+    assert "not judged: b1 {}: degraded after 2 reruns: late starts" in out
+    assert "not judged (degraded through its reruns)" in out
+    tests = json.loads(rec.read_text())["tests"]
+    judged = {k.split("::")[-1]: v for k, v in tests.items()}
+    assert judged["test_degraded_judged"]["outcome"] == "skipped"
+    assert "missed ticks" in judged["test_degraded_judged"]["not_judged"]
+
+
+def test_a_value_on_a_bound_computed_in_floating_point_is_within():
+    """E FIFO's attempt of 2026-11-29: p50 6.056 ms (10 packets of 0.6056 ms) against
+    0.4 x 15.14 = 6.056000000000001: on the bound, within; a packet less is not."""
+    assert 0.4 * (100 * 1514 * 8 / 80e3) > 6.056
+    assert retries.within(6.056, 0.4 * (100 * 1514 * 8 / 80e3), 15.7456)
+    assert not retries.within(6.056 - 0.6056, 0.4 * (100 * 1514 * 8 / 80e3))
+    assert retries.within(1.0, hi=1.0 - 1e-12) and not retries.within(1.0, hi=0.999999)
+    assert not retries.within(None, 0, 1)

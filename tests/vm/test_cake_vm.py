@@ -35,7 +35,7 @@ from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.watch import RETRY_DEGRADED
 from bufferbloat.scenarios import catalogue
-from tests.retries import run_until_healthy_counted
+from tests.retries import require_healthy, run_until_healthy_counted
 
 #: physics and timing bands on emulated runs: the acceptance tier judges them
 #: (sudo ./run_tests.sh --acceptance, tests/retries.py); the gate leaves them out
@@ -64,7 +64,7 @@ def healthy_run(out, scn, overrides, time_s):
     print(f"{scn.name} {overrides}: {headline(run.record.get('health'))}")
     assert run.record["status"] == "ok"
     health = run.record["health"]
-    assert health["verdict"] == "healthy", (scn.name, overrides, health["problems"])
+    require_healthy(health, f"{scn.name} {overrides}")
     with open(os.path.join(run_dir, "metrics.json")) as f:
         return run, json.load(f)["metrics"]
 

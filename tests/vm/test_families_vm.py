@@ -20,7 +20,7 @@ from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.watch import RETRY_DEGRADED
 from bufferbloat.scenarios import catalogue
-from tests.retries import observe, run_until_healthy_counted
+from tests.retries import observe, require_healthy, run_until_healthy_counted
 
 #: physics and timing bands on emulated runs: the acceptance tier judges them
 #: (sudo ./run_tests.sh --acceptance, tests/retries.py); the gate leaves them out
@@ -62,8 +62,7 @@ def run(out, name, time_s, **overrides):
     # work conservation >= 0.95 while backlogged, <= 5 % sampler ticks missed, flows on
     # time, the idle RTT at the configured one, goodput within the link
     health = _RUNS[key][0].record["health"]
-    assert health["verdict"] == "healthy", (name, overrides, health["problems"],
-                                            health.get("faults", []))
+    require_healthy(health, f"{name} {overrides}")
     return _RUNS[key]
 
 

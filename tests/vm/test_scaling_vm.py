@@ -33,7 +33,7 @@ from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.watch import RETRY_DEGRADED
 from bufferbloat.scenarios import catalogue
-from tests.retries import run_until_healthy_counted
+from tests.retries import require_healthy, run_until_healthy_counted
 
 #: physics and timing bands on emulated runs: the acceptance tier judges them
 #: (sudo ./run_tests.sh --acceptance, tests/retries.py); the gate leaves them out
@@ -51,7 +51,7 @@ def _run_at(out, cap, monkeypatch):
         RETRY_DEGRADED, log=lambda line: print(f"cake at {cap}: {line}"))
     run = load_run(run_dir)
     assert run.record["status"] == "ok"
-    assert run.record["health"]["verdict"] == "healthy", run.record["health"]["problems"]
+    require_healthy(run.record["health"], f"cake at {cap} Mbit/s")
     assert run.record["scaling"]["max_rate_mbit"] == cap
     with open(os.path.join(run_dir, "metrics.json")) as f:
         rows = json.load(f)["metrics"]
