@@ -139,7 +139,7 @@ def qemu_args(paths: ImagePaths, run_id: str, share: Path | str, console_log: Pa
 BOOT_STAGES = (
     ("qemu", ()),
     ("kernel", ("Linux version ",)),
-    ("initramfs", ("Run /init as init process", "Loading, please wait")),
+    ("initramfs", ("Run /init as init process", "Loading, please wait", "bb-init: [")),
     ("systemd", ("systemd[1]:", "Welcome to ", " running in system mode")),
     ("bb-run", ("bb-run: stage bb-run",)),
     ("share", ("bb-run: stage share",)),

@@ -32,8 +32,10 @@ from typing import Callable, Iterable
 
 from bufferbloat.core import signals
 from bufferbloat.core.atomic import write_json_atomic
+from bufferbloat.vm import initrd
 from bufferbloat.vm.common import (
     CACHE_ENV,
+    REQUIRED_TOOLS,
     SYS_PATH,
     VM_DIR,
     BuildError,
@@ -49,7 +51,7 @@ from bufferbloat.vm.common import (
 )
 
 #: Bump when the build steps in this file change in a way that changes the image.
-RECIPE_VERSION = "4"
+RECIPE_VERSION = "5"
 SUITE = "bookworm"
 IMAGE_SIZE = "4G"
 IMAGE_LABEL = "bbroot"
@@ -61,6 +63,10 @@ MASKED_UNITS = ("getty-static.service", "e2scrub_reap.service", "apt-daily.timer
                 "apt-daily-upgrade.timer", "dpkg-db-backup.timer", "e2scrub_all.timer",
                 "fstrim.timer")
 
+
+#: what building the image needs besides running it: a C compiler and a static libc
+#: for /init (bufferbloat/vm/initrd.py)
+BUILD_TOOLS = {**REQUIRED_TOOLS, "gcc": "gcc libc6-dev"}
 
 BLACKLISTED_MODULES = ("kvm_amd", "kvm_intel", "kvm", "powernow_k8", "pcspkr")
 
@@ -285,8 +291,13 @@ def cached_image(cache: Path | None = None, key: str | None = None) -> ImagePath
         return None
     if meta.get("key") != key:
         return None
+    # the image's own initramfs (bb-init, bufferbloat/vm/initrd.py) unless env
+    # BUFFERBLOAT_VM_INITRD=debian asks for Debian's, kept beside it
+    which = "initrd_debian" if initrd.chosen() == "debian" else "initrd"
+    if not meta.get(which):
+        return None
     paths = ImagePaths(key=key, image=cache / meta["image"], kernel=cache / meta["kernel"],
-                       initrd=cache / meta["initrd"],
+                       initrd=cache / meta[which],
                        kernel_release=meta.get("kernel_release", ""))
     if not all(p.is_file() for p in (paths.image, paths.kernel, paths.initrd)):
         return None
@@ -301,7 +312,7 @@ class _Builder:
              "guest unit and system settings",
              "initramfs with virtio drivers",
              "remove the build's apt sources and caches",
-             "copy kernel and initrd",
+             "copy kernel and initrd; bb-init's initramfs",
              "mkfs.ext4 -d (disk image)",
              "key file, stale images, rootfs"]
 
@@ -397,7 +408,11 @@ class _Builder:
         self._check_no_mirror()
         self.step(6)
         tag = self.key[:16]
-        kernel, initrd, release = self._copy_kernel(tag)
+        kernel, initrd_debian, release = self._copy_kernel(tag)
+        initrd_own = self.cache / f"initrd-{tag}"
+        listed = initrd.build(root, release, initrd_own, INITRAMFS_MODULES)
+        self.log.write(f"bb-init's initramfs: {initrd_own.stat().st_size} bytes, modules "
+                       f"{' '.join(listed)}\n")
         self.step(7)
         image = self.cache / f"image-{tag}.ext4"
         tmp = image.with_name(image.name + ".tmp")
@@ -407,17 +422,20 @@ class _Builder:
         os.replace(tmp, image)
         self.step(8)
         meta = {"key": self.key, "image": image.name, "kernel": kernel.name,
-                "initrd": initrd.name, "kernel_release": release,
+                "initrd": initrd_own.name, "initrd_debian": initrd_debian.name,
+                "kernel_release": release,
                 "recipe_version": RECIPE_VERSION,
                 "built": datetime.datetime.now().isoformat(timespec="seconds"),
                 "build_seconds": round(self.elapsed(), 1)}
         write_json_atomic(self.cache / "image.json", meta)
-        keep = {image.name, kernel.name, initrd.name}
+        keep = {image.name, kernel.name, initrd_own.name, initrd_debian.name}
         for p in self.cache.iterdir():
             if p.is_file() and p.name.startswith(("image-", "vmlinuz-", "initrd-")) \
                     and p.name not in keep:
                 p.unlink()
-        return ImagePaths(self.key, image, kernel, initrd, release)
+        own = initrd.chosen() != "debian"
+        return ImagePaths(self.key, image, kernel, initrd_own if own else initrd_debian,
+                          release)
 
     def _provision(self) -> None:
         root = self.rootfs
@@ -552,12 +570,12 @@ class _Builder:
             raise BuildError(f"no kernel in {boot} (linux-image-amd64 not installed?)")
         vmlinuz = kernels[-1]
         release = vmlinuz.name[len("vmlinuz-"):]
-        initrd = boot / f"initrd.img-{release}"
-        if not initrd.is_file():
-            raise BuildError(f"no initrd {initrd}")
-        k_out, i_out = self.cache / f"vmlinuz-{tag}", self.cache / f"initrd-{tag}"
+        debian_initrd = boot / f"initrd.img-{release}"
+        if not debian_initrd.is_file():
+            raise BuildError(f"no initrd {debian_initrd}")
+        k_out, i_out = self.cache / f"vmlinuz-{tag}", self.cache / f"initrd-debian-{tag}"
         shutil.copyfile(vmlinuz, k_out)
-        shutil.copyfile(initrd, i_out)
+        shutil.copyfile(debian_initrd, i_out)
         self.log.write(f"kernel {release}\n")
         return k_out, i_out, release
 
@@ -575,7 +593,7 @@ def build_image(force: bool = False, progress: Progress | None = print,
         paths = cached_image(cache, key)
         if paths:
             return paths
-    check_tools()
+    check_tools(BUILD_TOOLS)
     if os.geteuid() != 0:
         raise MissingTool("building the VM image needs root: sudo vm/build")
     cache.mkdir(parents=True, exist_ok=True)

@@ -99,6 +99,23 @@ def test_cached_image_needs_matching_key_and_files(tmp_path):
     assert image.cached_image(tmp_path, "abc") is None
 
 
+def test_cached_image_boots_bb_init_unless_debians_initramfs_is_asked_for(tmp_path,
+                                                                        monkeypatch):
+    import json
+    for name in ("image-k.ext4", "vmlinuz-k", "initrd-k", "initrd-debian-k"):
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "image.json").write_text(json.dumps(
+        {"key": "abc", "image": "image-k.ext4", "kernel": "vmlinuz-k", "initrd": "initrd-k",
+         "initrd_debian": "initrd-debian-k"}))
+    monkeypatch.delenv("BUFFERBLOAT_VM_INITRD", raising=False)
+    assert image.cached_image(tmp_path, "abc").initrd == tmp_path / "initrd-k"
+    monkeypatch.setenv("BUFFERBLOAT_VM_INITRD", "debian")
+    assert image.cached_image(tmp_path, "abc").initrd == tmp_path / "initrd-debian-k"
+    monkeypatch.setenv("BUFFERBLOAT_VM_INITRD", "dracut")
+    with pytest.raises(common.VMError, match="BUFFERBLOAT_VM_INITRD"):
+        image.cached_image(tmp_path, "abc")
+
+
 # ---------------------------------------------------------------------------- qemu args
 
 def _paths(tmp_path):
