@@ -26,7 +26,7 @@ from .common import VM_DIR, VMError
 ENV = "BUFFERBLOAT_VM_INITRD"
 CHOICES = ("bb-init", "debian")
 #: the source of /init (in vm/guest/, so that it is part of the image's key; an
-#: installed package has it as package data, bufferbloat.vm.files)
+#: installed package has it as package data, beside the other files of vm/)
 SOURCE = Path(VM_DIR) / "guest" / "bb-init.c"
 #: where bb-init reads the modules to load, in order (one path a line)
 MODULES_LIST = "bb-init.modules"
