@@ -281,13 +281,13 @@ def _health(run_dir):
         return {}
 
 
-def _verdict(run_dir):
-    return _health(run_dir).get("verdict")
+def _problems(health):
+    return [str(p) for p in health.get("problems") or []]
 
 
 def _reasons(run_dir):
     """The health problems a degraded run recorded (its result.json), or []."""
-    return [str(p) for p in _health(run_dir).get("problems") or []]
+    return _problems(_health(run_dir))
 
 
 def run_until_healthy_counted(run_once, retries=DEGRADED_RERUNS, log=print, ledger=None):
@@ -300,8 +300,9 @@ def run_until_healthy_counted(run_once, retries=DEGRADED_RERUNS, log=print, ledg
     degraded = [(d, _reasons(d)) for d in aside]
     for d, reasons in degraded:
         log(f"degraded attempt kept and rerun: {d} ({'; '.join(reasons)})")
-    if _verdict(run_dir) == "degraded":     # the last attempt too: counted, not rerun
-        degraded.append((run_dir, _reasons(run_dir)))
+    last = _health(run_dir)
+    if last.get("verdict") == "degraded":   # the last attempt too: counted, not rerun
+        degraded.append((run_dir, _problems(last)))
         log(f"degraded after {len(aside)} rerun(s), not judged: {run_dir} "
             f"({'; '.join(degraded[-1][1])})")
     ledger.note(current_test(), degraded, runs=1 + len(aside),

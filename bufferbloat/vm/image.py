@@ -280,6 +280,13 @@ def _chroot_mounts(root: Path):
         umount_all(root)
 
 
+def _initrd_field() -> str:
+    """The image.json field of the initramfs a boot uses: the image's own (bb-init,
+    bufferbloat/vm/initrd.py) unless env BUFFERBLOAT_VM_INITRD=debian asks for Debian's,
+    kept beside it."""
+    return "initrd_debian" if initrd.chosen() == "debian" else "initrd"
+
+
 def cached_image(cache: Path | None = None, key: str | None = None) -> ImagePaths | None:
     """The cached image if its key file matches ``key`` (default: the current recipe)
     and its files exist, else None."""
@@ -291,9 +298,7 @@ def cached_image(cache: Path | None = None, key: str | None = None) -> ImagePath
         return None
     if meta.get("key") != key:
         return None
-    # the image's own initramfs (bb-init, bufferbloat/vm/initrd.py) unless env
-    # BUFFERBLOAT_VM_INITRD=debian asks for Debian's, kept beside it
-    which = "initrd_debian" if initrd.chosen() == "debian" else "initrd"
+    which = _initrd_field()
     if not meta.get(which):
         return None
     paths = ImagePaths(key=key, image=cache / meta["image"], kernel=cache / meta["kernel"],
@@ -433,8 +438,7 @@ class _Builder:
             if p.is_file() and p.name.startswith(("image-", "vmlinuz-", "initrd-")) \
                     and p.name not in keep:
                 p.unlink()
-        own = initrd.chosen() != "debian"
-        return ImagePaths(self.key, image, kernel, initrd_own if own else initrd_debian,
+        return ImagePaths(self.key, image, kernel, self.cache / meta[_initrd_field()],
                           release)
 
     def _provision(self) -> None:

@@ -46,7 +46,7 @@ def chosen(environ=None) -> str:
     return value
 
 
-def parse_modules_dep(text: str) -> dict[str, list[str]]:
+def parse_modules_dep(text: str) -> dict[str, tuple[str, list[str]]]:
     """{module name: (its path, [its dependencies' paths])} from ``modules.dep``
     ("kernel/fs/ext4/ext4.ko: kernel/lib/crc16.ko ..."); names as modprobe's, "-" read
     as "_"."""
@@ -75,7 +75,6 @@ def module_order(modules_dep: str, wanted, builtin: str = "") -> list[str]:
     (``modules.builtin``) needs no loading; one found in neither is an error."""
     deps = parse_modules_dep(modules_dep)
     built_in = {_name(p) for p in builtin.split()}
-    by_path = {path: name for name, (path, _) in deps.items()}
     order: list[str] = []
     seen: set[str] = set()
 
@@ -92,7 +91,7 @@ def module_order(modules_dep: str, wanted, builtin: str = "") -> list[str]:
         path, needs = deps[name]
         # modules.dep lists a module's dependencies deepest last: load from the end
         for dep in reversed(needs):
-            visit(by_path.get(dep, _name(dep)), stack + (name,))
+            visit(_name(dep), stack + (name,))
         seen.add(name)
         order.append(path)
 
