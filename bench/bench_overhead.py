@@ -1,6 +1,8 @@
 """Benchmark of a point's cost beyond its traffic (not a test): where each second goes.
 
     sudo PYTHONPATH=. /usr/bin/python3 bench/bench_overhead.py [--families A,B,C,D,E]
+    sudo PYTHONPATH=. /usr/bin/python3 bench/bench_overhead.py --catalogue [--only S]
+                                  [--prewarm off]
     sudo PYTHONPATH=. /usr/bin/python3 bench/bench_overhead.py --host [--repeat N]
                                   [--departures off] [--mininet-config shell]
                                   [--npm-per-process N]
@@ -19,7 +21,11 @@ Mininet's own ifconfig and brctl through its shells, serially, for another;
 ``--npm-per-process 200`` connects a NetPerfMeter part's flows from one process, the
 way before 2026-11-28, for a third; ``--judge guest`` has the VM compute each run's
 metrics and health itself instead of this host, the way before 2026-11-29, for a fourth).
-The VM's boot (once per command) is printed from its boots record. ``--host`` runs
+The VM's boot (once per command) is printed from its boots record. ``--catalogue``
+runs every point of the quick catalogue (``--only SCENARIO``: of some) as ``bufferbloat
+run-all --quick`` does, networks kept between points of the same shape, and ends with
+``overhead ratio X`` over them (``--prewarm off``: the sampler's process started cold,
+the way before 2026-11-29). ``--host`` runs
 host-kernel points instead (a1_fifo with no netem over three buffers, 5 s each), as a
 serial sweep runs them: with the network kept between points, then with a fresh network
 for every point, and ends with ``host overhead per point X s (point wall - traffic,
@@ -198,6 +204,37 @@ def host_bench(repeat):
     return 0
 
 
+def catalogue_bench(only, prewarm):
+    """The quick catalogue as a user runs it (``bufferbloat run-all --quick``: every
+    point of every scenario's quick sweep, the network kept between points of the same
+    shape, in one VM boot when this kernel lacks what they need); prints every point's
+    phases and, last, the overhead ratio over them."""
+    (ROOT / ".scratch").mkdir(exist_ok=True)
+    out = tempfile.mkdtemp(prefix="bench-overhead-catalogue-", dir=str(ROOT / ".scratch"))
+    argv = [sys.executable, "-m", "bufferbloat", "run-all", "--quick", "--out", out]
+    for name in only:
+        argv += ["--only", name]
+    env = dict(os.environ, BUFFERBLOAT_SAMPLER_PREWARM=prewarm)
+    proc = subprocess.run(argv, cwd=str(ROOT), env=env, check=False)
+    with open(os.path.join(out, "index.json")) as f:
+        index = json.load(f)
+    dirs = []
+    for e in index["done"]:
+        d = e["run_dir"]
+        d = str(ROOT / d.removeprefix("/bb/")) if d.startswith("/bb/") else d
+        if e["status"] == "ok":
+            dirs.append(d)
+    print(f"runs kept in {out} (run-all exit status {proc.returncode}; networks "
+          f"{index.get('networks')})")
+    ratio = table(dirs)
+    healthy = sum(e.get("health") == "healthy" for e in index["done"])
+    if ratio is not None:
+        print(f"overhead ratio {ratio:.2f} (point wall / traffic) over the quick catalogue "
+              f"({len(dirs)} points ok, {healthy} healthy, of {len(index['done'])}; "
+              f"sampler prewarm {prewarm})")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--families", default=",".join(FAMILIES),
@@ -220,8 +257,20 @@ def main():
                          "buffers 20/50/100), the network kept between points beside a "
                          "fresh network for every point")
     ap.add_argument("--repeat", type=int, default=3, help="--host: repetitions (1-20)")
+    ap.add_argument("--catalogue", action="store_true",
+                    help="every point of the quick catalogue (or of --only), as "
+                         "`bufferbloat run-all --quick` runs them, networks kept between "
+                         "points: the ratio a student's run-all pays (~30 min in the VM)")
+    ap.add_argument("--only", action="append", default=[], metavar="SCENARIO",
+                    help="--catalogue: this scenario only (repeatable)")
+    ap.add_argument("--prewarm", choices=("on", "off"), default="on",
+                    help="--catalogue: the sampler's process started with the network "
+                         "(env BUFFERBLOAT_SAMPLER_PREWARM; off: the way before, to "
+                         "compare)")
     ap.add_argument("--inside", metavar="OUT", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.catalogue:
+        return catalogue_bench(args.only, args.prewarm)
     if args.host:
         if not 1 <= args.repeat <= 20:
             ap.error("--repeat: 1-20")

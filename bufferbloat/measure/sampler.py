@@ -46,8 +46,10 @@ The modules: this one is the parent side (:class:`Sampler`) and the process's en
 compiled queue sampler.
 """
 
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -111,6 +113,7 @@ class Sampler:
             "flows": [self._flow(f) for f in flows],
         }
         self.proc = None
+        self.prewarmed = False     # whether launch() used a Prewarmed process
 
     def _pid(self, ns):
         return None if ns is None else self.net.net[ns].pid
@@ -144,10 +147,13 @@ class Sampler:
         self.launch()
         return self.wait_ready(ready_timeout_s)
 
-    def launch(self):
+    def launch(self, prewarmed=None):
         """Start the sampler process and return at once: its start-up (the
         interpreter, its sockets, the compiled helper: ~2.2 s under TCG) goes on while
-        the caller does other work; :meth:`wait_ready` waits for it."""
+        the caller does other work; :meth:`wait_ready` waits for it. ``prewarmed``: a
+        :class:`Prewarmed` process started earlier for this run, its interpreter and
+        imports done: it gets the spec and goes on from there (a cold start when it is
+        None or has ended)."""
         if self.spec["qdisc_devs"] and "qdisc_helper" not in self.spec:
             self.spec["qdisc_helper"] = prepare_qdisc_helper()
         os.makedirs(self.series_dir, exist_ok=True)
@@ -158,13 +164,17 @@ class Sampler:
             path = os.path.join(self.series_dir, name)
             if os.path.exists(path):
                 os.unlink(path)
-        self._log = open(os.path.join(self.series_dir, "sampler.log"), "w")
-        env = dict(os.environ)
-        env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"]
-                                    if env.get("PYTHONPATH") else "")
-        self.proc = self.net.popen(None, [sys.executable, "-m", "bufferbloat.measure.sampler",
-                                          spec_path], stdout=self._log, stderr=self._log,
-                                   env=env)
+        if prewarmed is not None and prewarmed.series_dir == self.series_dir \
+                and prewarmed.hand(spec_path):
+            self.proc, self._log, self.prewarmed = prewarmed.proc, prewarmed.log, True
+        else:
+            if prewarmed is not None:
+                prewarmed.end()
+            self._log = open(os.path.join(self.series_dir, "sampler.log"), "w")
+            self.proc = self.net.popen(None, [sys.executable, "-m",
+                                              "bufferbloat.measure.sampler", spec_path],
+                                       stdout=self._log, stderr=self._log, env=_env())
+            self.prewarmed = False
         self._launched = time.monotonic()
         return self
 
@@ -220,13 +230,79 @@ class Sampler:
 
 
 
+def _env():
+    """The sampler process's environment: this one, the package on its PYTHONPATH."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"]
+                                if env.get("PYTHONPATH") else "")
+    return env
+
+
+class Prewarmed:
+    """A sampler process started before its run knows what to sample: the interpreter
+    and the sampler's modules load (most of its ~2.2 s start-up under TCG) while the
+    run reads its network back and starts its parts, in the other CPU. It waits for one
+    line on its input, the path of its spec (:meth:`Sampler.launch`), and exits at once
+    when its input closes without one (:meth:`end`: the run ended before it sampled).
+    The network's process: it ends with the network at the latest."""
+
+    def __init__(self, net, series_dir):
+        self.series_dir = series_dir
+        os.makedirs(series_dir, exist_ok=True)
+        self.log = open(os.path.join(series_dir, "sampler.log"), "w")
+        self.proc = net.popen(None, [sys.executable, "-m", "bufferbloat.measure.sampler",
+                                     AWAIT], stdin=subprocess.PIPE, stdout=self.log,
+                              stderr=self.log, env=_env())
+        self.used = False
+
+    def hand(self, spec_path):
+        """Give the process its spec; False (and it ended) when it is no longer alive
+        to take it."""
+        if self.used or self.proc.poll() is not None:
+            self.end()
+            return False
+        try:
+            self.proc.stdin.write(spec_path + "\n")
+            self.proc.stdin.close()
+        except OSError:              # it ended between the poll and the write
+            self.end()
+            return False
+        self.used = True
+        return True
+
+    def end(self, timeout_s=10.0):
+        """End the process if no spec was handed to it (idempotent): its input closed,
+        it exits by itself; stopped by PID if it does not within ``timeout_s``."""
+        if self.used:
+            return
+        self.used = True
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            stop_process(self.proc, grace_s=2.0, group=False)
+        self.log.close()
+
+
+#: the argument of a :class:`Prewarmed` process: its spec's path comes on its input
+AWAIT = "--await-spec"
+
+
 def main(argv=None):
-    """``python3 -m bufferbloat.measure.sampler SPEC.json``"""
+    """``python3 -m bufferbloat.measure.sampler SPEC.json`` (or ``--await-spec``: the
+    path on the first line of the input; none: exit 0)"""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python3 -m bufferbloat.measure.sampler SPEC.json", file=sys.stderr)
+        print("usage: python3 -m bufferbloat.measure.sampler SPEC.json|--await-spec",
+              file=sys.stderr)
         return 2
-    with open(argv[0]) as f:
+    path = argv[0]
+    if path == AWAIT:
+        path = sys.stdin.readline().strip()
+        if not path:
+            return 0
+    with open(path) as f:
         spec = json.load(f)
     run(spec)
     return 0

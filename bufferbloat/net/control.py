@@ -16,7 +16,8 @@ the server's address and port; on the server, packets from that port to the clie
 address. The route keeps each host's own address as the source, so the tool sees the
 same endpoints as before and its data connections (another port) stay on the emulated
 path. Set up before the tool starts; read back with ``ip route get``; gone with the
-hosts' namespaces at the teardown.
+hosts' namespaces at the teardown, or removed (:meth:`ControlPaths.remove`) when a
+sweep's next point reuses the network (:mod:`bufferbloat.net.reuse`).
 
 Needs FIB rules that match a TCP port (Linux and iproute2 >= 4.17).
 """
@@ -100,6 +101,7 @@ class ControlPaths:
     def __init__(self, net):
         self.net = net
         self.pairs = {}      # frozenset({a, b}) -> (n, first host)
+        self.rules = {}      # host -> the rule lines added there
 
     def add(self, client, server, port):
         """Send TCP connections from ``client`` to ``server``:``port`` (both ways) over
@@ -132,7 +134,24 @@ class ControlPaths:
                                    f"{exc}; it needs {NEEDS}") from exc
         if fresh:     # the veth and routes exist: a later port of the pair reuses them
             self.pairs[key] = (n, first)
+        for host in (client, server):
+            self.rules.setdefault(host, []).append(lines[host][-1])
         check_route(net.run(client, route_get(s_ip, c_ip, "dport", port)), n, client)
         check_route(net.run(server, route_get(c_ip, s_ip, "sport", port)), n, server)
         return {"dev": DEV.format(n=n), "table": TABLE_BASE + n, "port": port,
                 "client": client, "server": server}
+
+    def remove(self):
+        """Remove every pair's veth (both ends: its addresses, neighbours and routes go
+        with it) and every rule added; returns how many pairs there were. One ``ip
+        -batch`` per host."""
+        lines = {}
+        for (n, first) in self.pairs.values():
+            lines.setdefault(first, []).append(f"link del {DEV.format(n=n)}")
+        for host, rules in self.rules.items():
+            lines.setdefault(host, []).extend("rule del" + r[len("rule add"):] for r in rules)
+        for host, batch in sorted(lines.items()):
+            self.net.run(host, ["ip", "-batch", "-"], stdin="\n".join(batch) + "\n")
+        count = len(self.pairs)
+        self.pairs, self.rules = {}, {}
+        return count

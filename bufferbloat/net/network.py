@@ -104,9 +104,9 @@ class Network:
         self.host_config = HostSettings(self)       # the hosts' sysctls and routes
         self.qdisc_plan = QdiscPlan(self)           # runs self.plan, reads it back
         self._control = None     # control paths beside the emulated links (control.py)
-        #: {host: IPv4 routes} read right after the build, for a kept network's proof
-        #: (bufferbloat/net/reuse.py)
-        self.fresh_routes = None
+        #: {host: routes, policy rules, interfaces} read right after the build, for a
+        #: kept network's proof (bufferbloat/net/reuse.py)
+        self.fresh_layout = None
 
     # ----------------------------------------------------------------- lifecycle
     def check(self):
@@ -328,6 +328,12 @@ class Network:
     def has_control_paths(self):
         """Whether control paths were added (a veth between two hosts, policy rules)."""
         return self._control is not None
+
+    def remove_control_paths(self):
+        """Remove every control path (their veths, routes and rules); returns how many
+        pairs of hosts had one."""
+        control, self._control = self._control, None
+        return control.remove() if control is not None else 0
 
     # ----------------------------------------------------------------- bottleneck
     @property

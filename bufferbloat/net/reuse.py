@@ -16,9 +16,11 @@ state clean, as a fresh network's would be:
   new qdiscs, their counters from zero), the interfaces' counters read as the baseline;
 * the hosts' sysctls written again, each key the build may set at its value of the
   fresh namespace unless the point sets it, and read back;
+* the control paths of the point before (NetPerfMeter's veth and policy rules,
+  :mod:`bufferbloat.net.control`) removed;
 * the TCP metrics cache flushed and found empty; neighbour entries deleted and none
-  left; the route cache flushed and the IPv4 routes those of the fresh build; the
-  switch's learned addresses flushed.
+  left; the route cache flushed; each host's IPv4 routes, policy rules and interfaces
+  those of the fresh build; the switch's learned addresses flushed.
 
 Any step that fails, or finds something left, ends the kept network (its teardown, by
 PID and by name of what it made, as always) and the point gets a fresh one; the record
@@ -73,9 +75,6 @@ def devices(topo, intfs):
 def mismatch(kept, fresh):
     """Why the kept network ``kept`` cannot serve the point of the unbuilt network
     ``fresh`` (same topology description, not started), or None when it can."""
-    if kept.has_control_paths:
-        return ("the point before added control paths (NetPerfMeter's): a fresh network "
-                "has none")
     old, new = shape(kept), shape(fresh)
     if old == new:     # the same links: the same interface names
         old["devices"] = devices(kept.topo, kept.intfs)
@@ -136,8 +135,11 @@ def reconfigure(net, topo):
         raise NotClean("processes other than the hosts' shells in their namespaces: "
                        + ", ".join(left[:5]))
     hosts = sorted(set(topo.senders) | {topo.receiver})
+    # the control paths (NetPerfMeter's) go: a fresh network has none, and the next
+    # point's part adds its own; the layout below proves them gone
+    removed = net.remove_control_paths()
     # each host cleaned in one call inside its namespace: sockets, TCP metrics,
-    # neighbours, route cache; its routes read
+    # neighbours, route cache; its routes, rules and interfaces read
     found = {host: net.in_ns(host, netclean.clean) for host in hosts}
     for what, left in (("sockets", "sockets_left"), ("TCP metrics entries",
                                                      "tcp_metrics_left"),
@@ -145,11 +147,12 @@ def reconfigure(net, topo):
         rest = [f"{host}: {x}" for host, got in found.items() for x in got[left]]
         if rest:
             raise NotClean(f"{what} left after the flush: {', '.join(rest[:5])}")
-    routes = {host: got["routes"] for host, got in found.items()}
-    if routes != net.fresh_routes:
-        raise NotClean(f"routes differ from the fresh build's: {routes} "
-                       f"(fresh: {net.fresh_routes})")
-    proof = {"processes_left": 0, "routes": "as built", "route_cache": "flushed"}
+    differs = layout_differs({host: got["layout"] for host, got in found.items()},
+                             net.fresh_layout)
+    if differs:
+        raise NotClean(differs)
+    proof = {"processes_left": 0, "routes": "as built", "route_cache": "flushed",
+             "control_paths_removed": removed}
     for key in ("sockets_destroyed", "tcp_metrics_flushed", "neighbours_flushed"):
         proof[key] = sum(got[key] for got in found.values())
     old_plan = net.plan
@@ -182,9 +185,25 @@ def _removal(plan):
     return out
 
 
-def routes_of(net, hosts):
-    """{host: its IPv4 routes} (:func:`bufferbloat.netlink.netclean.ipv4_routes`)."""
-    return {h: net.in_ns(h, netclean.ipv4_routes) for h in hosts}
+def layouts_of(net, hosts):
+    """{host: its routes, policy rules and interfaces}
+    (:func:`bufferbloat.netlink.netclean.layout`)."""
+    return {h: net.in_ns(h, netclean.layout) for h in hosts}
+
+
+def layout_differs(now, fresh):
+    """What of the hosts' layouts ``now`` ({host: netclean.layout()}) differs from the
+    fresh build's ``fresh``, as text; None when nothing does."""
+    out, fresh = [], fresh or {}
+    for host in sorted(set(now) | set(fresh)):
+        if (host in now) != (host in fresh):
+            out.append(f"{host} {'is not' if host in now else 'only'} in the fresh build")
+            continue
+        a, b = now[host], fresh[host]
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                out.append(f"{host}'s {key}: {a.get(key)} (fresh: {b.get(key)})")
+    return ("the hosts differ from the fresh build: " + "; ".join(out)) if out else None
 
 
 def flush_switch(net):
@@ -302,7 +321,7 @@ class NetworkKeeper:
         fresh.start()
         if self.enabled:
             try:
-                fresh.fresh_routes = routes_of(
+                fresh.fresh_layout = layouts_of(
                     fresh, sorted(set(fresh.topo.senders) | {fresh.topo.receiver}))
             except BaseException:
                 fresh.stop()

@@ -15,7 +15,8 @@ and take no tool process:
 * the route cache (IPv4 next-hop exceptions, IPv6 cached routes): flushed through
   /proc/sys (``ip route flush cache``);
 * the IPv4 routes, each interface's counters and the listening TCP ports read from
-  /proc/thread-self/net (the calling thread's namespace, not the process's).
+  /proc/thread-self/net (the calling thread's namespace, not the process's); the IPv4
+  policy rules dumped through rtnetlink (``ip rule show``).
 """
 
 import errno
@@ -38,6 +39,9 @@ NETLINK_GENERIC = 16
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_DUMP = 0x1, 0x4, 0x300
 SOCK_DESTROY = 21
 RTM_DELNEIGH, RTM_GETNEIGH = 29, 30
+RTM_NEWRULE, RTM_GETRULE = 32, 34
+FRA_DST, FRA_PRIORITY, FRA_TABLE = 1, 6, 15
+FRA_IP_PROTO, FRA_SPORT_RANGE, FRA_DPORT_RANGE = 22, 23, 24
 NUD_NOARP, NUD_PERMANENT = 0x40, 0x80
 NDA_DST = 1
 GENL_ID_CTRL, CTRL_CMD_GETFAMILY = 0x10, 3
@@ -48,6 +52,8 @@ _ATTR = struct.Struct("=HH")
 _NDMSG = struct.Struct("=BxxxiHBB")
 _DIAG_REQ = struct.Struct("=BBBxI")
 _GENL = struct.Struct("=BBxx")
+#: struct fib_rule_hdr: family, dst_len, src_len, tos, table, 2 reserved, action; flags
+_RULE = struct.Struct("=BBBBBxxBI")
 #: the (family, protocol) pairs whose sockets are dumped and destroyed
 SOCKET_KINDS = tuple((fam, proto) for fam in (socket.AF_INET, socket.AF_INET6)
                      for proto in (socket.IPPROTO_TCP, socket.IPPROTO_UDP))
@@ -190,10 +196,10 @@ def _count_metrics(sock, family, seq=2):
 
 def clean():
     """Everything above, in this order, in one call: every socket destroyed, the TCP
-    metrics cache flushed, neighbours deleted, the route cache flushed; then the routes
-    read. Returns {sockets_destroyed, sockets_left, tcp_metrics_flushed,
-    tcp_metrics_left, neighbours_flushed, neighbours_left, routes} (what is left: lists
-    of text, empty when clean)."""
+    metrics cache flushed, neighbours deleted, the route cache flushed; then the
+    namespace's layout read. Returns {sockets_destroyed, sockets_left,
+    tcp_metrics_flushed, tcp_metrics_left, neighbours_flushed, neighbours_left, layout}
+    (what is left: lists of text, empty when clean; layout: :func:`layout`)."""
     destroyed, sockets = destroy_sockets()
     before, after = flush_tcp_metrics()
     flushed, neighbours = flush_neighbours()
@@ -202,7 +208,46 @@ def clean():
             "tcp_metrics_flushed": before,
             "tcp_metrics_left": [f"{after} entries"] if after else [],
             "neighbours_flushed": flushed, "neighbours_left": neighbours,
-            "routes": ipv4_routes()}
+            "layout": layout()}
+
+
+def layout():
+    """What a fresh build gave this namespace and a kept network must still have:
+    {"routes": :func:`ipv4_routes`, "rules": :func:`ipv4_rules`, "devices": the
+    interfaces' names, sorted}."""
+    return {"routes": ipv4_routes(), "rules": ipv4_rules(),
+            "devices": sorted(interface_counters())}
+
+
+def ipv4_rules():
+    """The namespace's IPv4 policy rules (``ip rule show``), each as text: its
+    preference, its table, and its destination, protocol and ports when it has them;
+    sorted."""
+    nl = NetlinkSocket(NETLINK_ROUTE)
+    try:
+        data = nl.dump(RTM_GETRULE, _RULE.pack(socket.AF_INET, 0, 0, 0, 0, 0, 0))
+    finally:
+        nl.close()
+    out = []
+    for mtype, off, end in iter_messages(data, errors=False):
+        if mtype != RTM_NEWRULE:
+            continue
+        _fam, dst_len, _src_len, _tos, table, _action, _flags = _RULE.unpack_from(data, off)
+        attrs = {t: data[a:b] for t, a, b in iter_attrs(data, off + _RULE.size, end)}
+        if FRA_TABLE in attrs:
+            table = struct.unpack_from("=I", attrs[FRA_TABLE])[0]
+        pref = struct.unpack_from("=I", attrs[FRA_PRIORITY])[0] if FRA_PRIORITY in attrs else 0
+        text = f"pref {pref} table {table}"
+        if FRA_DST in attrs:
+            text += f" to {socket.inet_ntop(socket.AF_INET, attrs[FRA_DST])}/{dst_len}"
+        if FRA_IP_PROTO in attrs:
+            text += f" ipproto {attrs[FRA_IP_PROTO][0]}"
+        for key, name in ((FRA_SPORT_RANGE, "sport"), (FRA_DPORT_RANGE, "dport")):
+            if key in attrs:
+                lo, hi = struct.unpack_from("=HH", attrs[key])
+                text += f" {name} {lo}" + (f"-{hi}" if hi != lo else "")
+        out.append(text)
+    return sorted(out)
 
 
 def flush_route_cache():

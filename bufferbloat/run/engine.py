@@ -23,6 +23,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 
+from bufferbloat.core.errors import UsageError
 from bufferbloat.core.machine import machine_record, tool_versions, under_tcg
 from bufferbloat.core.params import (
     check_out_dir,
@@ -31,7 +32,7 @@ from bufferbloat.core.params import (
 from bufferbloat.core.series import columns_of
 from bufferbloat.core.signals import deferred_signals, terminate_on_sigterm
 from bufferbloat.measure import departures
-from bufferbloat.measure.sampler import Sampler, prepare_qdisc_helper
+from bufferbloat.measure.sampler import Prewarmed, Sampler, prepare_qdisc_helper
 from bufferbloat.net import reuse
 from bufferbloat.net.bottleneck import htb_burst_bytes
 from bufferbloat.net.capabilities import probe
@@ -57,6 +58,21 @@ SAMPLER_SPARE_S = 60.0
 #: (work conservation 0.78 against 0.82 without, docs/design/health.md); 1 elsewhere, where the
 #: sampler costs a few % of a core and real-time keeps its ticks on time.
 SAMPLER_RT_ENV = "BUFFERBLOAT_SAMPLER_RT"
+
+
+#: env: ``off`` starts the sampler's process only once its run knows what it samples
+#: (the way before 2026-11-29), for a side-by-side; ``on`` (default) starts it with the
+#: network (:class:`~bufferbloat.measure.sampler.Prewarmed`)
+PREWARM_ENV = "BUFFERBLOAT_SAMPLER_PREWARM"
+
+
+def prewarm_wanted():
+    """Whether the sampler's process starts with the network (env
+    BUFFERBLOAT_SAMPLER_PREWARM: on, off)."""
+    value = os.environ.get(PREWARM_ENV, "on")
+    if value not in ("on", "off"):
+        raise UsageError(f"invalid value for {PREWARM_ENV}: {value!r} (allowed: on, off)")
+    return value == "on"
 
 
 def sampler_rt_priority():
@@ -99,6 +115,8 @@ class RunContext:
     qdisc_warnings: list = field(default_factory=list)
     parts: list = field(default_factory=list)
     sampler: Sampler | None = None
+    #: the sampler's process, started with the network before its spec is known
+    prewarmed: Prewarmed | None = None
     #: the kernel's timing of every departure of the watched leaves
     departures: object = None
     #: the compiled queue sampler, made ready before the network is built
@@ -196,6 +214,7 @@ def run_resolved(run, out_root="results", log=print, run_dir=None, keeper=None):
 def prepare(run, out_root="results", log=print, run_dir=None):
     """Step 1: what this kernel must have for ``run`` (UsageError otherwise, before any
     network state exists), the run directory and its record's identity."""
+    sampler_rt_priority(), prewarm_wanted()     # the environment's values, checked
     caps = probe()
     warnings = run.warnings(caps.hz)   # e.g. PIE's tupdate rounded to the kernel tick
     for warning in warnings:
@@ -238,6 +257,10 @@ def run_network(ctx):
     with (reuse.own_network(net) if ctx.keeper is None
           else ctx.keeper.network(net)) as (net, reused):
         ctx.net = net
+        if prewarm_wanted():
+            # its interpreter and modules load while this process reads the network
+            # back and builds the parts: the other CPU's work
+            ctx.prewarmed = Prewarmed(net, os.path.join(ctx.run_dir, "series"))
         record_result_file(net.state, ctx.writer.path)
         if net.recovered:
             rec["recovered"] = net.recovered
@@ -301,7 +324,7 @@ def measure(ctx):
     early = not any(part.flows_known_after_prepare for part in ctx.parts)
     if early:
         with ctx.phase("sampler_start"):
-            ctx.sampler = make_sampler(ctx, t0).launch()
+            ctx.sampler = make_sampler(ctx, t0).launch(ctx.prewarmed)
     with ctx.phase("idle_rtt"):
         rec["idle_rtt"] = idle_rtt(net, *_probe_pair(ctx.topo, ctx.parts))
     if not early:
@@ -310,9 +333,10 @@ def measure(ctx):
         with ctx.phase("prepare"):
             prepare_parts(ctx.parts)
         with ctx.phase("sampler_start"):
-            ctx.sampler = make_sampler(ctx, t0).launch()
+            ctx.sampler = make_sampler(ctx, t0).launch(ctx.prewarmed)
     with ctx.phase("sampler_start"):
         ctx.sampler.wait_ready()
+    rec["sampler_prewarmed"] = ctx.sampler.prewarmed
     with ctx.phase("departures_start"):
         start_departures(ctx, t0)
     ctx.link_loop, why = linkreplay.start(ctx.topo, net, ctx.run_dir, rec, t0,
@@ -451,6 +475,8 @@ def stop_traffic(ctx):
     stop_parts(ctx.parts)
     if ctx.sampler is not None and ctx.sampler.alive():
         ctx.sampler.stop()
+    if ctx.prewarmed is not None:
+        ctx.prewarmed.end()          # never handed a spec: it exits, or is stopped
     linkreplay.stop(ctx.link_loop, ctx.record)
     ctx.link_loop = None
     if ctx.departures is not None:

@@ -9,6 +9,7 @@ import json
 import time
 
 from bufferbloat.net.network import Network
+from bufferbloat.net.reuse import NetworkKeeper, layouts_of
 from bufferbloat.net.topology import DumbbellTopo
 
 RATE_MBIT = 10
@@ -109,3 +110,34 @@ def port_bytes(net, host):
     port = next(ends[1] if a == host else ends[0]
                 for (a, b), ends in net.intfs.items() if host in (a, b))
     return max(q["bytes"] for q in net.qdisc_show(None, port))
+
+
+def test_a_kept_network_loses_its_control_paths_and_proves_it(net_guard):
+    """A sweep's next point on the same network (bufferbloat/net/reuse.py): the control
+    paths of the point before are removed, each host's routes, rules and interfaces are
+    the fresh build's again, and the next point's own path works; a rule nobody removed
+    is found, and that network is not used again."""
+    topo = DumbbellTopo(bottleneck_mbit=RATE_MBIT, switch="bridge")
+    hosts = ["h1", "h2"]
+    with NetworkKeeper(enabled=True) as keeper:
+        with keeper.network(Network(topo)) as (net, _):
+            fresh = layouts_of(net, hosts)
+            assert fresh == net.fresh_layout
+            net.control_path("h1", "h2", PORT)
+            net.control_path("h2", "h1", PORT + 4)
+            dirty = layouts_of(net, hosts)
+            assert "bbctl0" in dirty["h1"]["devices"] and "bbctl0" in dirty["h2"]["devices"]
+            assert any(f"dport {PORT}" in r for r in dirty["h1"]["rules"])
+        with keeper.network(Network(topo)) as (again, reused):
+            assert again is net and reused["reused"] is True, reused
+            assert reused["clean"]["control_paths_removed"] == 1
+            assert layouts_of(again, hosts) == fresh
+            got = again.control_path("h1", "h2", PORT)       # the next point's own
+            assert got["dev"] == "bbctl0"
+            assert iperf(again, PORT) > 3 * RATE_MBIT         # unshaped: over the veth
+            # a rule nobody will remove: the next point cannot be proven clean
+            again.run("h2", ["ip", "rule", "add", "to", "10.9.9.9/32", "lookup", "1500",
+                             "pref", "1500"])
+        with keeper.network(Network(topo)) as (third, why):
+            assert third is not net and why["reused"] is False
+            assert "h2's rules" in why["why"] and "10.9.9.9/32" in why["why"], why

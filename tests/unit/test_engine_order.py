@@ -44,8 +44,11 @@ class _Sampler:
     def __init__(self, calls):
         self.calls = calls
 
-    def launch(self):
+    prewarmed = False
+
+    def launch(self, prewarmed=None):
         self.calls.append("sampler_launch")
+        self.prewarmed = prewarmed == "the prewarmed process"
         return self
 
     def wait_ready(self):
@@ -74,7 +77,8 @@ def _ctx(calls, after_prepare, monkeypatch):
     ctx = types.SimpleNamespace(
         net=net, writer=writer, record={"realtime_minus_monotonic": 0.0, "network": {}},
         traffic=[], duration_s=0.01, run_dir="/nonexistent", topo=None, parts=[],
-        sampler=None, departures=None, measured=False, phases={})
+        sampler=None, departures=None, measured=False, phases={},
+        prewarmed="the prewarmed process")
     ctx.phase = lambda name: _Phase(ctx, name)
     return ctx
 
@@ -104,6 +108,8 @@ def test_the_sampler_starts_beside_the_idle_probe_unless_flows_need_prepare(
     engine.measure(ctx)
     assert calls[:len(order)] == order
     assert ctx.measured and "traffic_start_s" in ctx.record
+    # the process started with the network is the one launched, and the record says so
+    assert ctx.record["sampler_prewarmed"] is True
     # one sampler_start phase however many steps it took
     assert {"sampler_start", "idle_rtt", "prepare", "departures_start"} <= set(ctx.phases)
 

@@ -12,6 +12,7 @@ from bufferbloat.commands import common
 from bufferbloat.core.errors import UsageError
 from bufferbloat.net import reuse
 from bufferbloat.net.bottleneck import plan_network
+from bufferbloat.net.control import ControlPaths
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo, KDumbbellTopo
 from bufferbloat.results.health import headline, network_of
@@ -51,11 +52,55 @@ def test_another_shape_gets_a_fresh_network_and_says_why(kept_topo, new_topo, sa
     assert why and says in why, why
 
 
-def test_another_switch_or_control_paths_get_a_fresh_network():
+def test_another_switch_gets_a_fresh_network_control_paths_do_not():
     kept = _net(DumbbellTopo())
     assert "switch differ" in reuse.mismatch(kept, _net(DumbbellTopo(), False, "ovs"))
-    kept._control = object()      # NetPerfMeter's control veths: a fresh network has none
-    assert "control paths" in reuse.mismatch(kept, _net(DumbbellTopo(), False))
+    # NetPerfMeter's control veths: the reconfiguration removes them (and proves it)
+    kept._control = object()
+    assert reuse.mismatch(kept, _net(DumbbellTopo(), False)) is None
+
+
+def test_a_layout_that_differs_from_the_fresh_build_is_named():
+    fresh = {"h1": {"routes": ["r1"], "rules": ["pref 0 table 255"], "devices": ["lo"]},
+             "h2": {"routes": ["r2"], "rules": ["pref 0 table 255"], "devices": ["lo"]}}
+    same = {h: dict(v) for h, v in fresh.items()}
+    assert reuse.layout_differs(same, fresh) is None
+    same["h2"]["rules"] = ["pref 0 table 255", "pref 1000 table 1000"]
+    same["h1"]["devices"] = ["bbctl0", "lo"]
+    why = reuse.layout_differs(same, fresh)
+    assert "h1's devices: ['bbctl0', 'lo']" in why and "h2's rules" in why
+    assert "routes" not in why
+    assert "h3" in reuse.layout_differs({**fresh, "h3": {}}, fresh)
+
+
+def test_removing_control_paths_deletes_each_veth_once_and_every_rule():
+    calls = []
+
+    class Net:
+        net = {"h1": SimpleNamespace(pid=11), "h2": SimpleNamespace(pid=12)}
+
+        def ip(self, host):
+            return {"h1": "10.0.0.1", "h2": "10.0.0.2"}[host]
+
+        def run(self, host, argv, stdin=None):
+            calls.append((host, stdin))
+            return " dev bbctl0 "
+
+    paths = ControlPaths(Net())
+    paths.add("h1", "h2", 5302)
+    paths.add("h2", "h1", 5306)
+    calls.clear()
+    assert paths.remove() == 1 and paths.pairs == {} and paths.rules == {}
+    got = dict(calls)
+    assert got["h1"].splitlines() == [
+        "link del bbctl0",
+        "rule del to 10.0.0.2/32 ipproto tcp dport 5302 lookup 1000 pref 1000",
+        "rule del to 10.0.0.2/32 ipproto tcp sport 5306 lookup 1000 pref 1000"]
+    assert got["h2"].splitlines() == [
+        "rule del to 10.0.0.1/32 ipproto tcp sport 5302 lookup 1000 pref 1000",
+        "rule del to 10.0.0.1/32 ipproto tcp dport 5306 lookup 1000 pref 1000"]
+    calls.clear()
+    assert paths.remove() == 0 and calls == []
 
 
 def test_the_reconfiguration_deletes_every_tree_the_point_before_installed():
@@ -88,7 +133,7 @@ class FakeNet:
 
 @pytest.fixture
 def keeper(monkeypatch):
-    monkeypatch.setattr(reuse, "routes_of", lambda net, hosts: {})
+    monkeypatch.setattr(reuse, "layouts_of", lambda net, hosts: {})
     return reuse.NetworkKeeper(enabled=True)
 
 
