@@ -173,6 +173,33 @@ def table(bands, min_n, markdown):
     return lines
 
 
+def degraded_counts(files):
+    """{family: [degraded runs, runs]} summed over the records' ``degraded_by_family``
+    (every phase of every tier: each run of a family test counts once per attempt)."""
+    out = {}
+    for f in files:
+        data = record.read(f)
+        for fam, c in ((data or {}).get("degraded_by_family") or {}).items():
+            k = out.setdefault(fam, [0, 0])
+            k[0] += int(c.get("degraded", 0))
+            k[1] += int(c.get("runs", 0))
+    return out
+
+
+def family_table(counts):
+    """Each family's degraded share across the records against the rate the acceptance
+    tier's binomial test uses (tests/retries.py DEGRADED_RATE)."""
+    from tests.retries import DEGRADED_RATE  # noqa: PLC0415
+    lines = ["family  degraded  runs  share  95 % upper  rate in use  rate covers the share"]
+    for fam in sorted(counts):
+        k, n = counts[fam]
+        rate = DEGRADED_RATE.get(fam, DEGRADED_RATE["other"])
+        share = k / n if n else float("nan")
+        lines.append(f"{fam}  {k}  {n}  {_fmt(share)}  {_fmt(binom_upper(k, n))}  "
+                     f"{rate:g}  {'yes' if n and rate >= share else 'NO'}")
+    return lines
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="*", help="records or directories of records "
@@ -189,6 +216,9 @@ def main(argv=None):
     bands = samples(files)
     print(f"{len(files)} records, {len(bands)} bands with values")
     for line in table(bands, a.min_n, a.markdown):
+        print(line)
+    print("degraded runs per family (the acceptance tier's binomial test):")
+    for line in family_table(degraded_counts(files)):
         print(line)
     return 0
 

@@ -43,10 +43,12 @@ DEGRADED_RERUNS = 2
 #: one-sided binomial test's level: a family's degraded count at least this improbable
 #: under its rate fails the acceptance session
 DEGRADED_ALPHA = 0.001
-#: each family's rate of degraded runs in the TCG VM, per run (docs/design/testing.md: from the
-#: degraded attempts recorded in the CI logs and docs/design/health.md; E at ten flows and C at
-#: 40 are the heaviest). Every test record writes the counts it saw, to recalibrate.
-DEGRADED_RATE = {"a": 0.05, "b": 0.08, "c": 0.15, "d": 0.08, "e": 0.25, "other": 0.10}
+#: each family's rate of degraded runs, per run (docs/design/testing.md): the larger of
+#: the first estimate (CI logs, docs/design/health.md) and the share recorded in this
+#: machine's archive of test records (bench/band_spreads.py prints it; 2026-11-29, 23
+#: records: a 11 of 118, b 10 of 42, c 0 of 35, d 0 of 51, e 9 of 50, other 8 of 31).
+#: Every test record writes the counts it saw, to recalibrate.
+DEGRADED_RATE = {"a": 0.10, "b": 0.24, "c": 0.15, "d": 0.08, "e": 0.25, "other": 0.26}
 
 
 def tier():
@@ -150,6 +152,12 @@ def judge_test(attempt, reset, label, log=print):
             miss = None
         except AssertionError as e:
             miss, last = (str(e).strip().splitlines() or [""])[0][:300] or "assert", e
+        except NotJudged:
+            # a later attempt's run stayed degraded: the attempts judged before it (a
+            # miss among them) are kept, the test not judged
+            if outcomes:
+                record.note_band(label, outcomes, misses, judged=False)
+            raise
         if record.band_count() != own:     # judged inside by measure_until_met
             if last is not None and miss:
                 raise last

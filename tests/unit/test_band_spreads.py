@@ -133,3 +133,22 @@ def test_made_up_entries_stay_out_of_the_session_record(request):
         assert record.entry("made-up")["values"][0]["value"] == 1.0
     assert "made-up" not in record._state["tests"]
     assert record._state["current"] == request.node.nodeid
+
+
+def test_each_familys_degraded_share_is_summed_and_set_against_its_rate(tmp_path):
+    for i, fams in enumerate(({"b": {"degraded": 3, "runs": 4}, "c": {"degraded": 0,
+                                                                    "runs": 7}},
+                              {"b": {"degraded": 1, "runs": 6}})):
+        (tmp_path / f"r{i}.json").write_text(json.dumps(
+            {"tier": "acceptance", "phase": "vm", "tests": {},
+             "degraded_by_family": fams}))
+    files = bs.record_files([str(tmp_path)])
+    counts = bs.degraded_counts(files)
+    assert counts == {"b": [4, 10], "c": [0, 7]}
+    lines = bs.family_table(counts)
+    b = next(line for line in lines if line.startswith("b "))
+    c = next(line for line in lines if line.startswith("c "))
+    # B's 0.4 share is above its rate in use; C's 0 is covered
+    assert b.split()[:4] == ["b", "4", "10", "0.4"] and b.endswith("NO")
+    assert retries.DEGRADED_RATE["b"] < 0.4
+    assert c.endswith("yes")

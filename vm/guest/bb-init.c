@@ -45,8 +45,10 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* one line on the console; errno as it was (a die() after it names the cause) */
 static void say(const char *fmt, ...)
 {
+    int saved = errno;
     char buf[512];
     va_list ap;
     int n = snprintf(buf, sizeof buf, "bb-init: [%.3f s] ", now() - t0);
@@ -57,6 +59,7 @@ static void say(const char *fmt, ...)
         n = sizeof buf - 2;
     buf[n++] = '\n';
     if (write(2, buf, n) < 0) { /* nowhere else to say it */ }
+    errno = saved;
 }
 
 static void die(const char *what)
