@@ -81,9 +81,11 @@ def sampler_rt_priority():
     return env_number(SAMPLER_RT_ENV, default, 0, 99, "0 to 99", conv=int)
 
 
-def build_parts(net, traffic, duration_s, t0, rmm, raw_dir=None):
-    """The traffic parts of the resolved specs ``traffic`` (through the registry)."""
-    ctx = traffic_base.PartContext(net, duration_s, t0, rmm, raw_dir)
+def build_parts(net, traffic, duration_s, t0, rmm, raw_dir=None, sampler_warm=False):
+    """The traffic parts of the resolved specs ``traffic`` (through the registry);
+    ``sampler_warm``: the run's sampler process started ahead (PartContext)."""
+    ctx = traffic_base.PartContext(net, duration_s, t0, rmm, raw_dir,
+                                   sampler_warm=sampler_warm)
     return [traffic_kinds.build(spec, ctx) for spec in traffic]
 
 
@@ -311,9 +313,10 @@ def measure(ctx):
     net, rec, writer = ctx.net, ctx.record, ctx.writer
     t0 = writer.start_clock()
     with ctx.phase("parts"):
+        warm = ctx.prewarmed is not None and ctx.prewarmed.proc.poll() is None
         ctx.parts = build_parts(net, ctx.traffic, ctx.duration_s, t0,
                                 rec["realtime_minus_monotonic"],
-                                raw_dir=os.path.join(ctx.run_dir, "raw"))
+                                raw_dir=os.path.join(ctx.run_dir, "raw"), sampler_warm=warm)
     # the sampler's start-up (~2.2 s under TCG: its interpreter, sockets, compiled
     # helper) runs beside the idle RTT probe, or, when a part labels its flows only once
     # prepared (NetPerfMeter's pre-connected sockets), inside the wait until its flows'

@@ -186,6 +186,10 @@ class PartContext:
     t0: float
     realtime_minus_monotonic: float
     raw_dir: str | None = None
+    #: whether the run's sampler process started ahead and waits for its spec
+    #: (bufferbloat.measure.sampler.Prewarmed): a part that connects its flows before
+    #: the origin may leave it less time (NetPerfMeter's lead)
+    sampler_warm: bool = False
     #: first port of each pool; parts take ports in the order they are built
     port_base: dict = field(default_factory=lambda: dict(PORT_POOLS))
     _next: dict = field(default_factory=dict)

@@ -40,6 +40,10 @@ class _Part:
         return None
 
 
+#: the run's prewarmed sampler process, alive
+WARM = types.SimpleNamespace(proc=types.SimpleNamespace(poll=lambda: None))
+
+
 class _Sampler:
     def __init__(self, calls):
         self.calls = calls
@@ -48,7 +52,7 @@ class _Sampler:
 
     def launch(self, prewarmed=None):
         self.calls.append("sampler_launch")
-        self.prewarmed = prewarmed == "the prewarmed process"
+        self.prewarmed = prewarmed is WARM
         return self
 
     def wait_ready(self):
@@ -64,7 +68,8 @@ class _Sampler:
 
 def _ctx(calls, after_prepare, monkeypatch):
     parts = [_Part(calls, after_prepare)]
-    monkeypatch.setattr(engine, "build_parts", lambda *a, **k: parts)
+    monkeypatch.setattr(engine, "build_parts",
+                        lambda *a, **k: calls.append(("warm", k["sampler_warm"])) or parts)
     monkeypatch.setattr(engine, "idle_rtt",
                         lambda *a: calls.append("idle_rtt") or {"samples": 0})
     monkeypatch.setattr(engine, "make_sampler", lambda ctx, t0: _Sampler(calls))
@@ -78,7 +83,7 @@ def _ctx(calls, after_prepare, monkeypatch):
         net=net, writer=writer, record={"realtime_minus_monotonic": 0.0, "network": {}},
         traffic=[], duration_s=0.01, run_dir="/nonexistent", topo=None, parts=[],
         sampler=None, departures=None, measured=False, phases={},
-        prewarmed="the prewarmed process")
+        prewarmed=WARM)
     ctx.phase = lambda name: _Phase(ctx, name)
     return ctx
 
@@ -106,7 +111,9 @@ def test_the_sampler_starts_beside_the_idle_probe_unless_flows_need_prepare(
     calls = []
     ctx = _ctx(calls, after_prepare, monkeypatch)
     engine.measure(ctx)
-    assert calls[:len(order)] == order
+    # the parts are told the sampler's process is warm (NetPerfMeter's shorter lead)
+    assert calls[0] == ("warm", True)
+    assert calls[1:len(order) + 1] == order
     assert ctx.measured and "traffic_start_s" in ctx.record
     # the process started with the network is the one launched, and the record says so
     assert ctx.record["sampler_prewarmed"] is True
@@ -155,3 +162,21 @@ def test_the_origin_is_a_pre_connected_parts_own_start_even_when_passed(ahead_s,
         assert ctx.record["origin_passed_s"] >= 2.0
     else:
         assert "origin_passed_s" not in ctx.record
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_netperfmeter_leaves_a_warm_sampler_less_lead(warm):
+    """Its flows connect, then wait the lead before the origin: the sampler's start-up
+    and the departure trace's fit in it; a process started ahead needs less."""
+    from bufferbloat.traffic import netperfmeter
+    part = object.__new__(netperfmeter.NetPerfMeterPart)
+    part.start_s = 0
+    part.ctx = types.SimpleNamespace(sampler_warm=warm)
+    leads = []
+    part.run = types.SimpleNamespace(prepare=lambda: None, runtime_s=10.0,
+                                     preconnect=lambda lead: leads.append(lead) or 99.0)
+    part.prepare()
+    want = netperfmeter.PRECONNECT_LEAD_WARM_S if warm else netperfmeter.PRECONNECT_LEAD_S
+    assert leads == [want] and part.origin_at == 99.0
+    assert netperfmeter.PRECONNECT_LEAD_WARM_S < netperfmeter.PRECONNECT_LEAD_S
+    assert part.run.runtime_s == 10.0 + want + netperfmeter.PRECONNECT_TIMEOUT_S

@@ -63,8 +63,15 @@ RUNTIME_SLACK_S = 5.0
 #: flows launched at the origin began 10.5 s late and the run lost a third of its
 #: traffic). Its flows then wait this long after the measurement starts, and the run's
 #: origin is set there (:attr:`NetPerfMeterPart.origin_at`): the sampler starts in
-#: between (1-2 s in the TCG VM).
+#: between (2.2-3 s in the TCG VM from a cold start).
 PRECONNECT_LEAD_S = 4.0
+#: The lead when the run's sampler process started ahead (PartContext.sampler_warm,
+#: bufferbloat.measure.sampler.Prewarmed): what is left between the flows' connect and
+#: the origin is the sampler's last step and the departure trace's start, 0.2 s and
+#: 0.5-0.6 s in the TCG VM (D's quick points, 2026-11-29: the 4 s lead then left 3.2-3.3
+#: s of waiting). A lead that passes first starts the other parts late by that much, and
+#: the record says it (``origin_passed_s``).
+PRECONNECT_LEAD_WARM_S = 2.0
 
 
 @register("netperfmeter")
@@ -176,9 +183,10 @@ class NetPerfMeterPart(TrafficPart):
         for them (:attr:`origin_at`)."""
         self.run.prepare()
         if self.start_s == 0:
+            lead = PRECONNECT_LEAD_WARM_S if self.ctx.sampler_warm else PRECONNECT_LEAD_S
             # a backstop only (the part's stop ends the tool), from the tool's launch
-            self.run.runtime_s += PRECONNECT_LEAD_S + PRECONNECT_TIMEOUT_S
-            self.origin_at = self.run.preconnect(PRECONNECT_LEAD_S)
+            self.run.runtime_s += lead + PRECONNECT_TIMEOUT_S
+            self.origin_at = self.run.preconnect(lead)
 
     def waited(self):
         """Nothing: the part's stop ends the measurement (its schedule sends SIGINT at the
