@@ -81,11 +81,12 @@ def vm_bench_runs(script, args, prefix):
                            *args, "--inside", os.path.relpath(out, ROOT)],
                           capture_output=True, text=True)
     sys.stderr.write(proc.stderr[-3000:])
+    from bufferbloat.run.where import host_path  # noqa: PLC0415
     runs = []
     for line in proc.stdout.splitlines():
         if line.startswith("RUN "):
             _, value, d = line.split(" ", 2)
-            runs.append((float(value), os.path.join(str(ROOT), d.removeprefix("/bb/"))))
+            runs.append((float(value), os.path.join(str(ROOT), host_path(d, out))))
     return out, runs
 
 
@@ -216,14 +217,13 @@ def catalogue_bench(only, prewarm):
         argv += ["--only", name]
     env = dict(os.environ, BUFFERBLOAT_SAMPLER_PREWARM=prewarm)
     proc = subprocess.run(argv, cwd=str(ROOT), env=env, check=False)
+    from bufferbloat.run.where import host_path  # noqa: PLC0415
     with open(os.path.join(out, "index.json")) as f:
         index = json.load(f)
     dirs = []
     for e in index["done"]:
-        d = e["run_dir"]
-        d = str(ROOT / d.removeprefix("/bb/")) if d.startswith("/bb/") else d
         if e["status"] == "ok":
-            dirs.append(d)
+            dirs.append(host_path(e["run_dir"], out))
     print(f"runs kept in {out} (run-all exit status {proc.returncode}; networks "
           f"{index.get('networks')})")
     ratio = table(dirs)
@@ -317,7 +317,7 @@ def main():
                                    "--inside", rel], env=env, capture_output=True,
                                   text=True)
         sys.stderr.write(proc.stderr[-3000:])
-        dirs = [os.path.join(str(ROOT), line.split(" ", 1)[1].removeprefix("/bb/"))
+        dirs = [os.path.join(str(ROOT), where.host_path(line.split(" ", 1)[1], out))
                 for line in proc.stdout.splitlines() if line.startswith("RUN ")]
         if boots.exists():
             rec = json.loads(boots.read_text().splitlines()[-1])
