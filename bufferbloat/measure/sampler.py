@@ -134,7 +134,7 @@ class Sampler:
     @property
     def series_dir(self):
         """Where the CSVs and sampler.json go."""
-        return os.path.join(self.out_dir, "series")
+        return _series_dir(self.out_dir)
 
     def start(self, ready_timeout_s=READY_TIMEOUT_S):
         """Start the sampler process; return once it has opened its sockets and written
@@ -230,6 +230,11 @@ class Sampler:
 
 
 
+def _series_dir(out_dir):
+    """The series directory of the run directory ``out_dir``."""
+    return os.path.join(out_dir, "series")
+
+
 def _env():
     """The sampler process's environment: this one, the package on its PYTHONPATH."""
     env = dict(os.environ)
@@ -246,8 +251,8 @@ class Prewarmed:
     when its input closes without one (:meth:`end`: the run ended before it sampled).
     The network's process: it ends with the network at the latest."""
 
-    def __init__(self, net, series_dir):
-        self.series_dir = series_dir
+    def __init__(self, net, out_dir):
+        self.series_dir = series_dir = _series_dir(out_dir)
         os.makedirs(series_dir, exist_ok=True)
         self.log = open(os.path.join(series_dir, "sampler.log"), "w")
         self.proc = net.popen(None, [sys.executable, "-m", "bufferbloat.measure.sampler",
@@ -255,10 +260,14 @@ class Prewarmed:
                               stderr=self.log, env=_env())
         self.used = False
 
+    def alive(self):
+        """True while the process runs (waiting for its spec, or sampling)."""
+        return self.proc.poll() is None
+
     def hand(self, spec_path):
         """Give the process its spec; False (and it ended) when it is no longer alive
         to take it."""
-        if self.used or self.proc.poll() is not None:
+        if self.used or not self.alive():
             self.end()
             return False
         try:

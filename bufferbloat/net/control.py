@@ -70,13 +70,13 @@ def route_command(n, side, own_ip, other_ip):
     return f"route add {other_ip}/32 via {via} dev {dev} src {own_ip} table {TABLE_BASE + n}"
 
 
-def rule_command(n, direction, port, other_ip):
+def rule_command(n, direction, port, other_ip, verb="add"):
     """The ``ip -batch`` line that sends the control connection's packets of this host
     to ``other_ip`` into the pair's table: ``direction`` 'dport' on the client, 'sport'
-    on the server."""
-    if direction not in ("dport", "sport"):
-        raise ValueError(f"direction {direction!r}")
-    return (f"rule add to {other_ip}/32 ipproto tcp {direction} {int(port)} "
+    on the server (``verb`` 'del': the line that deletes that rule)."""
+    if direction not in ("dport", "sport") or verb not in ("add", "del"):
+        raise ValueError(f"direction {direction!r}, verb {verb!r}")
+    return (f"rule {verb} to {other_ip}/32 ipproto tcp {direction} {int(port)} "
             f"lookup {TABLE_BASE + n} pref {RULE_PREF}")
 
 
@@ -101,7 +101,7 @@ class ControlPaths:
     def __init__(self, net):
         self.net = net
         self.pairs = {}      # frozenset({a, b}) -> (n, first host)
-        self.rules = {}      # host -> the rule lines added there
+        self.rules = {}      # host -> [rule_command's arguments of each rule added there]
 
     def add(self, client, server, port):
         """Send TCP connections from ``client`` to ``server``:``port`` (both ways) over
@@ -123,8 +123,9 @@ class ControlPaths:
             lines[client] += [*link_commands(n, net.net[server].pid),
                               route_command(n, c_side, c_ip, s_ip)]
             lines[server] += [*peer_commands(n), route_command(n, s_side, s_ip, c_ip)]
-        lines[client].append(rule_command(n, "dport", port, s_ip))
-        lines[server].append(rule_command(n, "sport", port, c_ip))
+        rules = {client: (n, "dport", port, s_ip), server: (n, "sport", port, c_ip)}
+        for host, rule in rules.items():
+            lines[host].append(rule_command(*rule))
         for host in (client, server):
             try:
                 net.run(host, ["ip", "-batch", "-"], stdin="\n".join(lines[host]) + "\n")
@@ -134,8 +135,8 @@ class ControlPaths:
                                    f"{exc}; it needs {NEEDS}") from exc
         if fresh:     # the veth and routes exist: a later port of the pair reuses them
             self.pairs[key] = (n, first)
-        for host in (client, server):
-            self.rules.setdefault(host, []).append(lines[host][-1])
+        for host, rule in rules.items():
+            self.rules.setdefault(host, []).append(rule)
         check_route(net.run(client, route_get(s_ip, c_ip, "dport", port)), n, client)
         check_route(net.run(server, route_get(c_ip, s_ip, "sport", port)), n, server)
         return {"dev": DEV.format(n=n), "table": TABLE_BASE + n, "port": port,
@@ -149,7 +150,7 @@ class ControlPaths:
         for (n, first) in self.pairs.values():
             lines.setdefault(first, []).append(f"link del {DEV.format(n=n)}")
         for host, rules in self.rules.items():
-            lines.setdefault(host, []).extend("rule del" + r[len("rule add"):] for r in rules)
+            lines.setdefault(host, []).extend(rule_command(*r, verb="del") for r in rules)
         for host, batch in sorted(lines.items()):
             self.net.run(host, ["ip", "-batch", "-"], stdin="\n".join(batch) + "\n")
         count = len(self.pairs)

@@ -262,7 +262,7 @@ def run_network(ctx):
         if prewarm_wanted():
             # its interpreter and modules load while this process reads the network
             # back and builds the parts: the other CPU's work
-            ctx.prewarmed = Prewarmed(net, os.path.join(ctx.run_dir, "series"))
+            ctx.prewarmed = Prewarmed(net, ctx.run_dir)
         record_result_file(net.state, ctx.writer.path)
         if net.recovered:
             rec["recovered"] = net.recovered
@@ -313,7 +313,7 @@ def measure(ctx):
     net, rec, writer = ctx.net, ctx.record, ctx.writer
     t0 = writer.start_clock()
     with ctx.phase("parts"):
-        warm = ctx.prewarmed is not None and ctx.prewarmed.proc.poll() is None
+        warm = ctx.prewarmed is not None and ctx.prewarmed.alive()
         ctx.parts = build_parts(net, ctx.traffic, ctx.duration_s, t0,
                                 rec["realtime_minus_monotonic"],
                                 raw_dir=os.path.join(ctx.run_dir, "raw"), sampler_warm=warm)

@@ -41,7 +41,7 @@ class _Part:
 
 
 #: the run's prewarmed sampler process, alive
-WARM = types.SimpleNamespace(proc=types.SimpleNamespace(poll=lambda: None))
+WARM = types.SimpleNamespace(alive=lambda: True)
 
 
 class _Sampler:

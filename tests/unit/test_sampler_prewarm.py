@@ -33,7 +33,7 @@ def _sampler(net, run_dir):
 
 def test_a_prewarmed_process_handed_its_spec_samples_and_writes_its_stats(tmp_path):
     net = _Net()
-    warm = Prewarmed(net, str(tmp_path / "series"))
+    warm = Prewarmed(net, str(tmp_path))
     sampler = _sampler(net, tmp_path).launch(warm)
     assert sampler.prewarmed is True and sampler.proc is warm.proc
     assert len(net.procs) == 1                  # no second process
@@ -48,7 +48,7 @@ def test_a_prewarmed_process_handed_its_spec_samples_and_writes_its_stats(tmp_pa
 
 def test_a_prewarmed_process_never_handed_a_spec_exits_by_itself(tmp_path):
     net = _Net()
-    warm = Prewarmed(net, str(tmp_path / "series"))
+    warm = Prewarmed(net, str(tmp_path))
     t = time.monotonic()
     warm.end()
     assert warm.proc.returncode == 0            # it exited: its input closed, no signal
@@ -58,7 +58,7 @@ def test_a_prewarmed_process_never_handed_a_spec_exits_by_itself(tmp_path):
 
 def test_an_ended_prewarmed_process_is_replaced_by_a_cold_start(tmp_path):
     net = _Net()
-    warm = Prewarmed(net, str(tmp_path / "series"))
+    warm = Prewarmed(net, str(tmp_path))
     warm.proc.kill()
     warm.proc.wait()
     sampler = _sampler(net, tmp_path).launch(warm)
@@ -69,7 +69,7 @@ def test_an_ended_prewarmed_process_is_replaced_by_a_cold_start(tmp_path):
 
 def test_a_prewarmed_process_of_another_run_is_not_used(tmp_path):
     net = _Net()
-    warm = Prewarmed(net, str(tmp_path / "other" / "series"))
+    warm = Prewarmed(net, str(tmp_path / "other"))
     sampler = _sampler(net, tmp_path).launch(warm)
     assert sampler.prewarmed is False
     assert warm.proc.returncode == 0            # ended, not left behind
