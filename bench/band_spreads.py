@@ -95,9 +95,11 @@ def samples(files):
                 if v.get("value") is None:
                     continue
                 b = out.setdefault((test.split("::", 1)[-1], v["name"]), {
-                    "values": [], "lo": v.get("lo"), "hi": v.get("hi"),
-                    "unit": v.get("unit", ""), "records": set()})
+                    "values": [], "los": [], "his": [], "lo": v.get("lo"),
+                    "hi": v.get("hi"), "unit": v.get("unit", ""), "records": set()})
                 b["values"].append(float(v["value"]))
+                b["los"].append(v.get("lo"))
+                b["his"].append(v.get("hi"))
                 b["records"].add(os.path.basename(f))
     return out
 
@@ -111,20 +113,44 @@ def predictive_tail(d, sd, n):
     return t_cdf(-d / (sd * math.sqrt(1.0 + 1.0 / n)), n - 1)
 
 
-def spread(b):
-    """The band's statistics (see the module's doc)."""
-    xs, lo, hi = b["values"], b["lo"], b["hi"]
+def _mean_sd(xs):
     n = len(xs)
     mean = sum(xs) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else float("nan")
-    misses = sum(1 for x in xs if not within(x, lo, hi))
-    dists = [d for d in ((mean - lo) if lo is not None else None,
-                         (hi - mean) if hi is not None else None) if d is not None]
-    margin = min(dists) / sd if dists and sd and sd > 0 else float("inf")
+    return mean, sd
+
+
+def _side_gaps(b):
+    """Each side's gaps, a sample's distance inside its own bound ([x - lo], [hi - x]),
+    for the sides every sample has: a band whose bound is computed from its run (a
+    stopped sender's window, ICMP's own excess) is judged against the bound it had."""
+    xs = b["values"]
+    los = b.get("los") or [b["lo"]] * len(xs)
+    his = b.get("his") or [b["hi"]] * len(xs)
+    sides = []
+    if all(lo is not None for lo in los):
+        sides.append([x - lo for x, lo in zip(xs, los)])
+    if all(hi is not None for hi in his):
+        sides.append([hi - x for x, hi in zip(xs, his)])
+    return sides, los, his
+
+
+def spread(b):
+    """The band's statistics (see the module's doc). With fixed bounds the gaps' sd is
+    the values' and their mean the mean's distance to the bound; with bounds that vary
+    from run to run, each side's gap is modelled instead of the value."""
+    xs = b["values"]
+    n = len(xs)
+    mean, sd = _mean_sd(xs)
+    sides, los, his = _side_gaps(b)
+    misses = sum(1 for x, lo, hi in zip(xs, los, his) if not within(x, lo, hi))
+    gaps = [_mean_sd(g) for g in sides]
+    margin = min((m / s if s and s > 0 else float("inf")) for m, s in gaps) \
+        if gaps else float("inf")
     if n < 2:
         p_model = 1.0          # one sample: no spread, no claim
     else:
-        p_model = min(1.0, sum(predictive_tail(d, sd, n) for d in dists))
+        p_model = min(1.0, sum(predictive_tail(m, s, n) for m, s in gaps))
     p = max(p_model, misses / n)
     ff = false_fail_rate(p)
     return {"n": n, "mean": mean, "sd": sd, "min": min(xs), "max": max(xs),
@@ -151,13 +177,23 @@ def _fmt(x):
     return f"{x:.4g}"
 
 
+def _bound(b, side):
+    """A side's bound, or its range when it varies from run to run."""
+    vals = [v for v in b.get(side + "s") or [b[side]] if v is not None]
+    if not vals:
+        return "-"
+    lo, hi = min(vals), max(vals)
+    return _fmt(lo) if math.isclose(lo, hi, rel_tol=1e-9, abs_tol=1e-12) \
+        else f"[{_fmt(lo)}, {_fmt(hi)}]"
+
+
 def table(bands, min_n, markdown):
     head = ["test", "band", "n", "mean", "sd", "min", "max", "bounds", "margin (sd)",
             "p per attempt", "false-fail", "free (95 %)", "calibrated"]
     rows = []
     for (test, name), b in sorted(bands.items()):
         s = spread(b)
-        bounds = f"{_fmt(b['lo'])} .. {_fmt(b['hi'])} {b['unit']}".strip()
+        bounds = f"{_bound(b, 'lo')} .. {_bound(b, 'hi')} {b['unit']}".strip()
         rows.append([test, name, str(s["n"]), _fmt(s["mean"]), _fmt(s["sd"]),
                      _fmt(s["min"]), _fmt(s["max"]), bounds, _fmt(s["margin_sd"]),
                      _fmt(s["p"]), _fmt(s["false_fail"]), _fmt(s["p_free"]),

@@ -83,11 +83,6 @@ def note_value(name, value, lo=None, hi=None, unit=""):
         {"name": name, "value": value, "lo": lo, "hi": hi, "unit": unit})
 
 
-def band_count():
-    """How many bands the session has recorded so far (every test's)."""
-    return sum(len(e["bands"]) for e in _state["tests"].values())
-
-
 def note_report(report):
     """A test phase's report (setup, call, teardown): its duration and outcome."""
     e = entry(report.nodeid)

@@ -78,12 +78,17 @@ def false_fail_rate(p):
     return p * (1 - (1 - p) ** CONFIRM)
 
 
+class BandFailed(AssertionError):
+    """A band judged already by the sequential rule (:func:`measure_until_met`) and
+    failed: :func:`judge_test` passes it on instead of judging the test again."""
+
+
 def measure_until_met(measure, misses_of, label, log=print):
     """Measure a band: ``measure()`` gives a result, ``misses_of(result)`` the bounds it
     missed (a list; empty: met). Returns (the last result, [each miss]).
 
     Gate: one attempt; its misses are printed and recorded, not judged. Acceptance: the
-    sequential rule; the attempt that decides a failure raises AssertionError."""
+    sequential rule; the attempt that decides a failure raises :class:`BandFailed`."""
     from tests import record  # noqa: PLC0415 - the record is the session's
     misses, outcomes = [], []
     while True:
@@ -102,9 +107,10 @@ def measure_until_met(measure, misses_of, label, log=print):
         if verdict == "more":
             continue
         record.note_band(label, outcomes, misses, judged=True)
-        assert verdict == "pass", (
-            f"{label}: band missed at attempt 1 and again within {CONFIRM} more "
-            f"(sequential rule, tests/retries.py): {misses}")
+        if verdict != "pass":
+            raise BandFailed(
+                f"{label}: band missed at attempt 1 and again within {CONFIRM} more "
+                f"(sequential rule, tests/retries.py): {misses}")
         log(f"{label}: bounds met ({len(outcomes)} attempts, {len(misses)} missed)")
         return result, misses
 
@@ -118,6 +124,13 @@ def observe(name, value, lo=None, hi=None, unit=""):
     value = None if value is None else float(value)
     record.note_value(name, value, lo, hi, unit)
     return within(value, lo, hi)
+
+
+def band(name, value, lo=None, hi=None, unit=""):
+    """Assert ``lo <= value <= hi`` and record the value with its bounds: a physics
+    band of an acceptance test, each run of which is a calibration sample
+    (:func:`observe`; bench/band_spreads.py). ``name`` names the band within its test."""
+    assert observe(name, value, lo, hi, unit), f"{name}: {value} outside {lo} .. {hi} {unit}"
 
 
 #: how far past a bound a value may be and still be on it: a bound computed in floating
@@ -140,16 +153,21 @@ def judge_test(attempt, reset, label, log=print):
     run), judged by the sequential rule as a whole: ``attempt()`` runs the test's body;
     an AssertionError is a miss, after which ``reset()`` drops what the test had cached
     (its runs) and the body runs again, until :func:`sequential_verdict` decides. The
-    attempts are recorded as a band labelled ``label``; a test that measured its own
-    bands (:func:`measure_until_met`, judged already) is not attempted again. Any other
-    exception is an error, never retried."""
+    attempts are recorded as a band labelled ``label``. A band the test judged itself
+    (:func:`measure_until_met`) and failed (:class:`BandFailed`) is not judged again; a
+    plain assert that misses after one the test met is a miss like any other (the
+    attempt again runs the whole test, its own band judged anew). Any other exception
+    is an error, never retried."""
     from tests import record  # noqa: PLC0415 - the record is the session's
     outcomes, misses, last = [], [], None
     while True:
-        own = record.band_count()
         try:
             attempt()
             miss = None
+        except BandFailed:
+            if outcomes:
+                record.note_band(label, outcomes, misses, judged=True)
+            raise
         except AssertionError as e:
             miss, last = (str(e).strip().splitlines() or [""])[0][:300] or "assert", e
         except NotJudged:
@@ -158,10 +176,6 @@ def judge_test(attempt, reset, label, log=print):
             if outcomes:
                 record.note_band(label, outcomes, misses, judged=False)
             raise
-        if record.band_count() != own:     # judged inside by measure_until_met
-            if last is not None and miss:
-                raise last
-            return
         outcomes.append(miss is None)
         if miss:
             misses.append([miss])

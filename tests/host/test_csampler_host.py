@@ -25,6 +25,7 @@ import pytest
 from bufferbloat.core.series import SERIES_COLUMNS
 from bufferbloat.measure import compiled
 from tests.conftest import ROOT
+from tests.retries import band
 
 SENDER = r"""
 import socket, sys, time
@@ -114,9 +115,10 @@ def test_c_sampler_rows_at_100_per_second(shaped_ns, tmp_path):
     assert tuple(head) == SERIES_COLUMNS["qdisc"]
     assert st["stopped_by"] == "SIGTERM" and st["errors"] == {}
     span = st["t_last"] - st["t_first"]
-    assert 2.8 <= span <= 3.5
-    assert st["missed_ticks"] <= 0.05 * (st["samples"] + st["missed_ticks"])
-    assert st["samples"] >= 0.95 * span / 0.01
+    band("sampled span", span, 2.8, 3.5, "s")
+    band("missed ticks' share", st["missed_ticks"]
+         / max(st["samples"] + st["missed_ticks"], 1), hi=0.05)
+    band("samples per 10 ms of the span", st["samples"] / max(span / 0.01, 1e-9), lo=0.95)
 
     by = {}
     for r in rows:
@@ -127,14 +129,14 @@ def test_c_sampler_rows_at_100_per_second(shaped_ns, tmp_path):
     assert leaf[0]["kind"] == "pfifo" and leaf[0]["parent"] == "1:1"
     assert len(root) == len(leaf) == st["samples"]  # one row per qdisc per tick
     assert all(len(v) == st["samples"] for v in by.values())
-    for series in (root, leaf):
+    for what, series in (("HTB root", root), ("pfifo leaf", leaf)):
         sent = [int(r["sent_bytes"]) for r in series]
         assert all(b >= a for a, b in zip(sent, sent[1:]))
-        # 4 Mbit/s for ~3 s
-        assert (sent[-1] - sent[0]) * 8 / span == pytest.approx(4e6, rel=0.1)
+        # 4 Mbit/s for ~3 s (within 10 %)
+        band(f"sent rate, {what}", (sent[-1] - sent[0]) * 8 / span / 1e6, 3.6, 4.4, "Mbit/s")
     ts = [float(r["t"]) for r in leaf]
     assert all(b > a for a, b in zip(ts, ts[1:]))
-    assert max(int(r["qlen_pkts"]) for r in leaf) >= 40
+    band("leaf backlog peak", max(int(r["qlen_pkts"]) for r in leaf), lo=40, unit="packets")
     assert int(leaf[-1]["drops"]) > 0
     assert all(r["prob"] == "" and r["delay_us"] == "" for r in leaf)
 
@@ -164,9 +166,10 @@ def test_sampler_process_uses_the_helper(shaped_ns, tmp_path):
     print("python:", st_py)
     assert st_c["qdisc_sampler"] == "c"
     assert st_py["qdisc_sampler"] == "python (BUFFERBLOAT_QDISC_SAMPLER=python)"
-    assert st_c["samples"] == st_c["qdisc_sampler_stats"]["samples"] >= 180
+    assert st_c["samples"] == st_c["qdisc_sampler_stats"]["samples"]
+    band("the helper's samples in 2 s", st_c["samples"], lo=180)
     assert st_c["missed_ticks"] == st_c["qdisc_sampler_stats"]["missed_ticks"]
-    assert st_c["missed_ticks"] <= 10
+    band("the helper's missed ticks in 2 s", st_c["missed_ticks"], hi=10)
     assert head_c == head_py == list(SERIES_COLUMNS["qdisc"])
     for rows, st in ((rows_c, st_c), (rows_py, st_py)):
         assert len(rows) == 2 * st["samples"]  # htb + pfifo per tick

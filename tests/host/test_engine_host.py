@@ -7,7 +7,8 @@ flow's sampled srtt and the pings cross the same queue, so their medians agree w
 25 % (srtt is smoothed over 8 RTTs, pings are instantaneous); every web fetch is
 recorded: one per period started before the end, none dropped. The timing bounds (the
 traffic phase's length, the sampler's ticks, the fetches' start) may miss once on a host
-that stalls: that run is printed and made again, a second miss fails the test (1 of 8
+that stalls: that run is printed and made again (the sequential rule, tests/retries.py: a
+miss must be followed by two runs that meet them; 1 of 8
 clean-clone runs failed here once, its output lost).
 """
 import json
@@ -23,10 +24,12 @@ from bufferbloat.results.records_layout import SCHEMA_VERSION
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
 from bufferbloat.scenarios import catalogue
-from tests.retries import measure_until_met
+from tests.retries import band, measure_until_met, observe
 from tests.timing import EMULATED_CPU, START_SLACK_S, sampler_timing_misses
 
 DURATION_S = 15
+#: a band whose bounds differ under TCG (tests/timing.py) is another series there
+UNDER_TCG = " under TCG" if EMULATED_CPU else ""
 
 
 def _metric(rows, scope, metric, name=None):
@@ -65,6 +68,8 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
         run = load_run(run_dir)
         rec = run.record
         assert rec["status"] == "ok", rec.get("error")
+        observe("traffic phase", rec["phases_s"]["traffic"], DURATION_S, DURATION_S + 0.6,
+                "s")
         assert rec["phases_s"]["traffic"] >= DURATION_S, rec["phases_s"]   # never short
         out = []
         if rec["phases_s"]["traffic"] > DURATION_S + 0.6:
@@ -75,6 +80,8 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
         web = run.series("web")
         if len(web["t"]):       # (none at all fails the count below)
             t, _, due = _fetch_times(web)
+            observe(f"latest fetch start after its due time{UNDER_TCG}", np.max(t - due),
+                    hi=START_SLACK_S["fetch"], unit="s")
             if np.any(t > due + START_SLACK_S["fetch"]):
                 out.append(f"fetches late: {t - due}")
         return out
@@ -234,10 +241,12 @@ def test_the_page_served_by_the_sender_waits_in_the_bloated_queue(tmp_path, net_
         means[server] = _metric(rows, "web", "total_mean_s")
         qdelay_s[server] = _metric(rows, "link", "qdelay_mean_ms") / 1000
     print("fetch mean s:", means, "queueing delay s:", qdelay_s)
-    assert 3 * qdelay_s["h2"] <= means["h2"] <= 8 * qdelay_s["h2"], (means, qdelay_s)
-    assert means["h1"] >= 4 * qdelay_s["h1"], (means, qdelay_s)
+    band("fetch mean over mean queueing delay, server h2",
+         means["h2"] / max(qdelay_s["h2"], 1e-9), 3, 8)
+    band("fetch mean over mean queueing delay, server h1",
+         means["h1"] / max(qdelay_s["h1"], 1e-9), lo=4)
     page_s = 100_000 * 8 / 1.5e6
-    assert means["h1"] >= means["h2"] + page_s, (means, page_s)
+    band("fetch mean, server h1 - server h2", means["h1"] - means["h2"], lo=page_s, unit="s")
 
 
 def test_advmss_sets_every_tcp_flows_segment_size(tmp_path, net_guard):

@@ -22,7 +22,7 @@ from bufferbloat.measure import linkloop
 from bufferbloat.net import linktrace, tracegen
 from bufferbloat.results import capacity
 from bufferbloat.run.engine import sampler_rt_priority
-from tests.retries import observe
+from tests.retries import band, observe
 
 
 def _ip(*args):
@@ -143,8 +143,8 @@ def test_square_wave_delivers_the_capacity(bottleneck, tmp_path):
             p.wait(timeout=15)
     m = capacity.record(str(tmp_path))
     print("square wave:", json.dumps(m), json.dumps(stats))
-    assert m["ratio_windows"] >= 60, m
     # the values with their bounds into the test record (bench/band_spreads.py)
+    band("backlogged 100 ms windows with a ratio", m["ratio_windows"], lo=60)
     assert observe("delivered / capacity, 100 ms windows, median", m["ratio_p50"],
                    0.95, 1.05), m
     assert observe("delivered / capacity, 100 ms windows, p95 deviation",
@@ -168,5 +168,5 @@ def test_a_60s_trace_replayed_twice_sets_the_same_rates(bottleneck, tmp_path):
         rows = capacity.read_loop_rows(series / linkloop.LOOP_CSV)
         runs.append({r["k"] % 6000: r["rate"] for r in rows})
     common = set(runs[0]) & set(runs[1])
-    assert len(common) >= 0.99 * 6000
+    band("10 ms slots set in both replays", len(common), lo=0.99 * 6000)
     assert all(runs[0][k] == runs[1][k] for k in common)

@@ -15,6 +15,7 @@ from bufferbloat.results.metrics import compute_metrics
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
+from tests.retries import band
 
 DURATION_S = 10
 ON_OFF_S = (1, 2)
@@ -59,7 +60,7 @@ def run_and_check(out_root, rate_mbit, delay_ms):
     assert set(msg["flow"]) == flows and set(iv["flow"]) == flows
     owd_ms = (msg["t_recv"] - msg["t_sent"]) * 1e3
     one_way_ms = 2 * delay_ms       # two links each way
-    assert np.min(owd_ms) >= one_way_ms - 0.5
+    band("messages' one-way delay, minimum", np.min(owd_ms), lo=one_way_ms - 0.5, unit="ms")
     assert 0 < np.min(msg["t_sent"]) and np.max(msg["t_recv"]) < DURATION_S + 20
     # the on-off flow: one connection, messages written only in its on windows, counted
     # from the measurement's start (the tool's time base is up to ~0.2 s before it).
@@ -68,7 +69,8 @@ def run_and_check(out_root, rate_mbit, delay_ms):
     # (flow.cc: the status change is handled after the send) - one per window at most
     onoff = next(f for e in rec["traffic_results"] if e.get("name") == "onoff"
                  for f in e["flows"])
-    assert onoff["t_launch"] - onoff["scheduled_s"] < 2.0     # launched on time
+    band("on-off flow's launch after its schedule", onoff["t_launch"] - onoff["scheduled_s"],
+         hi=2.0, unit="s")     # launched on time
     assert onoff["t_launch"] <= onoff["t_start"]
     sent = np.sort(msg["t_sent"][msg["flow"] == "onoff"]) - onoff["first_on_s"]
     on, period = ON_OFF_S[0], sum(ON_OFF_S)
@@ -93,8 +95,10 @@ def run_and_check(out_root, rate_mbit, delay_ms):
     # the application's metrics next to the transport's
     rows = {(r["name"], r["metric"]): r["value"] for r in compute_metrics(run)}
     app = sum(rows[(f, "app_throughput_mbit")] for f in ("bulk1", "bulk2"))
-    assert 0.5 * rate_mbit < app <= 1.02 * rate_mbit
-    assert rows[("onoff", "owd_p50_ms")] >= one_way_ms
+    band("bulk flows' application throughput", app, 0.5 * rate_mbit, 1.02 * rate_mbit,
+         "Mbit/s")
+    band("on-off flow's one-way delay p50", rows[("onoff", "owd_p50_ms")], lo=one_way_ms,
+         unit="ms")
     return run
 
 

@@ -27,6 +27,7 @@ from bufferbloat.results.metrics import metric_value
 from bufferbloat.run import engine
 from bufferbloat.run.engine import run_point
 from bufferbloat.scenarios import catalogue
+from tests.retries import band
 
 DURATION_S = 3
 A1 = catalogue()["a1_fifo"]
@@ -184,4 +185,5 @@ def test_the_same_point_measures_the_same_on_a_kept_and_on_a_fresh_network(tmp_p
         got[name] = {m: statistics.mean(v[m] for v in values) for m in TOLERANCE}
     print(f"kept network: {got['kept']}; fresh network: {got['fresh']}")
     for metric, tol in TOLERANCE.items():
-        assert abs(got["kept"][metric] - got["fresh"][metric]) <= tol, (metric, got)
+        band(f"kept - fresh, mean {metric}", got["kept"][metric] - got["fresh"][metric],
+             -tol, tol, "ms" if metric.endswith("_ms") else "")

@@ -27,6 +27,7 @@ from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.iperf.flow import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe
+from tests.retries import band
 from tests.timing import sampler_timing_misses
 
 FLOW_S = 25
@@ -71,7 +72,7 @@ def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
     peak = max(int(r["qlen_pkts"]) for r in leaf)
     print(f"leaf backlog peak {peak} pkts, "
           f"{max(int(r['backlog_bytes']) for r in leaf)} bytes")
-    assert peak >= 90
+    band("FIFO leaf backlog peak", peak, lo=90, unit="packets")
     assert int(leaf[-1]["drops"]) > 0
 
     # srtt of the single flow against ping over the second half of the flow
@@ -81,12 +82,16 @@ def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
     srtt_ms = [int(r["srtt_us"]) / 1e3 for r in single if lo <= float(r["t"]) <= hi]
     ping_ms = [rtt for ts, _seq, rtt in pings.probes
                if lo <= ts - rt_minus_mono - t0 <= hi]
+    band("srtt samples, second half", len(srtt_ms), lo=0.8 * (hi - lo) / 0.01)
+    band("ping RTTs, second half", len(ping_ms), lo=50)
     assert len(srtt_ms) > 0.8 * (hi - lo) / 0.01 and len(ping_ms) > 50
     med_s, med_p = statistics.median(srtt_ms), statistics.median(ping_ms)
     print(f"second half: median srtt {med_s:.1f} ms (n={len(srtt_ms)}), median ping "
           f"{med_p:.1f} ms (n={len(ping_ms)}), max srtt {max(srtt_ms):.1f} ms")
-    assert abs(med_s - med_p) <= 0.25 * med_p
-    assert max(int(r["srtt_us"]) for r in single) / 1e3 <= 807 * 1.2
+    band("srtt median over ping RTT median, second half", med_s / max(med_p, 1e-9),
+         0.75, 1.25)
+    band("srtt, maximum", max(int(r["srtt_us"]) for r in single) / 1e3, hi=807 * 1.2,
+         unit="ms")
     assert all(r["cca"] == "cubic" and int(r["cwnd_pkts"]) > 0 for r in single)
 
     # 2. three parallel flows: three cwnd series
@@ -96,7 +101,10 @@ def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
             par_flows.setdefault(r["flow"], []).append(int(r["cwnd_pkts"]))
     print("parallel flows:", {k: len(v) for k, v in par_flows.items()})
     assert len(par_flows) == 3
-    assert all(len(v) > 300 for v in par_flows.values())  # most of 8 s at 10 ms
+    # most of 8 s at 10 ms
+    band("samples of the parallel flow with fewest", min(len(v) for v in par_flows.values()),
+         lo=300)
+    assert all(len(v) > 300 for v in par_flows.values())
     assert stats["control_sockets_ignored"] == 2  # one per iperf3 run
 
     # the sampler's timing

@@ -15,8 +15,11 @@ from bufferbloat.traffic.ping import PingProbe
 from bufferbloat.traffic.rrul import Rrul
 from bufferbloat.traffic.udpstream import UdpStream
 from bufferbloat.traffic.web import WebFetcher, WebServer
-from tests.retries import measure_until_met
+from tests.retries import band, measure_until_met, observe
 from tests.timing import EMULATED_CPU, START_SLACK_S
+
+#: a band whose bounds differ under TCG (tests/timing.py) is another series there
+UNDER_TCG = " under TCG" if EMULATED_CPU else ""
 
 
 def dumbbell(**kw):
@@ -76,10 +79,11 @@ def test_udp_streams_under_and_over_the_bottleneck(net_guard):
     assert summ["sent"] == 312  # 3 s / 9.6 ms
     assert summ["loss_pct"] == 0 and summ["received"] == 312
     # payload throughput within 5 % of the configured rate
-    assert summ["throughput_kbit"] == pytest.approx(1000, rel=0.05)
+    band("throughput, 1 Mbit/s stream", summ["throughput_kbit"], 950, 1050, "kbit/s")
     # an empty 10 Mbit/s path: one-way latency ~ 1 ms serialisation (+ scheduling)
-    assert summ["latency_p50_ms"] < 5 and summ["latency_p99_ms"] < 20
-    assert summ["jitter_ms"] < 5
+    band("latency p50, 1 Mbit/s stream", summ["latency_p50_ms"], hi=5, unit="ms")
+    band("latency p99, 1 Mbit/s stream", summ["latency_p99_ms"], hi=20, unit="ms")
+    band("jitter, 1 Mbit/s stream", summ["jitter_ms"], hi=5, unit="ms")
     rows = ok.rows()
     assert len(rows) == 312 and list(rows[0]) == ["stream", "seq", "t_sent", "t_recv",
                                                   "size_bytes"]
@@ -87,8 +91,10 @@ def test_udp_streams_under_and_over_the_bottleneck(net_guard):
     # on a real-time host, seconds under TCG, where two Python processes start first), and
     # its packets keep their 9.6 ms spacing from its first (no drift, 20 ms)
     first = rows[0]["t_sent"]
-    assert 0.2 <= first <= 0.2 + START_SLACK_S["udp"], first
-    assert rows[-1]["t_sent"] - first == pytest.approx(311 * 0.0096, abs=0.02)
+    band(f"first packet sent, after t0{UNDER_TCG}", first, 0.2, 0.2 + START_SLACK_S["udp"],
+         "s")
+    band("first to last packet sent", rows[-1]["t_sent"] - first, 311 * 0.0096 - 0.02,
+         311 * 0.0096 + 0.02, "s")
     assert all(r["t_recv"] >= r["t_sent"] for r in rows)
 
     with dumbbell(bottleneck_mbit=5) as net:
@@ -97,12 +103,14 @@ def test_udp_streams_under_and_over_the_bottleneck(net_guard):
         summ = over.wait()
     # the bottleneck carries 5e6 / (1242 B frame x 8) = 503 pkt/s of the 1042 sent: 48 %
     # received (+100 buffered packets = 3 %): loss ~ 49 %; tolerance +-8 points
-    assert summ["sent"] == pytest.approx(3125, abs=5)
-    assert summ["loss_pct"] == pytest.approx(49, abs=8)
+    band("packets sent, 10 Mbit/s stream", summ["sent"], 3125 - 5, 3125 + 5)
+    band("loss, 10 Mbit/s stream", summ["loss_pct"], 49 - 8, 49 + 8, "%")
     # throughput is the bottleneck's payload rate: 503 x 1200 x 8 = 4.83 Mbit/s, +-5 %
-    assert summ["throughput_kbit"] == pytest.approx(4831, rel=0.05)
+    band("throughput, 10 Mbit/s stream", summ["throughput_kbit"], 4831 * 0.95, 4831 * 1.05,
+         "kbit/s")
     # the full 100-packet FIFO adds 100 x 1242 x 8 / 5 Mbit/s = 199 ms
-    assert summ["latency_p95_ms"] == pytest.approx(199, rel=0.15)
+    band("latency p95, 10 Mbit/s stream", summ["latency_p95_ms"], 199 * 0.85, 199 * 1.15,
+         "ms")
 
 
 def test_a_prepared_udp_stream_sends_at_its_schedules_time(net_guard):
@@ -227,11 +235,14 @@ def test_rrul_and_schedule(net_guard):
         summ, _, sched, late_ping, _ = attempt
         assert summ["errors"] == [] and sched.errors == [], (summ["errors"], sched.errors)
         lrows = late_ping.rows()
+        if lrows:
+            observe(f"the scheduled ping's first probe{UNDER_TCG}", lrows[0]["t"], 1.0,
+                    min(late_stop, 1.0 + START_SLACK_S["ping"]), "s")
         # never early, whatever the machine
         assert not lrows or lrows[0]["t"] >= 1.0, lrows[0]
         # the scheduled ping's start: its process starts while RRUL's eight iperf3s do,
         # and a host stall may delay it past the slack (CI, 2026-11-27: 1.25 s against
-        # 1.2); that attempt is printed and run again, a second miss fails the test
+        # 1.2); that attempt is printed and run again (the sequential rule, tests/retries.py)
         if lrows and not lrows[0]["t"] < min(late_stop, 1.0 + START_SLACK_S["ping"]):
             return [f"the scheduled ping's first probe at {lrows[0]['t']} s"]
         return []

@@ -93,6 +93,25 @@ def test_the_predictive_tail_is_students_with_n_minus_1_degrees(tmp_path):
     assert bs.calibrated(missed, 10) == "no (1 missed)"
 
 
+def test_a_band_whose_bound_moves_with_its_run_is_judged_against_each_runs_bound(tmp_path):
+    """A bound computed from the run (a stopped sender's window): each sample is judged
+    against its own. Values that track their bound 1 below it never miss, however far
+    the bounds move (the first record's bound would call half of them misses), and the
+    gap's spread, not the values', makes the model's p; the table shows the range."""
+    his = [2.0, 4.0, 6.0, 8.0, 10.0, 12.0, 14.0, 16.0, 18.0, 20.0]
+    vals = [h - 1.0 + 0.01 * (i % 3) for i, h in enumerate(his)]
+    data = {"tests": {"tests/vm/t.py::test_x": {"values": [
+        {"name": "band", "value": v, "lo": None, "hi": h, "unit": "s"}
+        for v, h in zip(vals, his)]}}}
+    (tmp_path / "2026-000-acceptance-vm.json").write_text(json.dumps(data))
+    b = bs.samples(bs.record_files([str(tmp_path)]))[("test_x", "band")]
+    s = bs.spread(b)
+    assert s["misses"] == 0 and s["margin_sd"] > 50 and s["p_model"] < 1e-9
+    fixed = bs.spread(dict(b, los=None, his=None))     # the first record's bound only
+    assert fixed["misses"] == 9
+    assert "- .. [2, 20] s" in bs.table({("test_x", "band"): b}, 10, markdown=False)[1]
+
+
 def test_entries_that_are_not_a_tests_are_not_bands(tmp_path):
     """An entry named without a pytest node id (a unit test's made-up "obs" in records
     written before tests.record.kept_apart) is skipped."""

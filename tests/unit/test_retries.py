@@ -298,7 +298,7 @@ def test_a_whole_test_that_judged_its_own_bands_or_erred_is_not_retried(acceptan
         calls.append(1)
         retries.measure_until_met(lambda: 0, lambda _: ["missed"] if len(calls) else [],
                                   "inner", log=lambda _: None)
-    with pytest.raises(AssertionError, match="inner"):
+    with pytest.raises(retries.BandFailed, match="inner"):
         retries.judge_test(body, lambda: None, "own", log=lambda _: None)
     assert len(calls) == 1          # the inner rule already took its three attempts
 
@@ -308,6 +308,30 @@ def test_a_whole_test_that_judged_its_own_bands_or_erred_is_not_retried(acceptan
     with pytest.raises(KeyError):
         retries.judge_test(broken, lambda: None, "own", log=lambda _: None)
     assert len(calls) == 2
+
+
+def test_a_plain_band_missed_after_the_tests_own_band_was_met_is_judged_by_the_rule(
+        acceptance):
+    """A test measures one band itself (measure_until_met, met at once) and then misses
+    a plain band: that miss goes through the sequential rule like any other, each
+    attempt running the whole test (its own band judged anew). A test whose own band
+    failed (BandFailed) is not attempted again."""
+    record.begin("own-then-plain")
+    plain = iter([False, True, True])
+    inner = []
+
+    def body():
+        retries.measure_until_met(lambda: inner.append(1), lambda _: [], "inner",
+                                  log=lambda _: None)
+        assert next(plain), "plain band missed"
+    retries.judge_test(body, lambda: None, "whole", log=lambda _: None)
+    assert len(inner) == 3
+    band = record.entry("own-then-plain")["bands"][-1]
+    assert band["label"] == "whole" and band["met"] == [False, True, True]
+    plain = iter([False, False])
+    with pytest.raises(AssertionError, match="sequential rule") as e:
+        retries.judge_test(body, lambda: None, "whole", log=lambda _: None)
+    assert not isinstance(e.value, retries.BandFailed) and len(inner) == 5
 
 
 def test_the_acceptance_tier_retries_a_plain_assert_and_the_gate_does_not(tmp_path):

@@ -26,6 +26,7 @@ from bufferbloat.core.stats import percentile
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from tests.recipes import idle_ping, idle_rtt, long_flow
+from tests.retries import band
 
 #: physics and timing bands on emulated runs: the acceptance tier judges them
 #: (sudo ./run_tests.sh --acceptance, tests/retries.py); the gate leaves them out
@@ -59,12 +60,12 @@ def test_netem_jitter_spreads_the_rtt_as_two_uniform_stages(net_guard):
           f"{top:.1f} ms (max {max(res.rtts):.1f}); the others: mean {mean:.2f} ms (own "
           f"{own:.2f}), sd {sd:.2f} ms (theory {theory_sd:.2f}), min {min(rtts):.2f}, p99 "
           f"{percentile(rtts, 99):.2f} (theory {2 * d - 2 * j:g}-{2 * d + 2 * j:g})")
-    assert stalled <= 0.01 * len(res.rtts)
+    band("stalled probes' share", stalled / len(res.rtts), hi=0.01)
     # the sample sd of 300 triangular values has a relative standard error of ~3.4 %:
     # +/- 20 % is ~6 of them; jitter on one direction only (sd 2.89) or none falls out
-    assert 0.8 * theory_sd <= sd <= 1.2 * theory_sd
-    assert min(rtts) >= 2 * d - 2 * j - 0.5
-    assert -0.5 <= mean - own - 2 * d <= 1.5
+    band("RTT sd", sd, 0.8 * theory_sd, 1.2 * theory_sd, "ms")
+    band("RTT min", min(rtts), lo=2 * d - 2 * j - 0.5, unit="ms")
+    band("RTT mean - own RTT - 2d", mean - own - 2 * d, -0.5, 1.5, "ms")
 
 
 def test_loss_on_the_bottleneck_is_dropped_after_the_queue_through_ifb(net_guard):
@@ -83,12 +84,12 @@ def test_loss_on_the_bottleneck_is_dropped_after_the_queue_through_ifb(net_guard
           f"lost ({lost}); the IFB's netem dropped {dropped}")
     assert res.sent == LOSS_PROBES
     sd = 100 * math.sqrt(0.02 * 0.98 / LOSS_PROBES)
-    assert 2.0 - 4 * sd <= res.loss_pct <= 2.0 + 4 * sd
+    band("probe loss", res.loss_pct, 2.0 - 4 * sd, 2.0 + 4 * sd, "%")
     # the probes were lost there (forward only: the replies never cross it), give or
     # take a few: a reply after ping gave up is lost without a drop, and the IFB also
     # drops 2 % of the other packets towards the receiver (ARP, IPv6 neighbour
     # discovery): 56 lost and 57 dropped in a run
-    assert abs(dropped - lost) <= 3
+    band("IFB netem drops - probes lost", dropped - lost, -3, 3, "pkts")
 
 
 def _backlog_delay_ms(samples):
@@ -109,10 +110,12 @@ def test_codel_holds_its_target_where_fifo_would_not(net_guard):
           f"{sorted(delays)[int(0.9 * len(delays))]:.2f}), ping median "
           f"{res.median_rtt_ms(WARMUP_S):.1f} ms, goodput {res.goodput_mbit:.3f} Mbit/s, "
           f"{drops} drops")
-    assert 0.5 * target <= med <= 3 * target
+    band("CoDel queueing delay p50", med, 0.5 * target, 3 * target, "ms")
     assert drops > 0            # it holds the queue by dropping
-    assert res.goodput_mbit >= 0.8 * RATE_MBIT
-    assert max(q["qlen"] for q in leaf) < 1000   # the limit never did it
+    band("goodput", res.goodput_mbit, lo=0.8 * RATE_MBIT, unit="Mbit/s")
+    qlen_max = max(q["qlen"] for q in leaf)
+    band("CoDel max queue length", qlen_max, hi=1000, unit="pkts")
+    assert qlen_max < 1000   # the limit never did it
 
 
 def test_bbr_keeps_about_one_bdp_queued_and_fills_the_link(net_guard):
@@ -128,5 +131,5 @@ def test_bbr_keeps_about_one_bdp_queued_and_fills_the_link(net_guard):
     print(f"BBR: median queueing delay {med:.2f} ms (one BDP: {bdp_ms:g} ms; the full "
           f"FIFO: {100 * PKT_MS:.0f} ms), ping median {res.median_rtt_ms(WARMUP_S):.1f} ms, "
           f"goodput {res.goodput_mbit:.3f} Mbit/s")
-    assert med <= 2 * bdp_ms
-    assert res.goodput_mbit >= 0.85 * RATE_MBIT
+    band("BBR queueing delay p50", med, hi=2 * bdp_ms, unit="ms")
+    band("goodput", res.goodput_mbit, lo=0.85 * RATE_MBIT, unit="Mbit/s")

@@ -35,7 +35,7 @@ from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.watch import RETRY_DEGRADED
 from bufferbloat.scenarios import catalogue
-from tests.retries import require_healthy, run_until_healthy_counted
+from tests.retries import band, require_healthy, run_until_healthy_counted
 
 #: physics and timing bands on emulated runs: the acceptance tier judges them
 #: (sudo ./run_tests.sh --acceptance, tests/retries.py); the gate leaves them out
@@ -92,9 +92,10 @@ def test_one_flow_keeps_cakes_delay_near_its_target_far_below_fifo(out):
     print(f"CAKE 1 flow at {RATE_MBIT} Mbit/s: avg_delay p50 {aqm:.1f} ms, backlog delay "
           f"p50 {sojourn:.1f} ms (target {TARGET_MS:g}); FIFO-100 {fifo:.0f} ms (theory "
           f"{FIFO_QUEUE_MS:.0f})")
-    assert 2 <= aqm <= 15
-    assert sojourn <= 15
-    assert sojourn < fifo / 4 and fifo > 0.5 * FIFO_QUEUE_MS
+    band("CAKE avg_delay p50", aqm, 2, 15, "ms")
+    band("CAKE backlog delay p50", sojourn, hi=15, unit="ms")
+    band("CAKE backlog delay p50 over FIFO-100's", sojourn / max(fifo, 1e-9), hi=1 / 4)
+    band("FIFO-100 backlog delay p50", fifo, lo=0.5 * FIFO_QUEUE_MS, unit="ms")
 
 
 def _host_share(out, flow_mode):
@@ -115,13 +116,15 @@ def _host_share(out, flow_mode):
     share = one / (one + four)
     print(f"CAKE {flow_mode}: h1 (1 flow) {one:.2f} Mbit/s, h2 (4 flows) {four:.2f} "
           f"Mbit/s: h1's share {share:.3f}; {flows}")
-    assert one + four > 0.85 * RATE_MBIT      # the link stays used
+    # the link stays used
+    band(f"throughput, h1 + h2, {flow_mode}", one + four, lo=0.85 * RATE_MBIT, unit="Mbit/s")
     return share
 
 
 def test_two_hosts_share_equally_with_dual_srchost(out):
-    assert 0.4 <= _host_share(out, "dual-srchost") <= 0.6
+    band("h1's share, dual-srchost", _host_share(out, "dual-srchost"), 0.4, 0.6)
 
 
 def test_triple_isolate_shares_per_flow_towards_one_receiver(out):
-    assert abs(_host_share(out, "triple-isolate") - 0.2) <= 0.05
+    band("h1's share, triple-isolate", _host_share(out, "triple-isolate"), 0.2 - 0.05,
+         0.2 + 0.05)

@@ -20,7 +20,7 @@ from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.watch import RETRY_DEGRADED
 from bufferbloat.scenarios import catalogue
-from tests.retries import observe, require_healthy, run_until_healthy_counted
+from tests.retries import band, observe, require_healthy, run_until_healthy_counted
 
 #: physics and timing bands on emulated runs: the acceptance tier judges them
 #: (sudo ./run_tests.sh --acceptance, tests/retries.py); the gate leaves them out
@@ -64,12 +64,6 @@ def run(out, name, time_s, **overrides):
     health = _RUNS[key][0].record["health"]
     require_healthy(health, f"{name} {overrides}")
     return _RUNS[key]
-
-
-def band(name, value, lo=None, hi=None, unit=""):
-    """Assert ``lo <= value <= hi`` and record the value with its bounds (the
-    calibration's sample, tests.retries.observe; bench/band_spreads.py)."""
-    assert observe(name, value, lo, hi, unit), f"{name}: {value} outside {lo} .. {hi} {unit}"
 
 
 band_of = band     # where a test's own variable is called ``band``

@@ -4,7 +4,7 @@ A dumbbell at 1.5 Mbit/s, 5 ms per link, for each AQM in turn (a network of its 
 one sampler (10 ms) and one cubic flow each:
 
 * PIE, target 20 ms, for 25 s: the sampled ``delay_us`` of the PIE leaf tracks its
-  target: median over the second half of the flow within 10-40 ms (the same band as
+  target: median over the second half of the flow within 10-30 ms (the same band as
   tests/vm/test_vm_fidelity.py; docs/design/platform.md measured ~22 ms mid-flow); ``prob`` is
   sampled, within 0..1, and > 0 at some point;
 * CoDel, then FQ-CoDel, for 10 s each: their ``delay_us`` column is populated on every
@@ -26,6 +26,7 @@ from bufferbloat.measure.sampler import Sampler
 from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.iperf.flow import Iperf3Flow
+from tests.retries import band
 
 #: physics and timing bands on emulated runs: the acceptance tier judges them
 #: (sudo ./run_tests.sh --acceptance, tests/retries.py); the gate leaves them out
@@ -69,6 +70,7 @@ def _sampled(tmp_path, kind, seconds, qdisc_params=None):
 def test_sampler_pie_codel_fq_codel(net_guard, tmp_path):
     pie, tcp, stats, (start, end) = _sampled(tmp_path, "pie", PIE_S, {"target_ms": 20})
     half = [r for r in pie if float(r["t"]) >= (start + end) / 2]
+    band("PIE rows, second half", len(half), lo=0.5 * PIE_S / 2 / 0.01)
     assert len(half) > 0.5 * PIE_S / 2 / 0.01
     delay_ms = statistics.median(int(r["delay_us"]) for r in half) / 1e3
     probs = [float(r["prob"]) for r in pie]
@@ -76,32 +78,33 @@ def test_sampler_pie_codel_fq_codel(net_guard, tmp_path):
           f"max prob {max(probs):.4f}, {sum(p > 0 for p in probs)} of {len(probs)} rows "
           f"with prob > 0")
     # half the target to 1.5x (measured 19.4 ms twice; 12.3-19.5 ms in the A tests)
-    assert 10 <= delay_ms <= 30
+    band("PIE sampled delay p50, second half", delay_ms, 10, 30, "ms")
     assert all(0 <= p <= 1 for p in probs) and max(probs) > 0
     assert all(r["maxq_pkts"] != "" and r["early_drops"] != "" for r in pie)
-    runs = [(tcp, stats)]
+    runs = [("pie", tcp, stats)]
 
     for kind in ("codel", "fq_codel"):
         rows, ktcp, kstats, _span = _sampled(tmp_path, kind, OTHER_S)
+        band(f"{kind} rows", len(rows), lo=0.5 * OTHER_S / 0.01)
         assert len(rows) > 0.5 * OTHER_S / 0.01, kind
         delays = [int(r["delay_us"]) for r in rows]  # every row has it (int() of "" fails)
         print(f"{kind}: {len(rows)} rows, sampled delay median "
               f"{statistics.median(delays) / 1e3:.1f} ms, max {max(delays) / 1e3:.1f} ms")
         assert max(delays) > 0
         assert all(r["marks"] != "" and r["early_drops"] != "" for r in rows)
-        runs.append((ktcp, kstats))
+        runs.append((kind, ktcp, kstats))
 
-    for tcp, stats in runs:
-        check_sockets_and_grid(tcp, stats)
+    for kind, tcp, stats in runs:
+        check_sockets_and_grid(kind, tcp, stats)
 
 
-def check_sockets_and_grid(tcp, stats):
-    """One sampler's flow and grid."""
+def check_sockets_and_grid(kind, tcp, stats):
+    """One sampler's flow and grid (the run through ``kind``)."""
     # an RTT is either sampled (> 0) or not yet (empty: the handshake's first rows)
     srtt = [int(r["srtt_us"]) for r in tcp if r["srtt_us"] != ""]
     assert len(srtt) > 0.9 * len(tcp) and min(srtt) > 0
     assert len({r["flow"] for r in tcp}) == 1  # the iperf3 run's one data connection
-    assert abs(stats["period_p50_ms"] - 10) <= 1.0
+    band(f"sampler period p50, {kind}", stats["period_p50_ms"], 10 - 1.0, 10 + 1.0, "ms")
     binary, why = qdisc_helper_binary(build=False)
     print(f"queue sampler: {stats['qdisc_sampler']}; CPU per tick: queue "
           f"{(stats.get('qdisc_sampler_stats') or {}).get('cpu_per_tick_us')} us (C), "
