@@ -122,16 +122,13 @@ def _mean_sd(xs):
 
 def _side_gaps(b):
     """Each side's gaps, a sample's distance inside its own bound ([x - lo], [hi - x]),
-    for the sides every sample has: a band whose bound is computed from its run (a
-    stopped sender's window, ICMP's own excess) is judged against the bound it had."""
+    over the samples that have that bound: a band whose bound is computed from its run
+    (a stopped sender's window, ICMP's own excess) is judged against the bound it had."""
     xs = b["values"]
     los = b.get("los") or [b["lo"]] * len(xs)
     his = b.get("his") or [b["hi"]] * len(xs)
-    sides = []
-    if all(lo is not None for lo in los):
-        sides.append([x - lo for x, lo in zip(xs, los)])
-    if all(hi is not None for hi in his):
-        sides.append([hi - x for x, hi in zip(xs, his)])
+    sides = [g for g in ([x - lo for x, lo in zip(xs, los) if lo is not None],
+                         [hi - x for x, hi in zip(xs, his) if hi is not None]) if g]
     return sides, los, his
 
 
@@ -150,7 +147,9 @@ def spread(b):
     if n < 2:
         p_model = 1.0          # one sample: no spread, no claim
     else:
-        p_model = min(1.0, sum(predictive_tail(m, s, n) for m, s in gaps))
+        # a side only one sample had a bound on makes no claim
+        p_model = min(1.0, sum(predictive_tail(m, s, len(g)) if len(g) > 1 else 1.0
+                               for (m, s), g in zip(gaps, sides)))
     p = max(p_model, misses / n)
     ff = false_fail_rate(p)
     return {"n": n, "mean": mean, "sd": sd, "min": min(xs), "max": max(xs),

@@ -164,8 +164,10 @@ def judge_test(attempt, reset, label, log=print):
         try:
             attempt()
             miss = None
-        except BandFailed:
-            if outcomes:
+        except BandFailed as e:
+            if outcomes:       # this attempt missed too: what the rule saw, recorded
+                outcomes.append(False)
+                misses.append([(str(e).strip().splitlines() or [""])[0][:300]])
                 record.note_band(label, outcomes, misses, judged=True)
             raise
         except AssertionError as e:

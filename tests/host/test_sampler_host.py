@@ -83,8 +83,8 @@ def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
     ping_ms = [rtt for ts, _seq, rtt in pings.probes
                if lo <= ts - rt_minus_mono - t0 <= hi]
     band("srtt samples, second half", len(srtt_ms), lo=0.8 * (hi - lo) / 0.01)
-    band("ping RTTs, second half", len(ping_ms), lo=50)
-    assert len(srtt_ms) > 0.8 * (hi - lo) / 0.01 and len(ping_ms) > 50
+    band("ping RTTs, second half", len(ping_ms), lo=51)
+    assert len(srtt_ms) > 0.8 * (hi - lo) / 0.01
     med_s, med_p = statistics.median(srtt_ms), statistics.median(ping_ms)
     print(f"second half: median srtt {med_s:.1f} ms (n={len(srtt_ms)}), median ping "
           f"{med_p:.1f} ms (n={len(ping_ms)}), max srtt {max(srtt_ms):.1f} ms")
@@ -103,8 +103,7 @@ def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
     assert len(par_flows) == 3
     # most of 8 s at 10 ms
     band("samples of the parallel flow with fewest", min(len(v) for v in par_flows.values()),
-         lo=300)
-    assert all(len(v) > 300 for v in par_flows.values())
+         lo=301)
     assert stats["control_sockets_ignored"] == 2  # one per iperf3 run
 
     # the sampler's timing

@@ -112,6 +112,17 @@ def test_a_band_whose_bound_moves_with_its_run_is_judged_against_each_runs_bound
     assert "- .. [2, 20] s" in bs.table({("test_x", "band"): b}, 10, markdown=False)[1]
 
 
+def test_a_bound_older_records_lacked_is_modelled_over_the_samples_that_had_it():
+    """A lower bound added after 5 records: the lower side is modelled over the 10
+    samples that had it (close to it: p well above 1/1000), not dropped as if absent."""
+    vals = [1.0 + 0.1 * (i % 4) for i in range(15)]
+    b = {"values": vals, "lo": None, "hi": 100.0, "los": [None] * 5 + [0.9] * 10,
+         "his": [100.0] * 15}
+    s = bs.spread(b)
+    assert s["misses"] == 0 and 1e-3 < s["p_model"] < 0.5
+    assert bs.spread(dict(b, los=[None] * 15))["p_model"] < 1e-9
+
+
 def test_entries_that_are_not_a_tests_are_not_bands(tmp_path):
     """An entry named without a pytest node id (a unit test's made-up "obs" in records
     written before tests.record.kept_apart) is skipped."""

@@ -332,6 +332,20 @@ def test_a_plain_band_missed_after_the_tests_own_band_was_met_is_judged_by_the_r
     with pytest.raises(AssertionError, match="sequential rule") as e:
         retries.judge_test(body, lambda: None, "whole", log=lambda _: None)
     assert not isinstance(e.value, retries.BandFailed) and len(inner) == 5
+    # a plain miss, then the test's own band fails: both attempts are in the record
+    record.begin("plain-then-own")
+    calls = []
+
+    def body2():
+        calls.append(1)
+        retries.measure_until_met(lambda: 0, lambda _: ["inner missed"] if len(calls) > 1
+                                  else [], "inner", log=lambda _: None)
+        assert False, "plain band missed"
+    with pytest.raises(retries.BandFailed):
+        retries.judge_test(body2, lambda: None, "whole", log=lambda _: None)
+    band = [b for b in record.entry("plain-then-own")["bands"] if b["label"] == "whole"][-1]
+    assert band["met"] == [False, False] and band["judged"] is True
+    assert "plain band missed" in band["misses"][0][0] and "inner" in band["misses"][1][0]
 
 
 def test_the_acceptance_tier_retries_a_plain_assert_and_the_gate_does_not(tmp_path):

@@ -114,8 +114,8 @@ def test_codel_holds_its_target_where_fifo_would_not(net_guard):
     assert drops > 0            # it holds the queue by dropping
     band("goodput", res.goodput_mbit, lo=0.8 * RATE_MBIT, unit="Mbit/s")
     qlen_max = max(q["qlen"] for q in leaf)
-    band("CoDel max queue length", qlen_max, hi=1000, unit="pkts")
-    assert qlen_max < 1000   # the limit never did it
+    # below the 1000-packet limit: the limit never did it
+    band("CoDel max queue length", qlen_max, hi=999, unit="pkts")
 
 
 def test_bbr_keeps_about_one_bdp_queued_and_fills_the_link(net_guard):

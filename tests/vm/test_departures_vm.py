@@ -40,11 +40,11 @@ def test_a2_pie_quick_records_its_departures(tmp_path, net_guard):
     c = run.record["health"]["checks"]["departure_timing:s0-eth2:pie"]
     print({k: c[k] for k in ("value", "limit", "backlogged_gaps", "within_10pct",
                              "sojourn_excess_ms_p50")})
-    assert c["ok"] is True and c["value"] is not None, c
-    band("backlogged gaps", c["backlogged_gaps"], lo=500)
-    assert c["backlogged_gaps"] > 500, c
+    assert c["value"] is not None, c
+    # the bands before the check's verdict on them, so that a miss is recorded too
+    band("backlogged gaps", c["backlogged_gaps"], lo=501)
     band("departure gap error p99", c["value"], hi=21.0, unit="ms")
-    assert c["limit"] == "<= 21.000 ms"
+    assert c["ok"] is True and c["limit"] == "<= 21.000 ms", c
     s = run.record["health"]["checks"]["sender_kept_up"]
     assert s["ok"] is True and s["judged"] >= 1, s
     summary.finish(run_dir)
@@ -65,6 +65,7 @@ def test_a_stopped_sender_is_degraded_in_the_vm(tmp_path, net_guard, monkeypatch
     c = h["checks"]["sender_kept_up"]
     flow = max(c["flows"], key=lambda f: f["app_limited_share"])
     print(flow)
-    assert c["ok"] is False and h["verdict"] == "degraded", c
+    # the band before the check's verdict on it, so that a miss is recorded too
     band("app-limited share, stopped sender", flow["app_limited_share"], 0.10,
          8.0 / flow["window_s"] + 0.02)
+    assert c["ok"] is False and h["verdict"] == "degraded", c

@@ -101,7 +101,7 @@ def _idle_floors(tmp_path):
 def test_irtt_rtt_is_the_base_rtt_idle_and_rises_with_the_queue(tmp_path):
     """The delay netem adds as irtt sees it (its floor minus its own) is the configured
     base RTT within 1 ms: measured 20.3-20.9 ms in ten of eleven runs, 21.8 in one, so a
-    pair of runs that misses it is measured again once (both printed, the miss counted,
+    pair of runs that misses it is measured again (each printed, the miss counted,
     tests/retries.py: the sequential rule); 2 ms holds on every pair."""
     attempts = []
 

@@ -16,6 +16,7 @@ one sampler (10 ms) and one cubic flow each:
   builds it on the host).
 """
 import csv
+import math
 import statistics
 import time
 
@@ -70,8 +71,7 @@ def _sampled(tmp_path, kind, seconds, qdisc_params=None):
 def test_sampler_pie_codel_fq_codel(net_guard, tmp_path):
     pie, tcp, stats, (start, end) = _sampled(tmp_path, "pie", PIE_S, {"target_ms": 20})
     half = [r for r in pie if float(r["t"]) >= (start + end) / 2]
-    band("PIE rows, second half", len(half), lo=0.5 * PIE_S / 2 / 0.01)
-    assert len(half) > 0.5 * PIE_S / 2 / 0.01
+    band("PIE rows, second half", len(half), lo=math.floor(0.5 * PIE_S / 2 / 0.01) + 1)
     delay_ms = statistics.median(int(r["delay_us"]) for r in half) / 1e3
     probs = [float(r["prob"]) for r in pie]
     print(f"PIE: median sampled delay over the second half {delay_ms:.1f} ms (target 20), "
@@ -85,8 +85,7 @@ def test_sampler_pie_codel_fq_codel(net_guard, tmp_path):
 
     for kind in ("codel", "fq_codel"):
         rows, ktcp, kstats, _span = _sampled(tmp_path, kind, OTHER_S)
-        band(f"{kind} rows", len(rows), lo=0.5 * OTHER_S / 0.01)
-        assert len(rows) > 0.5 * OTHER_S / 0.01, kind
+        band(f"{kind} rows", len(rows), lo=math.floor(0.5 * OTHER_S / 0.01) + 1)
         delays = [int(r["delay_us"]) for r in rows]  # every row has it (int() of "" fails)
         print(f"{kind}: {len(rows)} rows, sampled delay median "
               f"{statistics.median(delays) / 1e3:.1f} ms, max {max(delays) / 1e3:.1f} ms")
