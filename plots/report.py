@@ -254,9 +254,13 @@ def _steady_html(pts):
     if not moving:
         return []
     items = "".join(f"<li>{esc(run_label(run))}: {esc(why)}</li>" for run, why in moving)
+    # the full profile's runs are the study's own length: a longer one is not on offer
+    longer = ("a longer run (the full profile) would settle them"
+              if any(run.record.get("profile") != "full" for run, _ in moving) else
+              "they are the study's own length: their second half is what is judged")
     return [f"<div class=flags><p><b>Not at steady state: {len(moving)} of {len(pts)} "
-            "runs.</b> Their controllers were still moving at the run's end; a longer run "
-            f"(the full profile) would settle them.</p><ul>{items}</ul></div>"]
+            f"runs.</b> Their controllers were still moving at the run's end; {longer}."
+            f"</p><ul>{items}</ul></div>"]
 
 
 def _sweep_index(run_dir):

@@ -339,6 +339,21 @@ def test_a_second_report_reuses_the_figures_it_drew(tmp_path):
     assert again and any(p.startswith(run) for p in again)
 
 
+def test_unsettled_full_profile_runs_are_not_told_to_run_longer(tmp_path):
+    """The full profile's runs are the study's own length: the report does not offer
+    them "a longer run (the full profile)" (C's 60 points, 2026-11-29)."""
+    d = copy_fixture("sweep_fifo_buffer", tmp_path / "sweep")
+    path = os.path.join(d, "buffer_pkts=20", "rep-1", "result.json")
+    rec = json.load(open(path))
+    rec["profile"] = "full"
+    rec.setdefault("health", {})["not_steady"] = "not at steady state: aqm_prob moving"
+    json.dump(rec, open(path, "w"))
+    page = open(write_report(d)).read()
+    assert "Not at steady state: 1 of" in page and "aqm_prob moving" in page
+    assert "(the full profile) would settle" not in page
+    assert "the study's own length" in page
+
+
 def test_the_report_names_unsettled_runs_and_points_short_of_the_precision(tmp_path):
     """A run whose series never settled and a point stopped at --max-reps are said in
     their study's section, by name (never averaged in as if steady or precise)."""
