@@ -86,7 +86,7 @@ def vm_bench_runs(script, args, prefix):
     for line in proc.stdout.splitlines():
         if line.startswith("RUN "):
             _, value, d = line.split(" ", 2)
-            runs.append((float(value), os.path.join(str(ROOT), host_path(d, out))))
+            runs.append((float(value), host_path(d, out)))
     return out, runs
 
 
@@ -317,7 +317,7 @@ def main():
                                    "--inside", rel], env=env, capture_output=True,
                                   text=True)
         sys.stderr.write(proc.stderr[-3000:])
-        dirs = [os.path.join(str(ROOT), where.host_path(line.split(" ", 1)[1], out))
+        dirs = [where.host_path(line.split(" ", 1)[1], out)
                 for line in proc.stdout.splitlines() if line.startswith("RUN ")]
         if boots.exists():
             rec = json.loads(boots.read_text().splitlines()[-1])

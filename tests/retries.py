@@ -167,11 +167,11 @@ def judge_test(attempt, reset, label, log=print):
         except BandFailed as e:
             if outcomes:       # this attempt missed too: what the rule saw, recorded
                 outcomes.append(False)
-                misses.append([(str(e).strip().splitlines() or [""])[0][:300]])
+                misses.append([_miss_line(e)])
                 record.note_band(label, outcomes, misses, judged=True)
             raise
         except AssertionError as e:
-            miss, last = (str(e).strip().splitlines() or [""])[0][:300] or "assert", e
+            miss, last = _miss_line(e), e
         except NotJudged:
             # a later attempt's run stayed degraded: the attempts judged before it (a
             # miss among them) are kept, the test not judged
@@ -195,6 +195,11 @@ def judge_test(attempt, reset, label, log=print):
         if len(outcomes) > 1:
             log(f"{label}: bounds met ({len(outcomes)} attempts, {len(misses)} missed)")
         return
+
+
+def _miss_line(exc):
+    """An assert's miss as the record keeps it: its message's first line."""
+    return (str(exc).strip().splitlines() or [""])[0][:300] or "assert"
 
 
 class NotJudged(Exception):

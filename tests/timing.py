@@ -20,6 +20,8 @@ from bufferbloat.results.health_record import MAX_MISSED_TICKS, check_sampler
 
 #: the CPU is emulated: the project VM under TCG (bufferbloat/vm/session.py GUEST_ACCEL_ENV)
 EMULATED_CPU = os.environ.get("BUFFERBLOAT_GUEST_ACCEL") == "tcg"
+#: a band whose bounds differ under TCG is another series there: its name ends in this
+UNDER_TCG = " under TCG" if EMULATED_CPU else ""
 
 #: how late a traffic process may start after its scheduled time, in these tests, whose
 #: processes start right at t0 with no lead time (a run's engine starts them ahead). A

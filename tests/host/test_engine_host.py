@@ -25,11 +25,9 @@ from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
 from bufferbloat.scenarios import catalogue
 from tests.retries import band, measure_until_met, observe
-from tests.timing import EMULATED_CPU, START_SLACK_S, sampler_timing_misses
+from tests.timing import EMULATED_CPU, START_SLACK_S, UNDER_TCG, sampler_timing_misses
 
 DURATION_S = 15
-#: a band whose bounds differ under TCG (tests/timing.py) is another series there
-UNDER_TCG = " under TCG" if EMULATED_CPU else ""
 
 
 def _metric(rows, scope, metric, name=None):

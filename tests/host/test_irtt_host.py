@@ -21,13 +21,11 @@ from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
 from tests.retries import band
-from tests.timing import EMULATED_CPU
+from tests.timing import EMULATED_CPU, UNDER_TCG
 
 DURATION_S = 12
 LOAD_FROM = 0.4          # the upload starts 40 % into the run
 INTERVAL_S = 0.05
-#: a band whose bounds differ under TCG (tests/timing.py) is another series there
-UNDER_TCG = " under TCG" if EMULATED_CPU else ""
 
 
 def _irtt_pids():

@@ -16,10 +16,7 @@ from bufferbloat.traffic.rrul import Rrul
 from bufferbloat.traffic.udpstream import UdpStream
 from bufferbloat.traffic.web import WebFetcher, WebServer
 from tests.retries import band, measure_until_met, observe
-from tests.timing import EMULATED_CPU, START_SLACK_S
-
-#: a band whose bounds differ under TCG (tests/timing.py) is another series there
-UNDER_TCG = " under TCG" if EMULATED_CPU else ""
+from tests.timing import EMULATED_CPU, START_SLACK_S, UNDER_TCG
 
 
 def dumbbell(**kw):
