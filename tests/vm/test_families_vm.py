@@ -527,18 +527,29 @@ E_AQMS_AT_TEN = (
 )
 
 
+#: the utilization's floor at k = 10: 0.9 (the study's "~95 %"), but RED's: at x0.25 its
+#: scaled thresholds hold the queue at 1.5-4.5 ms (2.5-7.5 packets) against a BDP of
+#: 20 Mbit/s x 15 ms = 24.8 packets, and its ten flows, ~3 packets each, can halve
+#: together: a Reno sawtooth halving in step from BDP + B to (BDP + B) / 2 uses
+#: 1 - f + f (3 BDP + B) / (4 BDP) of the link, f = (BDP - B) / (BDP + B): 0.82 with B at
+#: RED's min threshold, 3/4 with no queue at all. Measured (healthy, 15 s): 0.786, 0.967,
+#: 0.985, 0.9985, and 0.93 +- 0.085 over 5 samples: against 0.9, p = 0.38 a run, a
+#: band that failed correct code; against theory's 3/4, p ~ 0.02 (normal model)
+E_UTIL_FLOOR = {"red": 0.75}
+
+
 @pytest.mark.parametrize("variant,band,why", E_AQMS_AT_TEN, ids=[v for v, _, _ in E_AQMS_AT_TEN])
 def test_e_aqms_at_ten_flows_keep_the_link_busy_and_act(out, variant, band, why):
     """E's expected shape at k = 10 for RED, PIE and CoDel: the link ~95 % used
-    (utilization >= 0.9), the AQM dropping (drops > 0) and its queueing delay in its own
-    band (:data:`E_AQMS_AT_TEN`)."""
+    (utilization >= 0.9; RED's >= 0.75, :data:`E_UTIL_FLOOR`), the AQM dropping
+    (drops > 0) and its queueing delay in its own band (:data:`E_AQMS_AT_TEN`)."""
     r, rows = run(out, "e1_aqm_kflows", E_TEN_S, variant=variant, k=10)
     util = metric(rows, "link", "s0-", "utilization")
     qd = metric(rows, "link", "s0-", "qdelay_p50_ms")
     drops = metric(rows, "link", "s0-", "drops")
     print(f"E, 10 flows, {variant}: utilization {util:.3f}, queueing delay p50 {qd:.2f} ms "
           f"({why}: {band[0]:g}-{band[1]:g}), {drops:.0f} drops")
-    band_of("utilization", util, lo=0.9)
+    band_of("utilization", util, lo=E_UTIL_FLOOR.get(variant, 0.9))
     assert drops > 0
     band_of("queueing delay p50", qd, band[0], band[1], "ms")
 
