@@ -49,15 +49,17 @@ def test_every_web_fetch_recorded(net_guard):
             big.stop()
     rows = fetch.rows()
     assert len(rows) == 6, fetch.raw_outputs()
+    late = [r["t"] - every * i for i, r in enumerate(rows)]
+    observe(f"latest web fetch start after its due time{UNDER_TCG}", max(late),
+            hi=START_SLACK_S["fetch"] / 2, unit="s")
     for i, r in enumerate(rows):
         assert r["http_code"] == 200 and r["ok"] is True
         assert r["size_bytes"] == 50_000
         assert 0 < r["connect_s"] <= r["ttfb_s"] <= r["total_s"] < 0.5 * every
-        # started on schedule: never early (its lateness, within tests/timing.py's
-        # slack on an unloaded host, is recorded: a loaded one makes it later)
-        assert r["t"] >= every * i - 0.01, (i, r["t"])
-        observe(f"web fetch start after its due time{UNDER_TCG}", r["t"] - every * i,
-                hi=START_SLACK_S["fetch"] / 2, unit="s")
+        # started on schedule: never early (the latest one's lateness, within
+        # tests/timing.py's slack on an unloaded host, is recorded above: a loaded host
+        # makes it later)
+        assert late[i] >= -0.01, (i, r["t"])
         # 50 kB through a 10 Mbit/s link takes ~40 ms (HTB's bursts let a little pass at
         # line rate): the page really crossed the shaped link
         assert r["total_s"] > 0.75 * 50_000 * 8 / 10e6
