@@ -27,7 +27,13 @@ For each band (test, name), printed as a Markdown table (``--markdown``) or text
 Entries that are not a test's (made up by the record's own unit tests before
 ``tests.record.kept_apart``, e.g. "obs") are skipped: a band belongs to a pytest node.
 
-Usage: bench/band_spreads.py [RECORD_OR_DIR ...] [--min-n 10] [--markdown]
+``--wanting host|vm`` prints instead the tests of that phase that still have a band with
+fewer than ``--min-n`` samples, as one pytest ``-k`` expression (exit 3 when none does),
+so that a calibration run repeats only them (bench/calibrate_bands.sh):
+
+    ./run_tests.sh --acceptance --vm -- -k "$(bench/band_spreads.py --wanting vm)"
+
+Usage: bench/band_spreads.py [RECORD_OR_DIR ...] [--min-n 10] [--markdown | --wanting PHASE]
 """
 import argparse
 import glob
@@ -82,7 +88,8 @@ def record_files(paths):
 
 
 def samples(files):
-    """{(test, band name): {"values": [...], "lo", "hi", "unit", "records"}}."""
+    """{(test, band name): {"values": [...], "lo", "hi", "unit", "records", "phases"}}:
+    ``phases``, the record phases (host, vm) that ran the test."""
     out = {}
     for f in files:
         data = record.read(f)
@@ -96,12 +103,21 @@ def samples(files):
                     continue
                 b = out.setdefault((test.split("::", 1)[-1], v["name"]), {
                     "values": [], "los": [], "his": [], "lo": v.get("lo"),
-                    "hi": v.get("hi"), "unit": v.get("unit", ""), "records": set()})
+                    "hi": v.get("hi"), "unit": v.get("unit", ""), "records": set(),
+                    "phases": set()})
                 b["values"].append(float(v["value"]))
                 b["los"].append(v.get("lo"))
                 b["his"].append(v.get("hi"))
                 b["records"].add(os.path.basename(f))
+                b["phases"].add(data.get("phase") or "?")
     return out
+
+
+def wanting(bands, phase, min_n):
+    """The test functions (parameters dropped: ``-k`` selects a function's every case)
+    that ran in ``phase`` and have a band with fewer than ``min_n`` samples, sorted."""
+    return sorted({test.split("[", 1)[0] for (test, _), b in bands.items()
+                   if phase in b["phases"] and len(b["values"]) < min_n})
 
 
 def predictive_tail(d, sd, n):
@@ -240,7 +256,11 @@ def main(argv=None):
     ap.add_argument("paths", nargs="*", help="records or directories of records "
                     f"(default: ${ARCHIVE_ENV} or {ARCHIVE_DEFAULT}, and .scratch/test-records)")
     ap.add_argument("--min-n", type=int, default=10)
-    ap.add_argument("--markdown", action="store_true")
+    how = ap.add_mutually_exclusive_group()
+    how.add_argument("--markdown", action="store_true")
+    how.add_argument("--wanting", choices=("host", "vm"),
+                     help="print the -k expression of this phase's tests with a band "
+                     "under --min-n samples (exit 3 when there is none)")
     a = ap.parse_args(argv)
     if a.min_n < 2:
         ap.error("--min-n must be at least 2")
@@ -249,6 +269,12 @@ def main(argv=None):
             ap.error(f"no such record or directory: {p}")
     files = record_files(a.paths)
     bands = samples(files)
+    if a.wanting:
+        names = wanting(bands, a.wanting, a.min_n)
+        if not names:
+            return 3
+        print(" or ".join(names))
+        return 0
     print(f"{len(files)} records, {len(bands)} bands with values")
     for line in table(bands, a.min_n, a.markdown):
         print(line)

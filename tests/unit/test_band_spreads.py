@@ -182,3 +182,48 @@ def test_each_familys_degraded_share_is_summed_and_set_against_its_rate(tmp_path
     assert b.split()[:4] == ["b", "4", "10", "0.4"] and b.endswith("NO")
     assert retries.DEGRADED_RATE["b"] < 0.4
     assert c.endswith("yes")
+
+
+def _phase_record(path, phase, tests):
+    path.write_text(json.dumps({"tier": "acceptance", "phase": phase, "tests": {
+        node: {"values": [{"name": "band", "value": 1.0, "lo": 0.0, "hi": None}]}
+        for node in tests}}))
+
+
+def test_wanting_names_each_phases_tests_short_of_samples(tmp_path):
+    """--wanting: the test functions of one phase with a band under --min-n samples,
+    parameters dropped (-k selects every case), as one -k expression; exit 3 when none
+    wants any (bench/calibrate_bands.sh stops on it)."""
+    for i in range(3):
+        _phase_record(tmp_path / f"{i}-acceptance-vm.json", "vm",
+                      ["tests/vm/t.py::test_often"] + (["tests/vm/t.py::test_rare[a-1]",
+                                                        "tests/vm/t.py::test_rare[b-2]"]
+                                                       if i == 0 else []))
+        _phase_record(tmp_path / f"{i}-acceptance-host.json", "host",
+                      ["tests/host/h.py::test_host_only"])
+    bands = bs.samples(bs.record_files([str(tmp_path)]))
+    assert bands[("test_often", "band")]["phases"] == {"vm"}
+    assert bs.wanting(bands, "vm", 3) == ["test_rare"]
+    assert bs.wanting(bands, "vm", 4) == ["test_often", "test_rare"]
+    assert bs.wanting(bands, "host", 3) == []
+    cmd = [sys.executable, os.path.join(ROOT, "bench", "band_spreads.py"), str(tmp_path)]
+    out = subprocess.run(cmd + ["--wanting", "vm", "--min-n", "4"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == "test_often or test_rare\n", out.stderr
+    none = subprocess.run(cmd + ["--wanting", "host", "--min-n", "3"],
+                          capture_output=True, text=True)
+    assert none.returncode == 3 and none.stdout == ""
+    both = subprocess.run(cmd + ["--wanting", "vm", "--markdown"], capture_output=True,
+                          text=True)
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--rounds", "x"], "whole numbers"), (["--rounds", "0"], "at least 1"),
+    (["--min-n", "1"], "at least 2"), (["--minutes", "-3"], "whole numbers"),
+    (["--both"], "unknown option")])
+def test_the_calibration_driver_refuses_bad_input_before_running_anything(args, says):
+    out = subprocess.run([os.path.join(ROOT, "bench", "calibrate_bands.sh")] + args,
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 2 and says in out.stderr, out
+    assert "=== calibrate" not in out.stdout
