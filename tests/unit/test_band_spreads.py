@@ -227,3 +227,36 @@ def test_the_calibration_driver_refuses_bad_input_before_running_anything(args, 
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and says in out.stderr, out
     assert "=== calibrate" not in out.stdout
+
+
+def test_a_side_the_newest_record_drops_is_no_longer_judged(tmp_path):
+    """A FIFO's peak backlog at its 100-packet limit in every run: sd 0 on the ceiling,
+    so a band with that ceiling misses with p = 1 by the model. The test made the
+    ceiling a contract (asserted apart) and records the floor only: from the newest
+    record on, the ceiling is no side of the band, for the older samples too."""
+    for i in range(10):
+        data = {"tests": {"tests/host/t.py::test_fifo": {"values": [
+            {"name": "peak", "value": 100.0, "lo": 90, "hi": 100 if i < 9 else None}]}}}
+        (tmp_path / f"2026-{i:03d}-gate-host.json").write_text(json.dumps(data))
+    bands = bs.samples(bs.record_files([str(tmp_path)]))
+    s = bs.spread(bands[("test_fifo", "peak")], ("test_fifo", "peak"))
+    assert s["p"] == 0.0 and s["misses"] == 0
+    assert bs.bounds(bands[("test_fifo", "peak")])[1] == [None] * 10
+    assert "| 90 .. - |" in bs.table(bands, 10, markdown=True)[2]
+    older = dict(bands[("test_fifo", "peak")], his=[100] * 10)
+    assert bs.spread(older)["p"] == 1.0
+
+
+def test_a_bound_restated_in_the_code_judges_every_sample(tmp_path, monkeypatch):
+    """E's RED utilization floor went from 0.9 to 0.75 (theory); a 0.786 recorded under
+    0.9 was a miss then, and is judged against the floor the test has now."""
+    key = ("test_u", "utilization")
+    monkeypatch.setitem(bs.RESTATED, key, {"lo": (0.75, "from theory")})
+    for i, (v, lo) in enumerate(((0.99, 0.9), (0.786, 0.9), (0.97, 0.75))):
+        data = {"tests": {"tests/vm/t.py::test_u": {"values": [
+            {"name": "utilization", "value": v, "lo": lo, "hi": None}]}}}
+        (tmp_path / f"2026-{i:03d}-acceptance-vm.json").write_text(json.dumps(data))
+    bands = bs.samples(bs.record_files([str(tmp_path)]))
+    assert bs.spread(bands[key], key)["misses"] == 0
+    assert bs.spread(bands[key])["misses"] == 1          # each run's own bound
+    assert "0.75 .. - (restated)" in bs.table(bands, 10, markdown=False)[1]
