@@ -185,5 +185,19 @@ def test_the_same_point_measures_the_same_on_a_kept_and_on_a_fresh_network(tmp_p
         got[name] = {m: statistics.mean(v[m] for v in values) for m in TOLERANCE}
     print(f"kept network: {got['kept']}; fresh network: {got['fresh']}")
     for metric, tol in TOLERANCE.items():
-        band(f"kept - fresh, mean {metric}", got["kept"][metric] - got["fresh"][metric],
-             -tol, tol, "ms" if metric.endswith("_ms") else "")
+        try:
+            band(f"kept - fresh, mean {metric}", got["kept"][metric] - got["fresh"][metric],
+                 -tol, tol, "ms" if metric.endswith("_ms") else "")
+        except AssertionError as exc:
+            # each run's value and verdict in the record: a miss names the run that made
+            # it (2026-11-29: kept - fresh 103 ms once in 5 samples, the runs lost with
+            # their tmp_path)
+            raise AssertionError(f"{exc}; {_each_run(kept, fresh, metric)}") from None
+
+
+def _each_run(kept, fresh, metric):
+    return "; ".join(
+        f"{name}: " + ", ".join(
+            f"{_measured(d)[metric]:.4g} ({_rec(d)['health']['verdict']}, traffic "
+            f"{_rec(d)['phases_s'].get('traffic', float('nan')):.2f} s)" for d in dirs)
+        for name, dirs in (("kept", kept), ("fresh", fresh)))
