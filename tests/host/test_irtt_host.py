@@ -4,9 +4,14 @@ link, then while one cubic upload fills the 100-packet FIFO of the 10 Mbit/s bot
 (s0 -> h2: the probes' requests queue, their replies do not).
 
 Tolerances: the full FIFO holds 100 x 1514 B = 121 ms at 10 Mbit/s (cubic's sawtooth
-keeps it above 20 ms); irtt's and ping's
-RTT medians over the same loaded seconds agree within 15 % (both cross the same queue;
-they sample it at different instants); on the idle link (no delay configured) an RTT
+keeps it above 20 ms). irtt's probes and ping's cross the same queue: a ping and the
+irtt probe sent nearest it (within half irtt's 50 ms interval) meet the same queue but
+for what it changed in that time, which in cubic's congestion avoidance (one packet,
+1.2 ms, an RTT of ~56 ms) is under a millisecond, plus irtt's server turnaround in user
+space: the pairs' median difference is within 5 ms. (Until 2026-11-30 the test compared
+the two tools' medians over the loaded seconds, within 15 %: each median of ~50 samples
+of a sawtooth spanning 20-121 ms carries ~9 % of sampling error, so the ratio spread
+with sd 0.10 and missed one attempt in ~6 by the normal model.) On the idle link (no delay configured) an RTT
 is well under 2 ms; the requests' one-way delay carries the queue (within 5 ms of the
 RTT), the replies' does not (< 2 ms)."""
 import gzip
@@ -88,7 +93,20 @@ def test_irtt_probes_idle_then_behind_the_queue(tmp_path, net_guard):
     # a cubic sawtooth keeps the FIFO between part full and full: never above its
     # 121 ms, far above the idle link's fraction of a millisecond
     band("loaded RTT, median", rtt, 20, 126, "ms")
-    band("loaded RTT median over ping's", rtt / max(icmp, 1e-9), 0.85, 1.15)
+    print(f"loaded: irtt over ping, medians: {rtt / max(icmp, 1e-9):.3f}")
+    # each ping paired with the irtt probe sent nearest it (the module's doc)
+    pt = p["t"][(p["t"] > start + 0.6 * DURATION_S) & ~np.isnan(p["rtt_ms"])]
+    prtt = p["rtt_ms"][(p["t"] > start + 0.6 * DURATION_S) & ~np.isnan(p["rtt_ms"])]
+    it, irtt_ms = s["t"][ok & late], s["rtt_ms"][ok & late]
+    j = np.clip(np.searchsorted(it, pt), 1, len(it) - 1)
+    j = np.where(np.abs(it[j - 1] - pt) < np.abs(it[j] - pt), j - 1, j)
+    near = np.abs(it[j] - pt) <= INTERVAL_S / 2
+    # ping every 0.1 s over the loaded 40 %: each has an irtt probe within 25 ms unless
+    # irtt's timer skipped it or the probe was lost
+    band("pings paired with an irtt probe", near.sum(),
+         lo=0.5 * 0.4 * DURATION_S / 0.1)
+    band("loaded RTT, irtt - ping, median of pairs sent within 25 ms",
+         np.median(irtt_ms[j[near]] - prtt[near]), -5.0, 5.0, "ms")
     # the queue is on the requests' way (h1 -> h2), not the replies'
     up = np.median(s["owd_up_ms"][ok & late])
     down = np.median(s["owd_down_ms"][ok & late])
