@@ -184,7 +184,9 @@ def test_parallel_flows_are_labelled_and_sampled(tmp_path, net_guard):
         # starved outright gives 0.75, two flows holding the link 0.5
         jain = _metric(result[1], "network", "jain_fairness")
         print(f"Jain's index of 4 flows: {jain:.3f}")
-        return [] if observe("Jain's index of 4 FIFO flows", jain, 0.8, 1.0 + 1e-9) \
+        # (no ceiling in the band: the index is at most 1 by its definition, a contract
+        # asserted below; a ceiling 1.6 sd above the mean read as a side to miss)
+        return [] if observe("Jain's index of 4 FIFO flows", jain, 0.8) \
             else [f"Jain's index {jain:.3f} < 0.8"]
 
     (run, rows), _ = measure_until_met(measure, misses, "4 flows through one FIFO")
