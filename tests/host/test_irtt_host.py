@@ -89,16 +89,15 @@ def test_irtt_probes_idle_then_behind_the_queue(tmp_path, net_guard):
     late = s["t"] > start + 0.6 * DURATION_S
     rtt = np.median(s["rtt_ms"][ok & late])
     p = run.series("ping")
-    icmp = np.median(p["rtt_ms"][(p["t"] > start + 0.6 * DURATION_S)
-                                 & ~np.isnan(p["rtt_ms"])])
+    loaded_ping = (p["t"] > start + 0.6 * DURATION_S) & ~np.isnan(p["rtt_ms"])
+    icmp = np.median(p["rtt_ms"][loaded_ping])
     print(f"loaded: irtt RTT median {rtt} ms, ping RTT median {icmp} ms")
     # a cubic sawtooth keeps the FIFO between part full and full: never above its
     # 121 ms, far above the idle link's fraction of a millisecond
     band("loaded RTT, median", rtt, 20, 126, "ms")
     print(f"loaded: irtt over ping, medians: {rtt / max(icmp, 1e-9):.3f}")
     # each ping paired with the irtt probe sent nearest it (the module's doc)
-    pt = p["t"][(p["t"] > start + 0.6 * DURATION_S) & ~np.isnan(p["rtt_ms"])]
-    prtt = p["rtt_ms"][(p["t"] > start + 0.6 * DURATION_S) & ~np.isnan(p["rtt_ms"])]
+    pt, prtt = p["t"][loaded_ping], p["rtt_ms"][loaded_ping]
     it, irtt_ms = s["t"][ok & late], s["rtt_ms"][ok & late]
     j = np.clip(np.searchsorted(it, pt), 1, len(it) - 1)
     j = np.where(np.abs(it[j - 1] - pt) < np.abs(it[j] - pt), j - 1, j)
