@@ -12,7 +12,8 @@ One network, one sampler (10 ms) for the whole test, two phases:
 2. iperf3 -P 3 (port 5202) for 8 s: three data flows in tcp.csv, the control connection
    left out.
 
-And the sampler's own timing: the achieved period p99 <= 11 ms at 10 ms.
+And the sampler's own timing: the achieved period p99 <= 11 ms at 10 ms, a host timing
+band judged by the sequential rule (tests/retries.py), each attempt on a fresh network.
 """
 import csv
 import os
@@ -27,7 +28,7 @@ from bufferbloat.net.network import Network
 from bufferbloat.net.topology import DumbbellTopo
 from bufferbloat.traffic.iperf.flow import Iperf3Flow
 from bufferbloat.traffic.ping import PingProbe
-from tests.retries import band
+from tests.retries import band, measure_until_met
 from tests.timing import sampler_timing_misses
 
 FLOW_S = 25
@@ -39,14 +40,21 @@ def _read(path):
     return rows[0], [dict(zip(rows[0], r)) for r in rows[1:]]
 
 
-@pytest.mark.acceptance
-def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
+def _sample_fifo(base):
+    """One attempt: the single flow with its pings, then the three parallel flows, all
+    under one 10 ms sampler. Returns what the checks read."""
+    out = base / "series-attempt"
+    n = 1
+    while out.exists():
+        n += 1
+        out = base / f"series-attempt{n}"
+    out.mkdir()
     topo = DumbbellTopo(bottleneck_mbit=1.5, qdisc="fifo", buffer_pkts=100, cca="cubic",
                         switch="bridge")
     with Network(topo) as net:
         t0 = time.monotonic()
         rt_minus_mono = time.time() - time.monotonic()
-        sampler = Sampler(net, str(tmp_path), t0, period_s=0.01,
+        sampler = Sampler(net, str(out), t0, period_s=0.01,
                           flows=[{"host": "h1", "dports": [5201, 5202]}]).start()
         ping = PingProbe(net, "h1", "h2", interval_s=0.1).start()
         flow = Iperf3Flow(net, "h1", "h2", FLOW_S, cca="cubic", port=5201).start()
@@ -58,7 +66,21 @@ def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
         assert sampler.alive()
         stats = sampler.stop()
         bn_dev = net.bottleneck_dev[1]
-    series = tmp_path / "series"
+    return {"dir": out, "t0": t0, "rt_minus_mono": rt_minus_mono, "t_flow": t_flow,
+            "pings": pings, "stats": stats, "bn_dev": bn_dev}
+
+
+@pytest.mark.acceptance
+def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
+    # the sampler's own timing is a host timing band (a loaded 2-core machine misses it
+    # now and then, 2026-11-30: load 1.1-1.3): judged by the sequential rule, each
+    # attempt a fresh network; the physics below is read from the attempt that decided
+    got, _ = measure_until_met(lambda: _sample_fifo(tmp_path),
+                               lambda got: sampler_timing_misses(got["stats"], p99_ms=11.0),
+                               "sampler timing at 10 ms")
+    stats, pings, bn_dev = got["stats"], got["pings"], got["bn_dev"]
+    t0, rt_minus_mono, t_flow = got["t0"], got["rt_minus_mono"], got["t_flow"]
+    series = got["dir"] / "series"
     qhead, qrows = _read(series / "qdisc.csv")
     thead, trows = _read(series / "tcp.csv")
     assert tuple(qhead) == SERIES_COLUMNS["qdisc"] and tuple(thead) == SERIES_COLUMNS["tcp"]
@@ -106,8 +128,7 @@ def test_sampler_fifo_backlog_srtt_and_parallel_flows(net_guard, tmp_path):
          lo=301)
     assert stats["control_sockets_ignored"] == 2  # one per iperf3 run
 
-    # the sampler's timing
-    assert not sampler_timing_misses(stats, p99_ms=11.0), stats
+    # the ticks' order
     ts = [float(r["t"]) for r in root]
     assert all(b > a for a, b in zip(ts, ts[1:]))
     assert os.path.getsize(series / "sampler.json") > 0
