@@ -33,7 +33,8 @@ Entries that are not a test's (made up by the record's own unit tests before
 ``tests.record.kept_apart``, e.g. "obs") are skipped: a band belongs to a pytest node.
 
 ``--wanting host|vm`` prints instead the tests of that phase that still have a band with
-fewer than ``--min-n`` samples, as one pytest ``-k`` expression (exit 3 when none does),
+fewer than ``--min-n`` samples, as one pytest ``-k`` expression (exit 3 when none does;
+exit 4 when no sample of that phase is known at all: the caller runs the whole phase),
 so that a calibration run repeats only them (bench/calibrate_bands.sh):
 
     ./run_tests.sh --acceptance --vm -- -k "$(bench/band_spreads.py --wanting vm)"
@@ -294,7 +295,8 @@ def main(argv=None):
     how.add_argument("--markdown", action="store_true")
     how.add_argument("--wanting", choices=("host", "vm"),
                      help="print the -k expression of this phase's tests with a band "
-                     "under --min-n samples (exit 3 when there is none)")
+                     "under --min-n samples (exit 3 when there is none, 4 when the "
+                     "phase has no sample at all)")
     a = ap.parse_args(argv)
     if a.min_n < 2:
         ap.error("--min-n must be at least 2")
@@ -304,6 +306,8 @@ def main(argv=None):
     files = record_files(a.paths)
     bands = samples(files)
     if a.wanting:
+        if not any(a.wanting in b["phases"] for b in bands.values()):
+            return 4  # no sample of this phase at all: which tests have bands is unknown
         names = wanting(bands, a.wanting, a.min_n)
         if not names:
             return 3
