@@ -29,6 +29,16 @@ own run varies), except that a side the newest record leaves open is no side of 
 band (the test made it a contract, asserted apart: a FIFO's 100-packet ceiling), and a
 bound changed in the code with its reason (``RESTATED``) judges every sample.
 
+The samples are also kept with the code, in bench/band-samples.jsonl (an archive does
+not outlive its machine: 2026-11-30's 46 records were lost with theirs): ``--keep``
+adds each record not kept yet, trimmed to its bands' values (bench/calibrate_bands.sh
+does after each phase); a record counts once whether kept, archived or both. Records
+whose values were lost are kept as per-band summaries (n, mean, sd, min, max, bounds:
+``--seed-markdown`` reads them from a table this script printed, to its 4 significant
+digits), pooled exactly with the values; a band whose bound varied from run to run is
+modelled gap by gap, which a summary cannot give, so it is not seeded. With no record
+path given, the kept file is read with the archive (``--kept`` names another).
+
 Entries that are not a test's (made up by the record's own unit tests before
 ``tests.record.kept_apart``, e.g. "obs") are skipped: a band belongs to a pytest node.
 
@@ -39,10 +49,12 @@ so that a calibration run repeats only them (bench/calibrate_bands.sh):
 
     ./run_tests.sh --acceptance --vm -- -k "$(bench/band_spreads.py --wanting vm)"
 
-Usage: bench/band_spreads.py [RECORD_OR_DIR ...] [--min-n 10] [--markdown | --wanting PHASE]
+Usage: bench/band_spreads.py [RECORD_OR_DIR ...] [--min-n 10] [--kept FILE]
+           [--markdown | --wanting PHASE | --keep | --seed-markdown TABLE --source TEXT]
 """
 import argparse
 import glob
+import json
 import math
 import os
 import sys
@@ -93,37 +105,59 @@ def record_files(paths):
     return [seen[k] for k in sorted(seen)]
 
 
-def samples(files):
+def samples(files, kept=()):
     """{(test, band name): {"values": [...], "lo", "hi", "unit", "records", "phases"}}:
-    ``phases``, the record phases (host, vm) that ran the test."""
-    out = {}
+    ``phases``, the record phases (host, vm) that ran the test. ``kept``: the lines of
+    the kept samples (:func:`read_kept`): a kept record counts once, as its file would
+    (a file of the same name replaces it); a summary seeds its band (``"seed"``)."""
+    datas = {}
+    seeds = []
+    for line in kept:
+        if "record" in line:
+            datas[line["record"]] = line
+        elif "summary" in line:
+            seeds.append(line["summary"])
     for f in files:
         data = record.read(f)
-        if data is None:
-            continue
+        if data is not None:
+            datas[os.path.basename(f)] = data
+    out = {}
+    for name in sorted(datas):
+        data = datas[name]
         for test, e in (data.get("tests") or {}).items():
             if "::" not in test:
                 continue        # not a pytest node: a unit test's made-up entry
             for v in e.get("values") or []:
                 if v.get("value") is None:
                     continue
-                b = out.setdefault((test.split("::", 1)[-1], v["name"]), {
-                    "values": [], "los": [], "his": [], "lo": v.get("lo"),
-                    "hi": v.get("hi"), "unit": v.get("unit", ""), "records": set(),
-                    "phases": set()})
+                b = out.setdefault((test.split("::", 1)[-1], v["name"]), _empty(v))
                 b["values"].append(float(v["value"]))
                 b["los"].append(v.get("lo"))
                 b["his"].append(v.get("hi"))
-                b["records"].add(os.path.basename(f))
+                b["records"].add(name)
                 b["phases"].add(data.get("phase") or "?")
+    for sd in seeds:
+        b = out.setdefault((sd["test"], sd["band"]), _empty(sd))
+        b["seed"] = sd
+        b["phases"].add(sd["phase"])
     return out
+
+
+def _empty(v):
+    return {"values": [], "los": [], "his": [], "lo": v.get("lo"), "hi": v.get("hi"),
+            "unit": v.get("unit", ""), "records": set(), "phases": set()}
+
+
+def count(b):
+    """The band's samples: its values and its seed's."""
+    return len(b["values"]) + (b["seed"]["n"] if b.get("seed") else 0)
 
 
 def wanting(bands, phase, min_n):
     """The test functions (parameters dropped: ``-k`` selects a function's every case)
     that ran in ``phase`` and have a band with fewer than ``min_n`` samples, sorted."""
     return sorted({test.split("[", 1)[0] for (test, _), b in bands.items()
-                   if phase in b["phases"] and len(b["values"]) < min_n})
+                   if phase in b["phases"] and count(b) < min_n})
 
 
 def predictive_tail(d, sd, n):
@@ -155,26 +189,52 @@ RESTATED = {
 def bounds(b, key=None):
     """Each sample's (lo, hi) as the band is judged now: a side the newest sample has no
     bound on is no longer the band's (the test made it a contract, asserted apart); a
-    bound restated in the code (:data:`RESTATED`) replaces the recorded one."""
+    bound restated in the code (:data:`RESTATED`) replaces the recorded one. A seed's
+    bounds come first (it is older than every kept record)."""
     n = len(b["values"])
-    los = list(b.get("los") or [b["lo"]] * n)
-    his = list(b.get("his") or [b["hi"]] * n)
+    seed = b.get("seed")
+    los = ([seed["lo"]] if seed else []) + list(b.get("los") or [b["lo"]] * n)
+    his = ([seed["hi"]] if seed else []) + list(b.get("his") or [b["hi"]] * n)
     for side, xs in (("lo", los), ("hi", his)):
         if xs and xs[-1] is None:
-            xs[:] = [None] * n
+            xs[:] = [None] * len(xs)
         if side in RESTATED.get(key, {}):
-            xs[:] = [RESTATED[key][side][0]] * n
+            xs[:] = [RESTATED[key][side][0]] * len(xs)
     return los, his
 
 
+def pool(parts):
+    """(n, mean, sd) of samples given as parts, each (n, mean, sd): the exact pooled
+    mean and sample standard deviation (sd nan with fewer than 2)."""
+    parts = [(k, m, s) for k, m, s in parts if k]
+    n = sum(k for k, _, _ in parts)
+    if not n:
+        return 0, float("nan"), float("nan")
+    mean = sum(k * m for k, m, _ in parts) / n
+    ss = sum((k - 1) * s * s if k > 1 else 0.0 for k, _, s in parts) \
+        + sum(k * (m - mean) ** 2 for k, m, _ in parts)
+    return n, mean, (math.sqrt(ss / (n - 1)) if n > 1 else float("nan"))
+
+
 def _side_gaps(b, key=None):
-    """Each side's gaps, a sample's distance inside its own bound ([x - lo], [hi - x]),
-    over the samples that have that bound: a band whose bound is computed from its run
-    (a stopped sender's window, ICMP's own excess) is judged against the bound it had."""
+    """Each side's gaps, a sample's distance inside its own bound (x - lo, hi - x), over
+    the samples that have that bound, as (n, mean, sd): a band whose bound is computed
+    from its run (a stopped sender's window, ICMP's own excess) is judged against the
+    bound it had. A seed (a summary: its bounds fixed) adds its n, mean and sd."""
     xs = b["values"]
     los, his = bounds(b, key)
-    sides = [g for g in ([x - lo for x, lo in zip(xs, los) if lo is not None],
-                         [hi - x for x, hi in zip(xs, his) if hi is not None]) if g]
+    seed = b.get("seed")
+    k = 1 if seed else 0
+    sides = []
+    for sign, bs_ in ((1, los), (-1, his)):
+        parts = []
+        if seed and bs_[0] is not None:
+            parts.append((seed["n"], sign * (seed["mean"] - bs_[0]), seed["sd"]))
+        g = [sign * (x - v) for x, v in zip(xs, bs_[k:]) if v is not None]
+        if g:
+            parts.append((len(g),) + _mean_sd(g))
+        if parts:
+            sides.append(pool(parts))
     return sides, los, his
 
 
@@ -182,24 +242,34 @@ def spread(b, key=None):
     """The band's statistics (see the module's doc). With fixed bounds the gaps' sd is
     the values' and their mean the mean's distance to the bound; with bounds that vary
     from run to run, each side's gap is modelled instead of the value. ``key`` (test,
-    name) finds a restated bound."""
+    name) finds a restated bound. A seed's samples count with the values: pooled mean
+    and sd, its min and max, its misses (judged from its min and max against the bounds
+    as judged now: none when both are within, else at least the misses it had, >= 1)."""
     xs = b["values"]
-    n = len(xs)
-    mean, sd = _mean_sd(xs)
+    seed = b.get("seed")
     sides, los, his = _side_gaps(b, key)
-    misses = sum(1 for x, lo, hi in zip(xs, los, his) if not within(x, lo, hi))
-    gaps = [_mean_sd(g) for g in sides]
-    margin = min((m / s if s and s > 0 else float("inf")) for m, s in gaps) \
-        if gaps else float("inf")
+    k = 1 if seed else 0
+    misses = sum(1 for x, lo, hi in zip(xs, los[k:], his[k:]) if not within(x, lo, hi))
+    parts = [(len(xs),) + _mean_sd(xs)] if xs else []
+    lows, highs = list(xs), list(xs)
+    if seed:
+        parts.insert(0, (seed["n"], seed["mean"], seed["sd"]))
+        lows.append(seed["min"])
+        highs.append(seed["max"])
+        if not (within(seed["min"], los[0], his[0]) and within(seed["max"], los[0], his[0])):
+            misses += max(1, seed.get("misses", 0))
+    n, mean, sd = pool(parts)
+    margin = min((m / s if s and s > 0 else float("inf")) for _, m, s in sides) \
+        if sides else float("inf")
     if n < 2:
         p_model = 1.0          # one sample: no spread, no claim
     else:
         # a side only one sample had a bound on makes no claim
-        p_model = min(1.0, sum(predictive_tail(m, s, len(g)) if len(g) > 1 else 1.0
-                               for (m, s), g in zip(gaps, sides)))
+        p_model = min(1.0, sum(predictive_tail(m, s, g) if g > 1 else 1.0
+                               for g, m, s in sides))
     p = max(p_model, misses / n)
     ff = false_fail_rate(p)
-    return {"n": n, "mean": mean, "sd": sd, "min": min(xs), "max": max(xs),
+    return {"n": n, "mean": mean, "sd": sd, "min": min(lows), "max": max(highs),
             "misses": misses, "margin_sd": margin, "p_model": p_model, "p": p,
             "p_free": binom_upper(misses, n), "false_fail": ff}
 
@@ -259,17 +329,126 @@ def table(bands, min_n, markdown):
     return lines
 
 
-def degraded_counts(files):
+def degraded_counts(files, kept=()):
     """{family: [degraded runs, runs]} summed over the records' ``degraded_by_family``
-    (every phase of every tier: each run of a family test counts once per attempt)."""
-    out = {}
+    (every phase of every tier: each run of a family test counts once per attempt), a
+    kept record once (its file, if here too, replaces it), a summary's counts added."""
+    datas = {line["record"]: line for line in kept if "record" in line}
     for f in files:
         data = record.read(f)
-        for fam, c in ((data or {}).get("degraded_by_family") or {}).items():
+        if data is not None:
+            datas[os.path.basename(f)] = data
+    fams = [d.get("degraded_by_family") or {} for d in datas.values()]
+    fams += [line["families"] for line in kept if "families" in line]
+    out = {}
+    for by in fams:
+        for fam, c in by.items():
             k = out.setdefault(fam, [0, 0])
             k[0] += int(c.get("degraded", 0))
             k[1] += int(c.get("runs", 0))
     return out
+
+
+#: the samples kept with the code: one line per record (its bands' values), and the
+#: summaries of records whose values were lost (a machine's archive does not outlive it)
+KEPT = os.path.join(ROOT, "bench", "band-samples.jsonl")
+#: what of a record is kept: enough to judge its bands and count its degraded runs
+KEPT_FIELDS = ("phase", "tier", "started", "machine", "kernel", "cpus",
+               "degraded_by_family")
+
+
+def read_kept(path):
+    """The kept lines (JSON objects), [] when there is no such file."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def kept_line(name, data):
+    """A record trimmed to what the bands need: each test's values, nothing else of it."""
+    line = {"record": name}
+    line.update({k: data[k] for k in KEPT_FIELDS if k in data})
+    line["tests"] = {t: {"values": e["values"]} for t, e in sorted(data["tests"].items())
+                     if "::" in t and e.get("values")}
+    return line
+
+
+def keep(files, path):
+    """Add each record file not yet kept to ``path`` (rewritten whole, sorted: records
+    by name, which starts with the time it ran, summaries first). Returns how many
+    were added."""
+    lines = read_kept(path)
+    have = {line["record"] for line in lines if "record" in line}
+    added = []
+    for f in files:
+        name = os.path.basename(f)
+        data = record.read(f)
+        if name in have or data is None or not data.get("tests"):
+            continue
+        line = kept_line(name, data)
+        if line["tests"]:           # a record with no band's value keeps nothing
+            have.add(name)
+            added.append(line)
+    if not added:
+        return 0
+    rest = [line for line in lines if "record" not in line]
+    recs = sorted([line for line in lines if "record" in line] + added,
+                  key=lambda line: line["record"])
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        for line in rest + recs:
+            f.write(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n")
+    os.replace(tmp, path)
+    return len(added)
+
+
+def _num(cell):
+    return None if cell.strip() == "-" else float(cell)
+
+
+def summaries_from_markdown(text, source, phase_of):
+    """Seeds from a table this script printed (``--markdown``): one summary line per
+    band whose bounds were fixed (a band with bounds that vary from run to run is
+    modelled gap by gap, which a summary cannot give: it starts again), and one line
+    of the degraded counts. ``phase_of(test)``: the phase that runs the test. The
+    numbers are as printed, to 4 significant digits."""
+    out, fams = [], {}
+    for row in text.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) == 13 and cells[0].startswith("test") and cells[2].isdigit():
+            test, band, n, mean, sd, lo_, hi_, shown, calib = (
+                cells[0], cells[1], int(cells[2]), cells[3], cells[4], cells[5], cells[6],
+                cells[7], cells[12])
+            if "[" in shown or n < 1:
+                continue
+            shown = shown.replace("(restated)", "").strip()
+            lo_s, rest = shown.split(" .. ", 1)
+            hi_s, _, unit = rest.partition(" ")
+            missed = calib.split("(", 1)[-1].split(" missed")[0]
+            out.append({"summary": {
+                "test": test, "band": band, "phase": phase_of(test), "n": n,
+                "mean": float(mean), "sd": 0.0 if n < 2 else float(sd),
+                "min": float(lo_), "max": float(hi_),
+                "lo": _num(lo_s), "hi": _num(hi_s), "unit": unit.strip(),
+                "misses": int(missed) if missed.isdigit() else 0, "source": source}})
+        parts = row.split()
+        if len(parts) == 7 and parts[1].isdigit() and parts[2].isdigit() \
+                and parts[6] in ("yes", "NO"):
+            fams[parts[0]] = {"degraded": int(parts[1]), "runs": int(parts[2])}
+    if fams:
+        out.append({"families": fams, "source": source})
+    return out
+
+
+def phase_of_test(test):
+    """The phase whose test files define ``test``'s function: tests/vm runs in the VM."""
+    func = test.split("[", 1)[0]
+    for path in glob.glob(os.path.join(ROOT, "tests", "vm", "*.py")):
+        with open(path) as f:
+            if f"def {func}(" in f.read():
+                return "vm"
+    return "host"
 
 
 def family_table(counts):
@@ -291,20 +470,49 @@ def main(argv=None):
     ap.add_argument("paths", nargs="*", help="records or directories of records "
                     f"(default: ${ARCHIVE_ENV} or {ARCHIVE_DEFAULT}, and .scratch/test-records)")
     ap.add_argument("--min-n", type=int, default=10)
+    ap.add_argument("--kept", metavar="FILE",
+                    help="the kept samples read with the records (default: "
+                    "bench/band-samples.jsonl when no record path is given, else none)")
     how = ap.add_mutually_exclusive_group()
     how.add_argument("--markdown", action="store_true")
     how.add_argument("--wanting", choices=("host", "vm"),
                      help="print the -k expression of this phase's tests with a band "
                      "under --min-n samples (exit 3 when there is none, 4 when the "
                      "phase has no sample at all)")
+    how.add_argument("--keep", action="store_true",
+                     help="add the records not kept yet to the kept samples and stop")
+    how.add_argument("--seed-markdown", metavar="TABLE",
+                     help="add summaries of the bands in a table this script printed "
+                     "(--markdown) to the kept samples, from --source, and stop")
+    ap.add_argument("--source", help="where --seed-markdown's table came from (required)")
     a = ap.parse_args(argv)
     if a.min_n < 2:
         ap.error("--min-n must be at least 2")
-    for p in a.paths:
+    for p in a.paths + ([a.seed_markdown] if a.seed_markdown else []):
         if not os.path.exists(p):
-            ap.error(f"no such record or directory: {p}")
+            ap.error(f"no such record, directory or table: {p}")
+    if a.seed_markdown and not a.source:
+        ap.error("--seed-markdown needs --source (e.g. 'bands.md at <commit>')")
+    kept_path = a.kept or (KEPT if not a.paths else None)
     files = record_files(a.paths)
-    bands = samples(files)
+    if a.keep or a.seed_markdown:
+        path = kept_path or KEPT
+        if a.keep:
+            print(f"{keep(files, path)} record(s) added to {path}")
+            return 0
+        with open(a.seed_markdown) as f:
+            seeds = summaries_from_markdown(f.read(), a.source, phase_of_test)
+        lines = read_kept(path)
+        if any(line.get("source") == a.source or
+               line.get("summary", {}).get("source") == a.source for line in lines):
+            ap.error(f"summaries from {a.source!r} are kept already")
+        with open(path, "a") as f:
+            for line in seeds:
+                f.write(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n")
+        print(f"{len(seeds)} summaries from {a.source} added to {path}")
+        return 0
+    kept = read_kept(kept_path) if kept_path else []
+    bands = samples(files, kept)
     if a.wanting:
         if not any(a.wanting in b["phases"] for b in bands.values()):
             return 4  # no sample of this phase at all: which tests have bands is unknown
@@ -313,11 +521,14 @@ def main(argv=None):
             return 3
         print(" or ".join(names))
         return 0
-    print(f"{len(files)} records, {len(bands)} bands with values")
+    n_kept = sum(1 for line in kept if "record" in line)
+    n_seeds = sum(1 for line in kept if "summary" in line)
+    print(f"{len(files)} record files, {n_kept} kept records, {n_seeds} bands seeded from "
+          f"summaries; {len(bands)} bands with values")
     for line in table(bands, a.min_n, a.markdown):
         print(line)
     print("degraded runs per family (the acceptance tier's binomial test):")
-    for line in family_table(degraded_counts(files)):
+    for line in family_table(degraded_counts(files, kept)):
         print(line)
     return 0
 

@@ -4,8 +4,9 @@
 # only the tests that still want samples (bench/band_spreads.py --wanting), so a round
 # skips what is calibrated already and every acceptance test that records no band (the
 # Vagrant box, the fault tests, the runs through the VM). Every round's records land in
-# the archive like any run of the test command's; a missed band is a sample too, and
-# is printed, not a reason to stop.
+# the archive like any run of the test command's, and their bands' values are added
+# to bench/band-samples.jsonl (band_spreads.py --keep; commit it: an archive does not
+# outlive its machine); a missed band is a sample too, printed, not a reason to stop.
 #
 #   sudo bench/calibrate_bands.sh [--rounds N] [--minutes M] [--min-n K] [--host | --vm]
 #
@@ -81,6 +82,9 @@ for ((r = 1; r <= rounds; r++)); do
     ./run_tests.sh --acceptance "--$ph" -- "${select[@]}" || missed=$((missed + 1))
     last[$ph]=$((SECONDS - t))
     echo "=== calibrate: round $r/$rounds, $ph phase took ${last[$ph]} s ==="
+    # the phase's samples kept with the code (bench/band-samples.jsonl: commit it), so
+    # that they outlive this machine's archive
+    /usr/bin/python3 bench/band_spreads.py --keep
   done
   [ $any -eq 1 ] || break
 done

@@ -147,7 +147,8 @@ def test_the_command_prints_the_table_and_refuses_a_missing_path(tmp_path):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "band_spreads.py"),
                           str(tmp_path), "--markdown"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    assert "3 records, 1 bands with values" in out.stdout
+    assert "3 record files, 0 kept records, 0 bands seeded from summaries; 1 bands with " \
+        "values" in out.stdout
     assert "| test_x | band | 3 |" in out.stdout
     bad = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "band_spreads.py"),
                           str(tmp_path / "nothing")], capture_output=True, text=True)
@@ -260,3 +261,106 @@ def test_a_bound_restated_in_the_code_judges_every_sample(tmp_path, monkeypatch)
     assert bs.spread(bands[key], key)["misses"] == 0
     assert bs.spread(bands[key])["misses"] == 1          # each run's own bound
     assert "0.75 .. - (restated)" in bs.table(bands, 10, markdown=False)[1]
+
+
+def _summary(xs, lo=None, hi=None, test="test_x", band="band", phase="vm"):
+    mean = sum(xs) / len(xs)
+    sd = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+    return {"summary": {"test": test, "band": band, "phase": phase, "n": len(xs),
+                        "mean": mean, "sd": sd, "min": min(xs), "max": max(xs),
+                        "lo": lo, "hi": hi, "unit": "ms", "misses": 0, "source": "t"}}
+
+
+@pytest.mark.parametrize("lo, hi", [(5.0, None), (None, 12.5), (6.0, 13.0)])
+def test_a_summary_seed_counts_as_the_samples_it_summarises(tmp_path, lo, hi):
+    """Twelve values, the first five kept only as a summary (n, mean, sd, min, max: an
+    archive lost with its machine) and seven as records: the pooled spread equals the
+    twelve values' own, to rounding."""
+    xs = [10.0, 10.4, 9.7, 11.2, 10.1, 9.9, 10.6, 10.3, 9.5, 10.8, 10.0, 11.0]
+    whole = tmp_path / "whole"
+    part = tmp_path / "part"
+    whole.mkdir()
+    part.mkdir()
+    _records(whole, xs, lo=lo, hi=hi)
+    _records(part, xs[5:], lo=lo, hi=hi)
+    want = bs.spread(bs.samples(bs.record_files([str(whole)]))[("test_x", "band")])
+    b = bs.samples(bs.record_files([str(part)]), [_summary(xs[:5], lo, hi)])[
+        ("test_x", "band")]
+    assert bs.count(b) == 12
+    got = bs.spread(b)
+    for k in ("n", "mean", "sd", "min", "max", "margin_sd", "p_model", "misses"):
+        assert got[k] == pytest.approx(want[k], rel=1e-9, abs=1e-15), k
+    # a seed alone is a band too, and its phase is known before any record of it
+    alone = bs.samples([], [_summary(xs[:5], lo, hi)])[("test_x", "band")]
+    assert alone["phases"] == {"vm"} and bs.spread(alone)["n"] == 5
+    assert bs.wanting({("test_x", "band"): alone}, "vm", 10) == ["test_x"]
+
+
+def test_a_seed_outside_its_bound_is_a_miss_and_a_restated_bound_judges_it(monkeypatch):
+    seed = _summary([0.786, 0.95, 0.97], lo=0.9, test="test_u", band="utilization")
+    key = ("test_u", "utilization")
+    b = bs.samples([], [seed])[key]
+    assert bs.spread(b, key)["misses"] == 1 and bs.calibrated(bs.spread(b, key), 3) != "yes"
+    monkeypatch.setitem(bs.RESTATED, key, {"lo": (0.75, "from theory")})
+    assert bs.spread(b, key)["misses"] == 0
+
+
+def test_a_printed_table_seeds_what_it_printed(tmp_path):
+    """--markdown's table read back (--seed-markdown): a band with fixed bounds becomes
+    a summary whose spread is the table's, to its 4 significant digits; a band whose
+    bound varied from run to run is not seeded (its gaps cannot be rebuilt); the
+    degraded counts come along."""
+    _records(tmp_path, [10.0, 10.4, 9.7, 11.2, 10.1], lo=5.0)
+    for i, v in enumerate((3.0, 3.5, 2.5)):
+        data = {"tests": {"tests/vm/t.py::test_m": {"values": [
+            {"name": "moving", "value": v, "lo": 1.0 + i, "hi": None}]}},
+                "degraded_by_family": {"a": {"degraded": 1, "runs": 4}}}
+        (tmp_path / f"2026-1{i:02d}-acceptance-vm.json").write_text(json.dumps(data))
+    files = bs.record_files([str(tmp_path)])
+    bands = bs.samples(files)
+    text = "\n".join(bs.table(bands, 10, True) + bs.family_table(bs.degraded_counts(files)))
+    seeds = bs.summaries_from_markdown(text, "t", lambda test: "vm")
+    assert [s["summary"]["band"] for s in seeds if "summary" in s] == ["band"]
+    assert seeds[-1] == {"families": {"a": {"degraded": 3, "runs": 12}}, "source": "t"}
+    got = bs.spread(bs.samples([], seeds)[("test_x", "band")])
+    want = bs.spread(bands[("test_x", "band")])
+    for k in ("n", "mean", "sd", "min", "max", "margin_sd"):
+        assert got[k] == pytest.approx(want[k], rel=1e-3), k
+    assert bs.degraded_counts([], seeds) == {"a": [3, 12]}
+
+
+def test_kept_records_count_once_and_survive_the_archive(tmp_path):
+    """--keep trims each record to its bands' values into the kept file, once: kept
+    again, nothing is added; read back without the record files (a fresh machine), the
+    bands and degraded counts are the records'; a record file and its kept line count
+    once."""
+    recs = tmp_path / "recs"
+    recs.mkdir()
+    _records(recs, [10.0, 10.4, 9.7])
+    data = json.loads((recs / "2026-000-acceptance-vm.json").read_text())
+    data.update(phase="vm", degraded_by_family={"b": {"degraded": 1, "runs": 2}},
+                load_max=[1.0, 1.0, 1.0])
+    data["tests"]["tests/vm/t.py::test_x"]["duration_s"] = 3.0
+    (recs / "2026-000-acceptance-vm.json").write_text(json.dumps(data))
+    path = str(tmp_path / "kept.jsonl")
+    files = bs.record_files([str(recs)])
+    assert bs.keep(files, path) == 3 and bs.keep(files, path) == 0
+    kept = bs.read_kept(path)
+    assert [k["record"] for k in kept] == sorted(os.path.basename(f) for f in files)
+    assert "load_max" not in kept[0] and "duration_s" not in json.dumps(kept)
+    alone = bs.samples([], kept)[("test_x", "band")]
+    both = bs.samples(files, kept)[("test_x", "band")]
+    assert alone["values"] == both["values"] == [10.0, 10.4, 9.7]
+    assert alone["phases"] == {"vm", "?"}
+    assert bs.degraded_counts([], kept) == bs.degraded_counts(files, kept) == {"b": [1, 2]}
+
+
+def test_wanting_a_phase_nothing_was_recorded_in_exits_4(tmp_path):
+    """A fresh machine: no record of the VM phase, so which of its tests have bands is
+    unknown; --wanting says so (exit 4) and bench/calibrate_bands.sh runs it whole."""
+    _phase_record(tmp_path / "0-acceptance-host.json", "host", ["tests/host/h.py::test_h"])
+    cmd = [sys.executable, os.path.join(ROOT, "bench", "band_spreads.py"), str(tmp_path)]
+    out = subprocess.run(cmd + ["--wanting", "vm"], capture_output=True, text=True)
+    assert out.returncode == 4 and out.stdout == "", out.stderr
+    assert subprocess.run(cmd + ["--wanting", "host"], capture_output=True,
+                          text=True).returncode == 0
