@@ -14,9 +14,11 @@ the point before's 20-packet FIFO would measure ~80 ms instead of ~290.
 """
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
+import time
 
 import pytest
 
@@ -191,8 +193,20 @@ def test_the_same_point_measures_the_same_on_a_kept_and_on_a_fresh_network(tmp_p
         except AssertionError as exc:
             # each run's value and verdict in the record: a miss names the run that made
             # it (2026-11-29: kept - fresh 103 ms once in 5 samples, the runs lost with
-            # their tmp_path)
-            raise AssertionError(f"{exc}; {_each_run(kept, fresh, metric)}") from None
+            # their tmp_path); the six runs' directories are kept for a look
+            raise AssertionError(f"{exc}; {_each_run(kept, fresh, metric)}; the runs are "
+                                 f"kept in {_keep_runs(out)}") from None
+
+
+#: where a missed kept-vs-fresh band's runs are kept (a tmp_path is pruned)
+MISSES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), ".scratch", "reuse-misses")
+
+
+def _keep_runs(out):
+    dest = os.path.join(MISSES, time.strftime("%Y%m%d-%H%M%S"))
+    shutil.copytree(out, dest)
+    return dest
 
 
 def _each_run(kept, fresh, metric):
