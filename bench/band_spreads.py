@@ -39,6 +39,9 @@ digits), pooled exactly with the values; a band whose bound varied from run to r
 modelled gap by gap, which a summary cannot give, so it is not seeded. With no record
 path given, the kept file is read with the archive (``--kept`` names another).
 
+A band that its test's newest passing record does not state is retired (renamed or
+removed in the code): it is neither shown nor wanting samples.
+
 Entries that are not a test's (made up by the record's own unit tests before
 ``tests.record.kept_apart``, e.g. "obs") are skipped: a band belongs to a pytest node.
 
@@ -122,11 +125,14 @@ def samples(files, kept=()):
         if data is not None:
             datas[os.path.basename(f)] = data
     out = {}
+    newest = {}       # test: the band names of its newest passing record
     for name in sorted(datas):
         data = datas[name]
         for test, e in (data.get("tests") or {}).items():
             if "::" not in test:
                 continue        # not a pytest node: a unit test's made-up entry
+            if e.get("outcome", "passed") == "passed":
+                newest[test.split("::", 1)[-1]] = {v["name"] for v in e.get("values") or []}
             for v in e.get("values") or []:
                 if v.get("value") is None:
                     continue
@@ -140,7 +146,9 @@ def samples(files, kept=()):
         b = out.setdefault((sd["test"], sd["band"]), _empty(sd))
         b["seed"] = sd
         b["phases"].add(sd["phase"])
-    return out
+    # a band its test's newest passing record no longer states is retired (renamed or
+    # removed in the code): it neither shows nor wants samples
+    return {k: b for k, b in out.items() if k[0] not in newest or k[1] in newest[k[0]]}
 
 
 def _empty(v):
@@ -369,7 +377,8 @@ def kept_line(name, data):
     """A record trimmed to what the bands need: each test's values, nothing else of it."""
     line = {"record": name}
     line.update({k: data[k] for k in KEPT_FIELDS if k in data})
-    line["tests"] = {t: {"values": e["values"]} for t, e in sorted(data["tests"].items())
+    line["tests"] = {t: {"values": e["values"], "outcome": e.get("outcome")}
+                     for t, e in sorted(data["tests"].items())
                      if "::" in t and e.get("values")}
     return line
 

@@ -364,3 +364,22 @@ def test_wanting_a_phase_nothing_was_recorded_in_exits_4(tmp_path):
     assert out.returncode == 4 and out.stdout == "", out.stderr
     assert subprocess.run(cmd + ["--wanting", "host"], capture_output=True,
                           text=True).returncode == 0
+
+
+def test_a_band_its_tests_newest_passing_record_lacks_is_retired(tmp_path):
+    """B.1's p95 assert became a medians' ratio: the old band's samples stay in the
+    archive, but from the first passing record without it the band is retired (no row,
+    wanting nothing); a failed record that stopped before a band retires nothing."""
+    def rec(i, names, outcome="passed"):
+        data = {"tests": {"tests/vm/t.py::test_b1": {"outcome": outcome, "values": [
+            {"name": n, "value": 1.0, "lo": 0.5, "hi": 1.5} for n in names]}}}
+        (tmp_path / f"2026-{i:03d}-acceptance-vm.json").write_text(json.dumps(data))
+    rec(0, ["old", "kept"])
+    rec(1, ["kept"], outcome="failed")
+    assert set(bs.samples(bs.record_files([str(tmp_path)]))) == {
+        ("test_b1", "old"), ("test_b1", "kept")}
+    rec(2, ["kept", "new"])
+    bands = bs.samples(bs.record_files([str(tmp_path)]),
+                       [_summary([1.0, 1.1], test="test_b1", band="older")])
+    assert set(bands) == {("test_b1", "kept"), ("test_b1", "new")}
+    assert len(bands[("test_b1", "kept")]["values"]) == 3
