@@ -343,3 +343,19 @@ def test_cli_rejects_empty_run_and_bad_env(capsys):
     assert e.value.code == 2
     assert cli.main(["run", "--env", "1BAD=x", "--", "true"]) == 1
     assert "NAME=VALUE" in capsys.readouterr().err
+
+
+def test_every_host_tool_the_vm_needs_is_in_the_host_packages():
+    """What the image, its build and the Vagrant box call on the host is installed by
+    scripts/install-deps.sh: a fresh machine (2026-11-30) had no sfdisk, and the box's
+    acceptance test failed with "missing host tool(s): sfdisk" after 17 minutes."""
+    from bufferbloat.vm import box  # noqa: PLC0415
+    root = Path(__file__).resolve().parents[2]
+    listed = set()
+    for line in (root / "scripts" / "host-packages.txt").read_text().splitlines():
+        listed.update(line.split("#", 1)[0].split())
+    needed = set()
+    for tools in (common.REQUIRED_TOOLS, image.BUILD_TOOLS, box.BOX_TOOLS):
+        for pkgs in tools.values():
+            needed.update(pkgs.split())
+    assert needed - listed == set()
