@@ -191,6 +191,10 @@ RESTATED = {
     ("test_e_aqms_at_ten_flows_keep_the_link_busy_and_act[red]", "utilization"): {
         "lo": (0.75, "79219ee: RED's floor from theory, a synchronized Reno sawtooth at "
                      "scaled thresholds (tests/vm/test_families_vm.py E_UTIL_FLOOR)")},
+    ("test_parallel_flows_are_labelled_and_sampled", "Jain's index of 4 FIFO flows"): {
+        "lo": (0.5, "a drop-tail FIFO locks a flow out for seconds over 8 s (RFC 7567 "
+                    "2.2): the floor is two of four flows holding the link "
+                    "(tests/host/test_engine_host.py JAIN_FLOOR)")},
 }
 
 
