@@ -200,6 +200,10 @@ RESTATED = {
         "lo": (0.3 * 100 * 1514 * 8 / 80e3,
                "theory's 0.44 of a full queue less a third for the 10 ms sampling of a "
                "~50 ms, 25-packet sawtooth (tests/vm/test_families_vm.py E_FIFO_FLOOR)")},
+    ("test_a_ten_flows_raise_the_fetch_time",
+     "fetch time's rise over half the drop rate's rise x 1 s"): {
+        "lo": (0.5, "the mean of 24-43 fetches' binomial 1-3 s penalties: a quarter of "
+                    "theory's p x 1 s (tests/vm/test_families_vm.py A_FETCH_RISE_FLOOR)")},
 }
 
 

@@ -105,6 +105,10 @@ def test_a_fifo100_rtt_far_above_fifo20_and_pie_holds_its_target(out):
     band("FIFO-100 queueing delay p50", fifo_delay, 0.35 * full100, full100 + pkt, "ms")
 
 
+#: the floor of the ten-flow fetch time's rise over half the drop rate's rise x 1 s
+A_FETCH_RISE_FLOOR = 0.5
+
+
 def test_a_ten_flows_raise_the_fetch_time(out):
     """Family A's fetch (h1 downloads from h2, as EXPERIMENTS.md has it) sends its data
     on the path where the long flows only send ACKs; what 10 flows add is PIE's higher
@@ -142,8 +146,13 @@ def test_a_ten_flows_raise_the_fetch_time(out):
     band("PIE drop rate, 10 flows over 1", p10 / max(p1, 1e-9), lo=5)   # the mechanism
     band("share slowed, 10 flows - 1, over half the drop rate's rise",
          (s10 - s1) / (0.5 * (p10 - p1)), lo=1)
+    # the mean fetch time is the noisier consequence: a binomial count of 1 s and 3 s
+    # penalties over 24-43 fetches (relative sd ~35 %, right-skewed: 10 samples 4.71 +-
+    # 1.66, least 2.37, where theory's p x 1 s reads 2); its floor is half the share's,
+    # a quarter of theory (it was 1 until 2026-11-30: false-fail 0.0018; now 0.0007)
     band("fetch time's rise over half the drop rate's rise x 1 s",
-         (t10 - t1) / (0.5 * (p10 - p1) * 1.0), lo=1)
+         (t10 - t1) / (0.5 * (p10 - p1) * 1.0), lo=A_FETCH_RISE_FLOOR)
+
 
 
 def _fetch_times(r):
