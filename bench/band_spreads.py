@@ -205,6 +205,18 @@ RESTATED = {
         "lo": (0.5, "the mean of 24-43 fetches' binomial 1-3 s penalties: a quarter of "
                     "theory's p x 1 s (tests/vm/test_families_vm.py A_FETCH_RISE_FLOOR)")},
 }
+# D's bulk paths: floors from theory, ceilings made contracts (2026-11-30; the test's doc
+# in tests/vm/test_netperfmeter_vm.py, D_QUEUE_FLOOR and D_GOODPUT_FLOOR)
+for _path, _rate, _base, _pkts in (("cellular", 5.0, 60.0, 600), ("dsl", 3.0, 40.0, 64)):
+    _test = f"test_d_bulk_cubic_fills_the_path_and_its_fifo[{_path}-{_rate}-{_base}-{_pkts}]"
+    _full = _pkts * 1514 * 8 / (_rate * 1e3)
+    RESTATED[(_test, f"ping RTT p50, {_path}")] = {
+        "lo": (_base + 0.1 * _full, "HyStart's exit sets how full the queue gets in 15 s: "
+                                    "a tenth of the FIFO at the median"),
+        "hi": (None, "a full queue is a contract, asserted apart")}
+    RESTATED[(_test, f"goodput, {_path}")] = {
+        "lo": (0.7 * _rate, "headers, slow start and an RTO with the queue drained"),
+        "hi": (None, "the link's rate is a contract, asserted apart")}
 
 
 def bounds(b, key=None):
@@ -321,7 +333,8 @@ def _bound(b, side, key=None):
     if not vals:
         return "-"
     lo, hi = min(vals), max(vals)
-    return _fmt(lo) if math.isclose(lo, hi, rel_tol=1e-9, abs_tol=1e-12) \
+    # (a seed's bounds are as printed, to 4 significant digits: equal at that precision)
+    return _fmt(lo) if _fmt(lo) == _fmt(hi) \
         else f"[{_fmt(lo)}, {_fmt(hi)}]"
 
 
