@@ -205,6 +205,12 @@ RESTATED = {
         "lo": (0.5, "the mean of 24-43 fetches' binomial 1-3 s penalties: a quarter of "
                     "theory's p x 1 s (tests/vm/test_families_vm.py A_FETCH_RISE_FLOOR)")},
 }
+# netem delivers nothing before its delay: the least one-way delay's floor is a contract
+for _test in ("test_netperfmeter_through_the_pipeline_in_the_vm",
+              "test_netperfmeter_through_the_pipeline_or_refused_without_sctp"):
+    RESTATED[(_test, "messages' one-way delay, minimum")] = {
+        "lo": (None, "netem's delay is a floor no correct run crosses: a contract, "
+                     "asserted apart (tests/host/test_netperfmeter_host.py)")}
 # D's bulk paths: floors from theory, ceilings made contracts (2026-11-30; the test's doc
 # in tests/vm/test_netperfmeter_vm.py, D_QUEUE_FLOOR and D_GOODPUT_FLOOR)
 for _path, _rate, _base, _pkts in (("cellular", 5.0, 60.0, 600), ("dsl", 3.0, 40.0, 64)):

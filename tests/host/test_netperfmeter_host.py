@@ -15,7 +15,7 @@ from bufferbloat.results.metrics import compute_metrics
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
-from tests.retries import band
+from tests.retries import band, observe
 
 DURATION_S = 10
 ON_OFF_S = (1, 2)
@@ -60,7 +60,13 @@ def run_and_check(out_root, rate_mbit, delay_ms):
     assert set(msg["flow"]) == flows and set(iv["flow"]) == flows
     owd_ms = (msg["t_recv"] - msg["t_sent"]) * 1e3
     one_way_ms = 2 * delay_ms       # two links each way
-    band("messages' one-way delay, minimum", np.min(owd_ms), lo=one_way_ms - 0.5, unit="ms")
+    # netem delivers nothing before its delay: the least one-way delay is a floor no
+    # correct run crosses (0.5 ms for the tool's timestamps), a contract; how far above
+    # it a run sits (the emulator's own delay: 11.5-18.5 ms at 10 ms in the VM) is
+    # recorded (until 2026-11-30 a band, whose floor the normal model read as a side
+    # 1.7 sd from the mean)
+    assert np.min(owd_ms) >= one_way_ms - 0.5, np.min(owd_ms)
+    observe("messages' one-way delay, minimum", np.min(owd_ms), unit="ms")
     assert 0 < np.min(msg["t_sent"]) and np.max(msg["t_recv"]) < DURATION_S + 20
     # the on-off flow: one connection, messages written only in its on windows, counted
     # from the measurement's start (the tool's time base is up to ~0.2 s before it).
