@@ -211,6 +211,22 @@ for _test in ("test_netperfmeter_through_the_pipeline_in_the_vm",
     RESTATED[(_test, "messages' one-way delay, minimum")] = {
         "lo": (None, "netem's delay is a floor no correct run crosses: a contract, "
                      "asserted apart (tests/host/test_netperfmeter_host.py)")}
+# contracts made of sides no correct run can cross, and bounds restated from theory with
+# their spreads (2026-11-30; each test's comment says why)
+RESTATED[("test_e_k_equal_flows_under_fq_codel_share_equally",
+          "entropy fairness over ln k, 5 flows")] = {
+    "hi": (None, "entropy is at most ln k by its definition: a contract, asserted apart")}
+RESTATED[("test_udp_streams_under_and_over_the_bottleneck", "first packet sent, after t0")] = {
+    "lo": (None, "nothing starts early: a contract, asserted apart")}
+RESTATED[("test_d_on_off_window_carries_over_idle_only_without_slow_start_after_idle[1]",
+          "cwnd at the second burst over the initial window, ssai 1")] = {
+    "hi": (2.5, "a restarted window reads 1 or 2 (one doubling by the sample): halfway "
+                "to the carried-over floor 3")}
+for _rate in (1.5, 10):
+    RESTATED[(f"test_full_fifo_rtt_and_goodput[{_rate}-{0.1 if _rate == 1.5 else 0.05}-"
+              f"{120 if _rate == 1.5 else 30}]", f"goodput, {_rate} Mbit/s")] = {
+        "lo": (0.915 * _rate, "the headers' 95.6 % less ~5 s of RTO recovery in 120 s "
+                              "(tests/host/test_fifo_fidelity.py GOODPUT_FLOOR)")}
 # D's bulk paths: floors from theory, ceilings made contracts (2026-11-30; the test's doc
 # in tests/vm/test_netperfmeter_vm.py, D_QUEUE_FLOOR and D_GOODPUT_FLOOR)
 for _path, _rate, _base, _pkts in (("cellular", 5.0, 60.0, 600), ("dsl", 3.0, 40.0, 64)):

@@ -8,8 +8,11 @@ RTT a ping can see is T = 100 t / (1 + (t - t_ping) / I): 747 ms at 1.5 Mbit/s w
 I = 0.1 s, 118 ms at 10 Mbit/s with I = 0.05 s. (Dense pings lower it a lot: every 50 ms
 at 1.5 Mbit/s, 699 ms; measured 725-736.)
 
-Tolerances: max ping RTT within 10 % of that; goodput >= 93 % of the configured rate (TCP's
-ceiling through a frame-counting shaper is 1448/1514 = 95.6 %). A cubic flow at 1.5 Mbit/s
+Tolerances: max ping RTT within 10 % of that; goodput >= 91.5 % of the configured rate
+(TCP's ceiling through a frame-counting shaper is 1448/1514 = 95.6 %; the floor allows about
+five seconds of RTO recovery with the queue drained in 120 s. It was 93 % until
+2026-11-30: 6 samples at 1.5 Mbit/s, 1.422 +- 0.0125 Mbit/s, least 1.396, put it 2.2 sd
+under the mean, false-fail 0.005; at 91.5 % 4 sd). A cubic flow at 1.5 Mbit/s
 fills this queue only now and then (its RTT jumps by hundreds of ms after each timeout's
 slow start and Linux's RTO fires every few seconds), so that run lasts 120 s.
 
@@ -31,6 +34,8 @@ from tests.timing import realtime_only
 #: physics and timing bands: the acceptance tier judges them (tests/retries.py)
 pytestmark = pytest.mark.acceptance
 
+#: goodput's floor, a share of the configured rate (the module's doc)
+GOODPUT_FLOOR = 0.915
 
 
 @realtime_only("tests/vm/test_families_vm.py::test_a_fifo100_rtt_far_above_fifo20_and_pie_holds_its_target "
@@ -63,13 +68,14 @@ def test_full_fifo_rtt_and_goodput(rate_mbit, ping_s, duration_s, net_guard):
         res, theory = measured
         observe(f"max RTT, {rate_mbit} Mbit/s", res.max_rtt_ms(), theory - 0.10 * theory,
                 theory + 0.10 * theory, "ms")
-        observe(f"goodput, {rate_mbit} Mbit/s", res.goodput_mbit, lo=0.93 * rate_mbit,
+        observe(f"goodput, {rate_mbit} Mbit/s", res.goodput_mbit, lo=GOODPUT_FLOOR * rate_mbit,
                 unit="Mbit/s")
         miss = []
         if abs(res.max_rtt_ms() - theory) > 0.10 * theory:
             miss.append(f"max RTT {res.max_rtt_ms():.1f} ms not within 10 % of {theory:.1f}")
-        if res.goodput_mbit < 0.93 * rate_mbit:
-            miss.append(f"goodput {res.goodput_mbit:.3f} below 93 % of {rate_mbit}")
+        if res.goodput_mbit < GOODPUT_FLOOR * rate_mbit:
+            miss.append(f"goodput {res.goodput_mbit:.3f} below {GOODPUT_FLOOR:.1%} of "
+                        f"{rate_mbit}")
         return miss
 
     measure_until_met(measure, misses_of, f"FIFO at {rate_mbit} Mbit/s")

@@ -93,8 +93,11 @@ def test_udp_streams_under_and_over_the_bottleneck(net_guard):
     # on a real-time host, seconds under TCG, where two Python processes start first), and
     # its packets keep their 9.6 ms spacing from its first (no drift, 20 ms)
     first = rows[0]["t_sent"]
-    band(f"first packet sent, after t0{UNDER_TCG}", first, 0.2, 0.2 + START_SLACK_S["udp"],
-         "s")
+    # nothing starts early: a contract (one-sided timing), asserted apart; the lateness
+    # is the band (until 2026-11-30 the band's floor too, 2.1 sd under 6 samples' mean)
+    assert first >= 0.2, first
+    band(f"first packet sent, after t0{UNDER_TCG}", first, hi=0.2 + START_SLACK_S["udp"],
+         unit="s")
     band("first to last packet sent", rows[-1]["t_sent"] - first, 311 * 0.0096 - 0.02,
          311 * 0.0096 + 0.02, "s")
     assert all(r["t_recv"] >= r["t_sent"] for r in rows)

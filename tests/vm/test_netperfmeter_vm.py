@@ -102,13 +102,16 @@ def test_d_on_off_window_carries_over_idle_only_without_slow_start_after_idle(
     print(f"slow_start_after_idle={ssai}: initial window {iw:g}, cwnd at the second "
           f"burst {cwnd:g}")
     # the sample comes up to one sampling period (10 ms, one base RTT on this path)
-    # after the burst began: slow start may have doubled a restarted window once
+    # after the burst began: slow start may have doubled a restarted window once, so a
+    # restarted window reads 1 or 2 (discrete: 7 samples 1.14 +- 0.38); the ceiling sits
+    # halfway between that and the carried-over window's floor of 3 (until 2026-11-30
+    # it was 2, which a sample of exactly 2 met with no margin: false-fail 0.003)
     ratio = cwnd / max(iw, 1e-9)
     name = f"cwnd at the second burst over the initial window, ssai {ssai}"
     if ssai == 0:
         band(name, ratio, lo=3)          # the first burst's window, kept over the idle
     else:
-        band(name, ratio, hi=2)          # restarted from the initial window
+        band(name, ratio, hi=2.5)        # restarted from the initial window
 
 
 def test_d_streams_at_half_and_a_quarter_of_the_bulk_goodput(tmp_path):
@@ -240,5 +243,7 @@ def test_e_k_equal_flows_under_fq_codel_share_equally(tmp_path):
     jain = m[("network", "all", "jain_fairness")]
     print(f"FQ-CoDel, {k} flows: entropy {entropy:.4f} (ln k = {math.log(k):.4f}), "
           f"Jain {jain:.4f}")
-    band(f"entropy fairness over ln k, {k} flows", entropy / math.log(k), 1 - 0.02, 1 + 0.02)
+    # entropy is at most ln k by its definition: that side is a contract, asserted apart
+    assert entropy / math.log(k) <= 1 + 1e-9
+    band(f"entropy fairness over ln k, {k} flows", entropy / math.log(k), lo=1 - 0.02)
     band(f"Jain's index, {k} flows", jain, lo=0.98)
