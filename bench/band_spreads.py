@@ -222,6 +222,10 @@ RESTATED[("test_d_on_off_window_carries_over_idle_only_without_slow_start_after_
           "cwnd at the second burst over the initial window, ssai 1")] = {
     "hi": (2.5, "a restarted window reads 1 or 2 (one doubling by the sample): halfway "
                 "to the carried-over floor 3")}
+RESTATED[("test_b_average_latency_grows_with_the_pie_target",
+          "RRUL ping mean over idle, target 20")] = {
+    "lo": (0.75 * 20, "fq_codel serves the sparse ping ahead of the downloads' queue: the "
+                      "floor is 0.75x PIE's 20 ms alone (tests/vm/test_families_vm.py)")}
 for _rate in (1.5, 10):
     RESTATED[(f"test_full_fifo_rtt_and_goodput[{_rate}-{0.1 if _rate == 1.5 else 0.05}-"
               f"{120 if _rate == 1.5 else 30}]", f"goodput, {_rate} Mbit/s")] = {

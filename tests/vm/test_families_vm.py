@@ -280,7 +280,10 @@ def test_b_average_latency_grows_with_the_pie_target(out):
     backlog / rate, independent of the ping) rose with it by 9.0, 7.9, 11.3 against the
     ping's 8.8, 7.8, 13.7. Asserted too: the ping's rise within 5 ms of the uploads'
     queue's rise; target 20's queueing part (mean minus the idle RTT: 24.7-27.5
-    measured) within 0.75-1.6x of the 25 ms the two AQMs' targets add; PIE's own delay
+    measured) from 0.75x PIE's 20 ms target (fq_codel serves the sparse ping from its
+    new-flows list, ahead of the downloads' 5-13 ms queue: little of it is the ping's)
+    to 1.6x the 25 ms the two AQMs' targets add (the floor was 0.75 x 25 until
+    2026-11-30: 10 samples 23.4 +- 2.1 ms, 2.2 sd above it, false-fail 0.002); PIE's own delay
     estimate within 0.5-2x of 20 ms (18.0-20.2 measured); the server NIC's queue, median,
     within 1-4x of fq_codel's 5 ms target (9.8-13.3 measured: twice the target at this
     rate, where four flows' packets take 1.2 ms each)."""
@@ -298,7 +301,7 @@ def test_b_average_latency_grows_with_the_pie_target(out):
           f"(idle {idle20:.1f}); the uploads' queue, mean: {q5:.1f} -> {q20:.1f} ms")
     band("RRUL ping mean, target 20 - target 5", m20 - m5, 4, 20, "ms")
     band("ping rise - queue rise", (m20 - m5) - (q20 - q5), -5, 5, "ms")
-    band("RRUL ping mean over idle, target 20", m20 - idle20, 0.75 * 25, 1.6 * 25, "ms")
+    band("RRUL ping mean over idle, target 20", m20 - idle20, 0.75 * 20, 1.6 * 25, "ms")
     fwd = metric(high, "link", "s0-", "aqm_delay_p50_ms")
     rev = metric(high, "link", "h2-", "qdelay_p50_ms")
     print(f"target 20 ms: PIE's delay p50 {fwd:.1f} ms; the server NIC's fq_codel "
