@@ -108,22 +108,24 @@ def record_files(paths):
     return [seen[k] for k in sorted(seen)]
 
 
+def records_by_name(files, kept=()):
+    """{record name: record}: the kept records (:func:`read_kept`) and the record files,
+    each once by its name (a file replaces the kept line of the same name)."""
+    datas = {line["record"]: line for line in kept if "record" in line}
+    for f in files:
+        data = record.read(f)
+        if data is not None:
+            datas[os.path.basename(f)] = data
+    return datas
+
+
 def samples(files, kept=()):
     """{(test, band name): {"values": [...], "lo", "hi", "unit", "records", "phases"}}:
     ``phases``, the record phases (host, vm) that ran the test. ``kept``: the lines of
     the kept samples (:func:`read_kept`): a kept record counts once, as its file would
     (a file of the same name replaces it); a summary seeds its band (``"seed"``)."""
-    datas = {}
-    seeds = []
-    for line in kept:
-        if "record" in line:
-            datas[line["record"]] = line
-        elif "summary" in line:
-            seeds.append(line["summary"])
-    for f in files:
-        data = record.read(f)
-        if data is not None:
-            datas[os.path.basename(f)] = data
+    datas = records_by_name(files, kept)
+    seeds = [line["summary"] for line in kept if "summary" in line]
     out = {}
     newest = {}       # test: the band names of its newest passing record
     for name in sorted(datas):
@@ -226,9 +228,9 @@ RESTATED[("test_b_average_latency_grows_with_the_pie_target",
           "RRUL ping mean over idle, target 20")] = {
     "lo": (0.75 * 20, "fq_codel serves the sparse ping ahead of the downloads' queue: the "
                       "floor is 0.75x PIE's 20 ms alone (tests/vm/test_families_vm.py)")}
-for _rate in (1.5, 10):
-    RESTATED[(f"test_full_fifo_rtt_and_goodput[{_rate}-{0.1 if _rate == 1.5 else 0.05}-"
-              f"{120 if _rate == 1.5 else 30}]", f"goodput, {_rate} Mbit/s")] = {
+for _rate, _ping, _dur in ((1.5, 0.1, 120), (10, 0.05, 30)):
+    RESTATED[(f"test_full_fifo_rtt_and_goodput[{_rate}-{_ping}-{_dur}]",
+              f"goodput, {_rate} Mbit/s")] = {
         "lo": (0.915 * _rate, "the headers' 95.6 % less ~5 s of RTO recovery in 120 s "
                               "(tests/host/test_fifo_fidelity.py GOODPUT_FLOOR)")}
 # D's bulk paths: floors from theory, ceilings made contracts (2026-11-30; the test's doc
@@ -393,12 +395,8 @@ def degraded_counts(files, kept=()):
     """{family: [degraded runs, runs]} summed over the records' ``degraded_by_family``
     (every phase of every tier: each run of a family test counts once per attempt), a
     kept record once (its file, if here too, replaces it), a summary's counts added."""
-    datas = {line["record"]: line for line in kept if "record" in line}
-    for f in files:
-        data = record.read(f)
-        if data is not None:
-            datas[os.path.basename(f)] = data
-    fams = [d.get("degraded_by_family") or {} for d in datas.values()]
+    fams = [d.get("degraded_by_family") or {}
+            for d in records_by_name(files, kept).values()]
     fams += [line["families"] for line in kept if "families" in line]
     out = {}
     for by in fams:
@@ -444,8 +442,10 @@ def keep(files, path):
     added = []
     for f in files:
         name = os.path.basename(f)
+        if name in have:
+            continue
         data = record.read(f)
-        if name in have or data is None or not data.get("tests"):
+        if data is None or not data.get("tests"):
             continue
         line = kept_line(name, data)
         if line["tests"]:           # a record with no band's value keeps nothing

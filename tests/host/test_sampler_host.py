@@ -17,7 +17,9 @@ band judged by the sequential rule (tests/retries.py), each attempt on a fresh n
 """
 import csv
 import os
+import pathlib
 import statistics
+import tempfile
 import time
 
 import pytest
@@ -43,12 +45,7 @@ def _read(path):
 def _sample_fifo(base):
     """One attempt: the single flow with its pings, then the three parallel flows, all
     under one 10 ms sampler. Returns what the checks read."""
-    out = base / "series-attempt"
-    n = 1
-    while out.exists():
-        n += 1
-        out = base / f"series-attempt{n}"
-    out.mkdir()
+    out = pathlib.Path(tempfile.mkdtemp(prefix="attempt-", dir=base))
     topo = DumbbellTopo(bottleneck_mbit=1.5, qdisc="fifo", buffer_pkts=100, cca="cubic",
                         switch="bridge")
     with Network(topo) as net:
