@@ -218,6 +218,11 @@ for _test in ("test_netperfmeter_through_the_pipeline_in_the_vm",
 RESTATED[("test_e_k_equal_flows_under_fq_codel_share_equally",
           "entropy fairness over ln k, 5 flows")] = {
     "hi": (None, "entropy is at most ln k by its definition: a contract, asserted apart")}
+RESTATED[("test_irtt_probes_idle_then_behind_the_queue",
+          "loaded RTT, irtt - ping, median of pairs sent within 25 ms")] = {
+    side: (sign * 15.0, "a probe beside the queue reads >= 20 ms below ping; the tools' "
+                        "offset is -2..6 ms (tests/host/test_irtt_host.py "
+                        "PAIRED_TOLERANCE_MS)") for side, sign in (("lo", -1), ("hi", 1))}
 RESTATED[("test_udp_streams_under_and_over_the_bottleneck", "first packet sent, after t0")] = {
     "lo": (None, "nothing starts early: a contract, asserted apart")}
 RESTATED[("test_d_on_off_window_carries_over_idle_only_without_slow_start_after_idle[1]",

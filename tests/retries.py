@@ -139,6 +139,23 @@ def band(name, value, lo=None, hi=None, unit=""):
 BOUND_REL_TOL = 1e-9
 
 
+#: where a missed band's runs are kept for a look (a tmp_path is pruned): the checkout's
+#: .scratch, which the VM shares (/bb), so a VM test's runs land there too
+MISSED_RUNS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           ".scratch", "band-misses")
+
+
+def keep_missed_runs(src, what):
+    """Copy the directory ``src`` (a missed band's runs) to
+    ``.scratch/band-misses/<what>-<stamp>`` and return that path, for the miss's message:
+    a miss that cannot be explained from its values is explained from its runs."""
+    import shutil  # noqa: PLC0415 - only on a miss
+    import time  # noqa: PLC0415
+    dest = os.path.join(MISSED_RUNS, f"{what}-{time.strftime('%Y%m%d-%H%M%S')}")
+    shutil.copytree(src, dest)
+    return dest
+
+
 def within(value, lo=None, hi=None):
     """Whether ``value`` is a number inside ``lo``..``hi`` (None: that side open), a
     bound's last bits of floating-point error forgiven (:data:`BOUND_REL_TOL`)."""

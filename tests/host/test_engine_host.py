@@ -268,9 +268,16 @@ def test_the_page_served_by_the_sender_waits_in_the_bloated_queue(tmp_path, net_
     ms); CS244 direction 4.17-9.15 s = 11.9-21.4 q, 2.2-7.6 s more than the default; one
     CI pair 3.45 s against 1.86 s (1.6 s more). An earlier bound, "at least twice the
     default", failed in that CI pair (x1.85): the rounds crossing the queue are about as
-    many both ways, so the ratio has no floor of 2 in theory, only the page's bytes do."""
+    many both ways, so the ratio has no floor of 2 in theory, only the page's bytes do.
+
+    That difference is judged on the fetches' medians, not their means: a fetch whose
+    segment meets the full FIFO waits an RTO (>= 200 ms, backed off), a tail that moves
+    the mean of ~10 fetches by seconds, on the safe side, and widens the spread the
+    false-fail rate is computed from (8 runs to 2026-11-30: mean differences 2.49-7.44
+    s, 3.61 +- 1.58 s, one run's h1 fetches at 20.8 q; false-fail 0.006 by the normal
+    model). The page's serialisation bounds every fetch, so it bounds the median."""
     scn = catalogue()["a1_fifo"]
-    means, qdelay_s = {}, {}
+    means, medians, qdelay_s = {}, {}, {}
     for server in ("h2", "h1"):
         run_dir = run_point(scn, {"delay_ms": 0, "web_server": server}, duration_s=20,
                             out_root=str(tmp_path / server), log=lambda *_: None)
@@ -279,14 +286,16 @@ def test_the_page_served_by_the_sender_waits_in_the_bloated_queue(tmp_path, net_
         assert set(web["fetch"]) == {"web"}
         rows = compute_metrics(run, warmup_s=run.record["warmup_s"])
         means[server] = _metric(rows, "web", "total_mean_s")
+        medians[server] = _metric(rows, "web", "total_p50_s")
         qdelay_s[server] = _metric(rows, "link", "qdelay_mean_ms") / 1000
-    print("fetch mean s:", means, "queueing delay s:", qdelay_s)
+    print("fetch mean s:", means, "median s:", medians, "queueing delay s:", qdelay_s)
     band("fetch mean over mean queueing delay, server h2",
          means["h2"] / max(qdelay_s["h2"], 1e-9), 3, 8)
     band("fetch mean over mean queueing delay, server h1",
          means["h1"] / max(qdelay_s["h1"], 1e-9), lo=4)
     page_s = 100_000 * 8 / 1.5e6
-    band("fetch mean, server h1 - server h2", means["h1"] - means["h2"], lo=page_s, unit="s")
+    band("fetch median, server h1 - server h2", medians["h1"] - medians["h2"], lo=page_s,
+         unit="s")
 
 
 def test_advmss_sets_every_tcp_flows_segment_size(tmp_path, net_guard):

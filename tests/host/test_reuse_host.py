@@ -8,17 +8,27 @@ Tolerances of the acceptance test, from the run-to-run spread measured here: six
 runs of a1_fifo, delay 0, 100-packet FIFO, 5 s, on this host (bench/bench_overhead.py
 --host, 2026-11-29) spread over utilization 0.9989-1.0012 (range 0.0023), the queue's
 mean delay 290.6-311.0 ms (range 20.4 ms) and the ping's mean RTT 283.6-307.6 ms (range
-24.0 ms). The test compares the means of three runs each way: their difference may be
-1.5 times the range of single runs (0.0035, 31 ms, 36 ms). A kept network that kept
-the point before's 20-packet FIFO would measure ~80 ms instead of ~290.
+24.0 ms). The test compares three runs each way, their difference may be 1.5 times the
+range of single runs (0.0035, 31 ms, 36 ms): the means' for utilization, the medians'
+for the two delays. A kept network that kept the point before's 20-packet FIFO would
+measure ~80 ms instead of ~290.
+
+Why medians for the delays: CUBIC's start-up has two regimes here. In most runs HyStart
+ends slow start at 30-40 packets and the FIFO never drops in 5 s (mean queue delay
+290-306 ms); now and then it does not, the queue reaches 94 packets, drops, and the
+run's mean delay is ~410 ms (2026-11-30 05:46, a fresh run: 406.6 ms against 290.4 and
+293.8, and the RTT 418 ms against 286-289; kept in .scratch/band-misses). One such run
+of three moves a mean by ~40 ms, past the tolerance, on either side (that miss was the
+fresh side's; at 06:56 a kept run's, 442 ms, 7 drops); it moves a median by nothing. A
+reuse fault moves every kept run, so the medians still see it. How many runs of each
+side dropped is recorded (not judged), to tell whether a kept network has that regime
+more often.
 """
 import json
 import os
-import shutil
 import signal
 import statistics
 import subprocess
-import time
 
 import pytest
 
@@ -29,7 +39,7 @@ from bufferbloat.results.metrics import metric_value
 from bufferbloat.run import engine
 from bufferbloat.run.engine import run_point
 from bufferbloat.scenarios import catalogue
-from tests.retries import band
+from tests.retries import band, keep_missed_runs, observe
 
 DURATION_S = 3
 A1 = catalogue()["a1_fifo"]
@@ -149,6 +159,10 @@ def test_another_shape_a_dirty_state_or_an_interrupt_gets_a_fresh_network(
 
 #: the acceptance test's tolerances (the module's doc): 1.5 x the range of six fresh runs
 TOLERANCE = {"utilization": 0.0035, "qdelay_mean_ms": 31.0, "rtt_mean_ms": 36.0}
+#: how the three runs of each side are summarised (the module's doc: why the median)
+SUMMARY = {"utilization": ("mean", statistics.mean),
+           "qdelay_mean_ms": ("median", statistics.median),
+           "rtt_mean_ms": ("median", statistics.median)}
 REPS = 3
 
 
@@ -164,8 +178,8 @@ def _measured(run_dir):
 def test_the_same_point_measures_the_same_on_a_kept_and_on_a_fresh_network(tmp_path,
                                                                          net_guard):
     """Three runs of a1_fifo (100 packets, 5 s) each on a network kept from a point with a
-    20-packet FIFO before it, and three on a fresh network: their means agree within
-    TOLERANCE (the module's doc)."""
+    20-packet FIFO before it, and three on a fresh network: their means (utilization)
+    and medians (the delays) agree within TOLERANCE (the module's doc)."""
     out = str(tmp_path)
     kept, fresh = [], []
     with NetworkKeeper(enabled=True) as keeper:
@@ -184,29 +198,24 @@ def test_the_same_point_measures_the_same_on_a_kept_and_on_a_fresh_network(tmp_p
     got = {}
     for name, dirs in (("kept", kept), ("fresh", fresh)):
         values = [_measured(d) for d in dirs]
-        got[name] = {m: statistics.mean(v[m] for v in values) for m in TOLERANCE}
+        got[name] = {m: SUMMARY[m][1]([v[m] for v in values]) for m in TOLERANCE}
     print(f"kept network: {got['kept']}; fresh network: {got['fresh']}")
+    # which start-up regime each run had (the module's doc): recorded, not judged, so
+    # that the records tell whether a kept network has the overflowing one more often
+    for name, dirs in (("kept", kept), ("fresh", fresh)):
+        observe(f"{name} runs whose FIFO dropped in slow start, of {REPS}",
+                sum(_leaf(_rec(d), "installed_after")["drops"] > 0 for d in dirs))
     for metric, tol in TOLERANCE.items():
         try:
-            band(f"kept - fresh, mean {metric}", got["kept"][metric] - got["fresh"][metric],
-                 -tol, tol, "ms" if metric.endswith("_ms") else "")
+            band(f"kept - fresh, {SUMMARY[metric][0]} {metric}",
+                 got["kept"][metric] - got["fresh"][metric], -tol, tol,
+                 "ms" if metric.endswith("_ms") else "")
         except AssertionError as exc:
             # each run's value and verdict in the record: a miss names the run that made
             # it (2026-11-29: kept - fresh 103 ms once in 5 samples, the runs lost with
             # their tmp_path); the six runs' directories are kept for a look
             raise AssertionError(f"{exc}; {_each_run(kept, fresh, metric)}; the runs are "
-                                 f"kept in {_keep_runs(out)}") from None
-
-
-#: where a missed kept-vs-fresh band's runs are kept (a tmp_path is pruned)
-MISSES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), ".scratch", "reuse-misses")
-
-
-def _keep_runs(out):
-    dest = os.path.join(MISSES, time.strftime("%Y%m%d-%H%M%S"))
-    shutil.copytree(out, dest)
-    return dest
+                                 f"kept in {keep_missed_runs(out, 'reuse')}") from None
 
 
 def _each_run(kept, fresh, metric):

@@ -5,6 +5,7 @@ import importlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -468,3 +469,21 @@ def test_a_value_on_a_bound_computed_in_floating_point_is_within():
     assert not retries.within(6.056 - 0.6056, 0.4 * (100 * 1514 * 8 / 80e3))
     assert retries.within(1.0, hi=1.0 - 1e-12) and not retries.within(1.0, hi=0.999999)
     assert not retries.within(None, 0, 1)
+
+
+def test_a_missed_bands_runs_are_kept_whole_under_scratch(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    (runs / "a1_fifo" / "run-1" / "series").mkdir(parents=True)
+    (runs / "a1_fifo" / "run-1" / "series" / "qdisc.csv").write_text("t,qlen_pkts\n0,3\n")
+    monkeypatch.setattr(retries, "MISSED_RUNS", str(tmp_path / "band-misses"))
+    dest = retries.keep_missed_runs(str(runs), "reuse")
+    assert os.path.dirname(dest) == str(tmp_path / "band-misses")
+    assert os.path.basename(dest).startswith("reuse-")
+    with open(os.path.join(dest, "a1_fifo", "run-1", "series", "qdisc.csv")) as f:
+        assert f.read() == "t,qlen_pkts\n0,3\n"
+    # the copy is apart from its source, which a tmp_path prunes
+    shutil.rmtree(runs)
+    assert os.path.isfile(os.path.join(dest, "a1_fifo", "run-1", "series", "qdisc.csv"))
+    # and the default is the checkout's .scratch, which the VM shares as /bb
+    monkeypatch.undo()
+    assert retries.MISSED_RUNS == os.path.join(ROOT, ".scratch", "band-misses")
