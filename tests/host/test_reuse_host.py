@@ -13,16 +13,19 @@ range of single runs (0.0035, 31 ms, 36 ms): the means' for utilization, the med
 for the two delays. A kept network that kept the point before's 20-packet FIFO would
 measure ~80 ms instead of ~290.
 
-Why medians for the delays: CUBIC's start-up has two regimes here. In most runs HyStart
-ends slow start at 30-40 packets and the FIFO never drops in 5 s (mean queue delay
-290-306 ms); now and then it does not, the queue reaches 94 packets, drops, and the
-run's mean delay is ~410 ms (2026-11-30 05:46, a fresh run: 406.6 ms against 290.4 and
-293.8, and the RTT 418 ms against 286-289; kept in .scratch/band-misses). One such run
-of three moves a mean by ~40 ms, past the tolerance, on either side (that miss was the
-fresh side's; at 06:56 a kept run's, 442 ms, 7 drops); it moves a median by nothing. A
-reuse fault moves every kept run, so the medians still see it. How many runs of each
-side dropped is recorded (not judged), to tell whether a kept network has that regime
-more often.
+Why medians for the delays: CUBIC's start-up has two regimes here. In most runs
+HyStart ends slow start at a window of 28 packets (ssthresh 28 at 0.3 s) and the FIFO
+never drops in 5 s (mean queue delay 288-306 ms); now and then it ends it at ~86, the
+window grows past the FIFO, which drops, and the flow times out once: the run's mean
+delay is 405-450 ms (2026-11-30 05:46, a fresh run: 406.6 ms against 290.4 and 293.8,
+the RTT 418 ms against 286-289; 06:56, a kept run: 442.1 ms, ssthresh 86 at 1.1 s, 7
+drops, an RTO at 3.5 s; both kept in .scratch/reuse-misses; in both the window was
+still 10 at 0.3 s, where the others' was 28 with HyStart done). One such run of three
+moves a mean by ~40 ms, past the tolerance, on either side; it moves a median by
+nothing. A reuse fault moves every kept run, so the medians still see it. How many runs
+of each side dropped is recorded (not judged): three of the four such runs seen so far
+were kept runs (449.5, 449.9 ms on 2026-11-30, measurements.md), so the records are to
+tell whether a kept network has that regime more often.
 """
 import json
 import os
