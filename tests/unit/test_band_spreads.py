@@ -93,6 +93,17 @@ def test_the_predictive_tail_is_students_with_n_minus_1_degrees(tmp_path):
     assert bs.calibrated(missed, 10) == "no (1 missed)"
 
 
+@pytest.mark.parametrize("n, verdict", [(40, "no (1 missed)"), (50, "yes (1 missed)")])
+def test_one_miss_is_calibrated_only_when_its_share_alone_keeps_the_rate_low(n, verdict):
+    """One miss among n samples: p is at least 1/n, and the sequential rule's rate
+    p (1 - (1 - p)^2) is under 1/1000 from n = 45 on (1/40: 1.2e-3; 1/50: 7.9e-4),
+    however far the other samples sit from the bound."""
+    vals = [10.0 + 0.01 * (i % 7 - 3) for i in range(n - 1)] + [5.0]
+    s = bs.spread({"values": vals, "lo": 8.0, "hi": None})
+    assert s["misses"] == 1 and s["p"] == pytest.approx(1 / n)
+    assert bs.calibrated(s, 10) == verdict
+
+
 def test_a_band_whose_bound_moves_with_its_run_is_judged_against_each_runs_bound(tmp_path):
     """A bound computed from the run (a stopped sender's window): each sample is judged
     against its own. Values that track their bound 1 below it never miss, however far
