@@ -8,7 +8,7 @@ import os
 import sys
 
 from bufferbloat.core.errors import EXIT_USAGE, UsageError
-from bufferbloat.core.signals import interrupt_rc, silence_closed_stream
+from bufferbloat.core.signals import interrupt_rc, interrupt_within, silence_closed_stream
 
 
 def exit_code(cmd, call):
@@ -33,6 +33,10 @@ def exit_code(cmd, call):
         print(f"bufferbloat: error: {os_error_text(err)}", file=sys.stderr)
         rc = 1
     except Exception as err:  # noqa: BLE001 - one line, not a traceback (BUFFERBLOAT_DEBUG=1)
+        interrupt = interrupt_within(err)
+        if interrupt is not None:  # an interrupt Python wrapped in its own error
+            print("bufferbloat: interrupted", file=sys.stderr)
+            return interrupt_rc(interrupt)
         if os.environ.get("BUFFERBLOAT_DEBUG") == "1":
             raise
         print(f"bufferbloat: error: {cmd} failed: {type(err).__name__}: {err} "

@@ -121,6 +121,22 @@ def ignore_signals():
         signal.signal(sig, signal.SIG_IGN)
 
 
+def interrupt_within(exc):
+    """The KeyboardInterrupt (a SIGINT, or a SIGTERM turned into one) that ``exc`` was
+    raised from, or None. Python wraps some exceptions in its own: one raised by a
+    descriptor's ``__set_name__`` while a class body runs becomes ``RuntimeError: Error
+    calling __set_name__`` (3.11), with the interrupt as its cause. A SIGINT that lands
+    while a module such as matplotlib is imported is such a case (2026-11-30's gate:
+    a run recorded complete, then exit 1, "run failed", instead of 130)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def interrupt_rc(exc):
     """128 + the signal that interrupted a command (SIGTERM 143, SIGINT 130), from the
     KeyboardInterrupt it became."""

@@ -16,7 +16,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 
 from bufferbloat.cli import main
-from bufferbloat.commands.errors import os_error_text
+from bufferbloat.commands.errors import exit_code, os_error_text
 from bufferbloat.core.atomic import write_text_atomic
 
 RUNS = os.path.join(FIXTURES, "runs")
@@ -266,3 +266,35 @@ def test_show_recompute_over_a_cut_series_warns(tmp_path, capsys):
     assert main(["show", "--recompute", os.path.join(str(_copy(tmp_path, "a1_fifo", "b")))]) \
         == 0
     assert _warnings(capsys.readouterr().err) == []    # a whole run: nothing to say
+
+
+class _Interrupted:
+    """A descriptor whose ``__set_name__`` meets an interrupt, as a class body being run
+    by an import does when a SIGINT lands in it."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __set_name__(self, owner, name):
+        raise self.exc
+
+
+@pytest.mark.parametrize("exc, rc", [(KeyboardInterrupt(), 130),
+                                     (KeyboardInterrupt("SIGTERM"), 143)])
+def test_an_interrupt_python_wrapped_in_its_own_error_exits_as_an_interrupt(exc, rc, capsys):
+    """2026-11-30's gate: a SIGINT during matplotlib's import, after a run recorded
+    complete, became "RuntimeError: Error calling __set_name__" (Python 3.11 wraps an
+    exception from __set_name__) and the command exited 1, "run failed", not 130."""
+    def import_a_module():
+        type("TexManager", (), {"grey_arrayd": _Interrupted(exc)})
+    assert exit_code("run", import_a_module) == rc
+    err = capsys.readouterr().err
+    assert err == "bufferbloat: interrupted\n", err
+    # any other error that merely has a cause is still an error
+    def fails():
+        try:
+            raise ValueError("inner")
+        except ValueError as inner:
+            raise RuntimeError("outer") from inner
+    assert exit_code("run", fails) == 1
+    assert "run failed: RuntimeError: outer" in capsys.readouterr().err
