@@ -355,6 +355,11 @@ class _Session:
             "attempt": attempt, "outcome": outcome, "stage": watch.stage,
             "stages": watch.times, "boot_s": watch.times.get("command"),
             "qemu_pid": proc.pid, "qemu_rc": proc.returncode})
+        if outcome in ("hung", "qemu-exit") and not self.sig.got:
+            kept = keep_failed_boot(console_log.parent, f"{self.run_id}-boot{attempt}")
+            if kept is not None:
+                self.record["boots"][-1]["logs"] = str(kept)
+                self.progress(f"vm: that boot's console, output and qemu logs kept in {kept}")
         return outcome, watch
 
     def outcome(self) -> int:
@@ -509,6 +514,31 @@ def _guest_rc(ctl: Path, end: str | None, proc, wall: float, console_log: Path,
                  f"command's); exit code {EXIT_LOCKUP}")
         return EXIT_LOCKUP, end
     return (EXIT_TIMEOUT if end == "timeout" else EXIT_NO_RESULT), end
+
+
+#: how many failed boots' logs :func:`keep_failed_boot` keeps (the newest)
+FAILED_BOOTS_KEPT = 30
+
+
+def keep_failed_boot(attempt_dir: Path, name: str) -> Path | None:
+    """A failed boot's logs (console, the guest's output, qemu's) copied from its
+    temporary ``attempt_dir`` to ``failed-boots/<name>`` beside :func:`boot_log_path`,
+    so that a boot the next attempt replaced can still be read (where it stopped, what
+    bb-run said); only the newest :data:`FAILED_BOOTS_KEPT` are kept. None when they
+    cannot be written (no error: the boot is retried or reported all the same)."""
+    try:
+        root = boot_log_path().parent / "failed-boots"
+        dest = root / name
+        dest.mkdir(parents=True, exist_ok=True)
+        for log in ("console.log", "out.log", "qemu.log"):
+            with contextlib.suppress(FileNotFoundError):
+                shutil.copyfile(attempt_dir / log, dest / log)
+        kept = sorted(root.iterdir(), key=lambda d: d.stat().st_mtime)
+        for old in kept[:-FAILED_BOOTS_KEPT]:
+            shutil.rmtree(old, ignore_errors=True)
+        return dest
+    except (OSError, VMError):
+        return None
 
 
 def _append_boot_log(record: dict) -> None:

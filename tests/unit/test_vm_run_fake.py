@@ -195,6 +195,29 @@ def test_hung_boots_are_retried_then_rc_boot_failed(fake, monkeypatch):
     assert rec["rc"] == 4 and rec["end"] == "boot"
     assert [b["outcome"] for b in rec["boots"]] == ["hung"] * 3
     assert len((fake.tmp / "pids").read_text().split()) == 3
+    # each failed boot's logs outlive the run, beside the boots' log
+    for b in rec["boots"]:
+        kept = Path(b["logs"])
+        assert kept.parent == fake.tmp / "failed-boots", kept
+        assert "systemd[1]" in (kept / "console.log").read_text()
+        assert (kept / "qemu.log").is_file()
+        assert f"logs kept in {kept}" in text
+
+
+def test_only_the_newest_failed_boots_logs_are_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv(session.BOOT_LOG_ENV, str(tmp_path / "boots.jsonl"))
+    monkeypatch.setattr(session, "FAILED_BOOTS_KEPT", 3)
+    attempt = tmp_path / "boot-1"
+    attempt.mkdir()
+    for i in range(5):
+        (attempt / "console.log").write_text(f"boot {i}\n")
+        kept = session.keep_failed_boot(attempt, f"run{i}-boot1")
+        os.utime(kept, (1000 + i, 1000 + i))
+    left = sorted(d.name for d in (tmp_path / "failed-boots").iterdir())
+    # the 4th call removed run0; the 5th, run1 (run4 copied before the oldest went)
+    assert left == ["run2-boot1", "run3-boot1", "run4-boot1"], left
+    assert (tmp_path / "failed-boots/run4-boot1/console.log").read_text() == "boot 4\n"
+    assert not (tmp_path / "failed-boots/run4-boot1/out.log").exists()
 
 
 def test_silent_console_is_caught_by_the_first_output_bound(fake, monkeypatch):
