@@ -143,6 +143,7 @@ BOOT_STAGES = (
     ("systemd", ("systemd[1]:", "Welcome to ", " running in system mode")),
     ("bb-run", ("bb-run: stage bb-run",)),
     ("share", ("bb-run: stage share",)),
+    ("held", ("bb-run: stage held",)),
     ("command", ("bb-run: stage command",)),
 )
 STAGE_NAMES = tuple(name for name, _ in BOOT_STAGES)

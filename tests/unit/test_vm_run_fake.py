@@ -46,7 +46,7 @@ con.write("[    0.0] Linux version 6.1.0-fake\nRun /init as init process\n"
 if mode == "hang":
     time.sleep(3600)
 ctl = Path(share) / ".vm-run" / run_id
-con.write("bb-run: stage bb-run\nbb-run: stage share\n")
+con.write("bb-run: stage bb-run\nbb-run: stage share\nbb-run: stage held\n")
 (ctl / "started").write_text("1.0\n")
 con.write("bb-run: stage command\n")
 import ctypes

@@ -24,6 +24,8 @@ SYSTEMD = ("[    9.10] systemd[1]: systemd 252.39-1~deb12u1 running in system mo
            "Welcome to Debian GNU/Linux 12 (bookworm)!\n")
 BBRUN = "bb-run: stage bb-run (uptime 18.20)\n"
 SHARE = "bb-run: stage share (uptime 18.61)\n"
+HELD = ("bb-run: stage held (uptime 19.52: 2 trace instances, the timestamp key by pid 402, "
+        "1 CPU(s) offline while patching, from 18.62)\n")
 COMMAND = "bb-run: stage command (uptime 18.70)\n"
 
 
@@ -32,8 +34,8 @@ COMMAND = "bb-run: stage command (uptime 18.70)\n"
 def test_boot_stage_follows_the_console():
     text = ""
     assert boot.boot_stage(text) == "qemu"
-    expected = ["kernel", "initramfs", "systemd", "bb-run", "share", "command"]
-    for chunk, stage in zip([KERNEL, INITRAMFS, SYSTEMD, BBRUN, SHARE, COMMAND], expected):
+    expected = ["kernel", "initramfs", "systemd", "bb-run", "share", "held", "command"]
+    for chunk, stage in zip([KERNEL, INITRAMFS, SYSTEMD, BBRUN, SHARE, HELD, COMMAND], expected):
         text += chunk
         assert boot.boot_stage(text) == stage
     assert boot.STAGE_NAMES == ("qemu", *expected)
@@ -49,6 +51,7 @@ def test_the_guest_prints_the_markers_the_host_looks_for():
     script = (common.VM_DIR / "guest" / "bb-run").read_text()
     assert re.search(r'stage "bb-run ', script)
     assert re.search(r'stage "share ', script)
+    assert re.search(r'stage "held ', script)
     assert re.search(r'stage "command ', script)
     assert 'echo "bb-run: stage $*"' in script
 
