@@ -118,14 +118,22 @@ def test_udp_streams_under_and_over_the_bottleneck(net_guard):
          "ms")
 
 
+#: a prepared stream's first packet after its due time on a real-time host: two wake-ups
+#: (the schedule's thread calls start(), then the sender reads its START_AT), not the
+#: sender's own clock as for a stream started at t0 (START_SLACK_S["udp"], 20 ms). CI's
+#: gate on this 2-core host (load 1-2.6) measured 0.6-27 ms in 15 runs (2026-11-30: 27
+#: and 21 ms in two of them): 50 ms
+PREPARED_SLACK_S = 0.05
+
+
 def test_a_prepared_udp_stream_sends_at_its_schedules_time(net_guard):
     """A traffic part's stream is prepared before the run's clock starts (its two
     interpreters take seconds under TCG) and sends when its schedule starts it, at the
     traffic's origin + its start, not at t0 + its start (the origin comes seconds after
-    t0): its first packet leaves within 20 ms of that time on a real-time host (0.5 s
-    under TCG), and its record says when it was due and when it began, for the health
-    check. A prepared stream the run ends before its time sends nothing, and both its
-    processes end."""
+    t0): never before that time (asserted), and within 50 ms of it on a real-time host
+    (0.5 s under TCG; observed, not judged), and its record says when it was due and
+    when it began, for the health check. A prepared stream the run ends before its time
+    sends nothing, and both its processes end."""
     with dumbbell() as net:
         t0 = time.monotonic()
         kw = dict(rate_kbit=1000, size_bytes=1200, duration_s=1, t0=t0, send_on_start=True)
@@ -143,7 +151,7 @@ def test_a_prepared_udp_stream_sends_at_its_schedules_time(net_guard):
         quiet = never.stop()
         schedule.stop()
         assert all(p.poll() is not None for p in procs)
-    slack = 0.5 if EMULATED_CPU else START_SLACK_S["udp"]
+    slack = 0.5 if EMULATED_CPU else PREPARED_SLACK_S
     due = origin + 0.7 - t0
     assert summ["scheduled_s"] == pytest.approx(due, abs=1e-6)
     # never early (the contract); how late is recorded (a loaded host makes it later)
