@@ -306,6 +306,11 @@ class _Session:
                               f"{watch.stage!r} ({self.end}); qemu (pid {self.proc.pid}) "
                               "stopped; last console lines:")
                 print_tails(self.progress, *self.logs, 15, 5)
+                kept = keep_failed_boot(self.logs[0].parent, f"{self.run_id}-boot{attempt}")
+                if kept is not None:
+                    self.record["boots"][-1]["logs"] = str(kept)
+                    self.progress(f"vm: that boot's console, output and qemu logs kept in "
+                                  f"{kept}")
                 self.end = "boot"
                 if attempt < self.attempts:
                     self.progress("vm: booting a fresh copy of the VM")
@@ -355,11 +360,6 @@ class _Session:
             "attempt": attempt, "outcome": outcome, "stage": watch.stage,
             "stages": watch.times, "boot_s": watch.times.get("command"),
             "qemu_pid": proc.pid, "qemu_rc": proc.returncode})
-        if outcome in ("hung", "qemu-exit") and not self.sig.got:
-            kept = keep_failed_boot(console_log.parent, f"{self.run_id}-boot{attempt}")
-            if kept is not None:
-                self.record["boots"][-1]["logs"] = str(kept)
-                self.progress(f"vm: that boot's console, output and qemu logs kept in {kept}")
         return outcome, watch
 
     def outcome(self) -> int:
