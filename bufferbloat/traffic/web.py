@@ -93,7 +93,13 @@ class WebFetcher(Timed):
     server: a host name of the network or an IP address. Fetch ``i`` is due at
     ``t_first + i * every_s``; if a fetch outlasts the period, the next one starts as soon
     as it ends (no overlapping fetches, the schedule is not shifted: later fetches catch
-    up with their due times). ``timeout_s`` (default max(every_s, 10) x 3) bounds a fetch
+    up with their due times). ``t_first`` is the due time its schedule gave it
+    (``scheduled_s``, run time, set by the part before :meth:`start`) plus ``start_s``,
+    or, used on its own, :meth:`start`'s time plus ``start_s``: a thread that wakes late
+    makes the first fetch late, never the grid. ``window_s``: fetches are due only
+    before ``t_first + window_s`` (the part's stop; None: until :meth:`stop`), so that a
+    fetch due at the stop never races the schedule's stop (a loaded host once started one
+    there: 6 fetches in a 15 s run at 3 s). ``timeout_s`` (default max(every_s, 10) x 3) bounds a fetch
     (curl ``--max-time``). ``expected_size``: a fetch counts as ok only if curl exited 0,
     the code is 200 and (when given) that many bytes came.
 
@@ -106,7 +112,7 @@ class WebFetcher(Timed):
 
     def __init__(self, net, client, server, port=8080, every_s=1.0, *, name=None,
                  timeout_s=None, expected_size=None, start_s=0.0, t0=None,
-                 realtime_minus_monotonic=None, path="/"):
+                 realtime_minus_monotonic=None, path="/", window_s=None):
         self.net, self.client, self.server = net, client, server
         self.port = check_port(port)
         self.every_s = check_number("every_s", every_s, 0.01, 86_400)
@@ -115,6 +121,9 @@ class WebFetcher(Timed):
         self.expected_size = None if expected_size is None else check_number(
             "expected_size", expected_size, 0, 1 << 40, int)
         self.start_s = check_number("start_s", start_s, 0, 86_400)
+        self.window_s = None if window_s is None else check_number(
+            "window_s", window_s, 0, 86_400)
+        self.scheduled_s = None   # its due time (run time s), given by its schedule
         if not isinstance(path, str) or not path.startswith("/"):
             raise ParameterError("path", path, "an absolute URL path")
         self.name = name or f"web-{client}"
@@ -151,10 +160,19 @@ class WebFetcher(Timed):
         self._thread.start()
         return self
 
+    def first_due_mono(self):
+        """When fetch 0 is due (monotonic s): the schedule's due time, else now; plus
+        ``start_s``."""
+        base = (time.monotonic() if self.scheduled_s is None
+                else self.t0 + self.scheduled_s)
+        return base + self.start_s
+
     def _loop(self):
-        first = time.monotonic() + self.start_s
+        first = self.first_due_mono()
         i = 0
         while True:
+            if self.window_s is not None and i * self.every_s >= self.window_s - 1e-9:
+                return       # every fetch of the window started; stop() ends the last
             due = first + i * self.every_s
             if self._halt.wait(max(0.0, due - time.monotonic())):
                 return
@@ -268,7 +286,8 @@ class WebPart(TrafficPart):
                                 name=f"{spec['name']}-server")
         self.fetcher = WebFetcher(net, spec["client"], spec["server"], WEB_PORT,
                                   spec.get("every_s", 2.0), name=spec["name"],
-                                  expected_size=size, **self.ctx.clock)
+                                  expected_size=size, window_s=self.stop_s - self.start_s,
+                                  **self.ctx.clock)
         return [(self.fetcher, self.start_s, self.stop_s)]
 
     def prepare(self):

@@ -41,14 +41,20 @@ def _metric(rows, scope, metric, name=None):
     return vals[0]
 
 
-def _fetch_times(web):
-    """(start times, their 3 s grid from the first, when each was due): a fetch is due
-    at its grid time or, if the one before outlasted the period, when that one ended
-    (web.py: no overlap, the schedule not shifted); it then starts within
-    tests/timing.py's slack (0.1 s on a real-time host, 1 s under TCG, where a fetch
-    measured 0.26 s late)."""
+def _first_due(rec):
+    """The run time the schedule gave the web fetcher (result.json's ``scheduled_s``)."""
+    (entry,) = [e for e in rec["traffic_results"] if e.get("fetch") == "web"]
+    return entry["scheduled_s"]
+
+
+def _fetch_times(web, first_due):
+    """(start times, their 3 s grid from the fetcher's due time, when each was due): a
+    fetch is due at its grid time or, if the one before outlasted the period, when that
+    one ended (web.py: no overlap, the schedule not shifted, not even by a late first
+    fetch); it then starts within tests/timing.py's slack (0.1 s on a real-time host, 1 s
+    under TCG, where a fetch measured 0.26 s late)."""
     t = web["t"]
-    grid = t[0] + 3 * np.arange(len(t))
+    grid = first_due + 3 * np.arange(len(t))
     due = grid.copy()
     due[1:] = np.maximum(grid[1:], t[:-1] + web["total_s"][:-1])
     return t, grid, due
@@ -81,7 +87,7 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
             out.append(f"sampler {miss}")
         web = run.series("web")
         if len(web["t"]):       # (none at all fails the count below)
-            t, _, due = _fetch_times(web)
+            t, _, due = _fetch_times(web, _first_due(rec))
             observe(f"latest fetch start after its due time{UNDER_TCG}", np.max(t - due),
                     hi=START_SLACK_S["fetch"], unit="s")
             if np.any(t > due + START_SLACK_S["fetch"]):
@@ -149,10 +155,11 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
     tcp = run.series("tcp")
     assert set(tcp["flow"]) == {"long"}
 
-    # every web fetch: one per 3 s period started before the end, on a 3 s grid from the
-    # first, never early (their start within the slack: misses)
-    t, grid, _ = _fetch_times(run.series("web"))
-    assert len(t) == math.ceil(DURATION_S / 3)
+    # every web fetch: one per 3 s period started before the part's stop (none at the
+    # stop itself), on a 3 s grid from its scheduled start, never early (their start
+    # within the slack: misses)
+    t, grid, _ = _fetch_times(run.series("web"), _first_due(rec))
+    assert len(t) == math.ceil(DURATION_S / 3), t
     assert np.all(t >= grid - 0.01), (t, grid)
 
     # metrics recomputed from the stored data alone equal the stored table
