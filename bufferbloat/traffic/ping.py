@@ -54,6 +54,7 @@ class PingProbe(Timed):
         self._init_clock(t0, realtime_minus_monotonic)
         self.proc = None
         self.launched_mono = None   # when ping was launched (monotonic s)
+        self.stopped_mono = None    # when stop() ended it (monotonic s), if it did
         self.result = None
         self.raw = ""
 
@@ -73,6 +74,7 @@ class PingProbe(Timed):
         """End the probe (by PID) and parse what it printed."""
         if self.proc is None or self.result is not None:
             return self.result
+        self.stopped_mono = time.monotonic()
         stop_process(self.proc)
         return self._parse()
 
@@ -108,12 +110,15 @@ class PingProbe(Timed):
     def summary(self):
         """sent, received, loss_pct and RTT statistics (ms) of answered probes; when
         ping was launched (``t_launch``, s since t0: health judges it against the time
-        its schedule gave it)."""
+        its schedule gave it) and when :meth:`stop` ended it (``t_stopped``, None when it
+        ended by itself or was not stopped)."""
         probes = self.probes()
         rtts = sorted(r for _, _, r in probes if r is not None)
         out = {"probe": self.name, "src": self.src, "dst": self.dst,
                "t_launch": (None if self.launched_mono is None
                             else self.launched_mono - self.t0),
+               "t_stopped": (None if self.stopped_mono is None
+                             else self.stopped_mono - self.t0),
                "interval_s": self.interval_s, "sent": len(probes), "received": len(rtts),
                "loss_pct": 100.0 * (len(probes) - len(rtts)) / len(probes) if probes
                else None}

@@ -96,12 +96,13 @@ class WebFetcher(Timed):
     up with their due times). ``t_first`` is the due time its schedule gave it
     (``scheduled_s``, run time, set by the part before :meth:`start`) plus ``start_s``,
     or, used on its own, :meth:`start`'s time plus ``start_s``: a thread that wakes late
-    makes the first fetch late, never the grid. ``window_s``: fetches are due only
-    before ``t_first + window_s`` (the part's stop; None: until :meth:`stop`), so that a
-    fetch due at the stop never races the schedule's stop (a loaded host once started one
-    there: 6 fetches in a 15 s run at 3 s). ``timeout_s`` (default max(every_s, 10) x 3) bounds a fetch
-    (curl ``--max-time``). ``expected_size``: a fetch counts as ok only if curl exited 0,
-    the code is 200 and (when given) that many bytes came.
+    makes the first fetch late, never the grid. ``window_s``: fetches are due, and
+    start, only before ``t_first + window_s`` (the part's stop; None: until
+    :meth:`stop`), so that no fetch due at the stop races the schedule's stop (a loaded
+    host once started one there: 6 fetches in a 15 s run at 3 s). ``timeout_s``
+    (default max(every_s, 10) x 3) bounds a fetch (curl ``--max-time``).
+    ``expected_size``: a fetch counts as ok only if curl exited 0, the code is 200 and
+    (when given) that many bytes came.
 
     Every fetch is recorded: a fetch still running at :meth:`stop` is ended and recorded
     with ``ok`` = False, ``cut`` = 1 and ``http_code`` empty (its total_s = how long it
@@ -176,6 +177,8 @@ class WebFetcher(Timed):
             due = first + i * self.every_s
             if self._halt.wait(max(0.0, due - time.monotonic())):
                 return
+            if self.window_s is not None and time.monotonic() >= first + self.window_s:
+                return       # held past the window by the fetch before it: not started
             self._fetch(i)
             i += 1
 

@@ -155,11 +155,20 @@ def test_fifo_run_records_everything_and_reloads(tmp_path, net_guard):
     tcp = run.series("tcp")
     assert set(tcp["flow"]) == {"long"}
 
-    # every web fetch: one per 3 s period started before the part's stop (none at the
-    # stop itself), on a 3 s grid from its scheduled start, never early (their start
-    # within the slack: misses)
-    t, grid, _ = _fetch_times(run.series("web"), _first_due(rec))
-    assert len(t) == math.ceil(DURATION_S / 3), t
+    # every web fetch: one per 3 s period due before the part's stop (none at the stop
+    # itself), on a 3 s grid from its scheduled start, never early (their start within
+    # the slack: misses). A slot is due at its grid time or when the fetch before it
+    # ended, whichever is later (a fetch that outlasts its period delays the next): every
+    # slot due before the stop started, the next one was not due yet
+    web = run.series("web")
+    first = _first_due(rec)
+    t, grid, due = _fetch_times(web, first)
+    stop = first + DURATION_S
+    assert len(t) <= math.ceil(DURATION_S / 3) and np.all(due < stop), (t, due)
+    next_grid = first + 3 * len(t)
+    next_due = max(next_grid, t[-1] + web["total_s"][-1]) if len(t) else next_grid
+    assert next_due >= stop - 1e-6, (t, web["total_s"], stop)
+    assert len(t) == math.ceil(DURATION_S / 3) or next_grid < stop, (t, web["total_s"])
     assert np.all(t >= grid - 0.01), (t, grid)
 
     # metrics recomputed from the stored data alone equal the stored table

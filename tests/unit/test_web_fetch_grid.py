@@ -25,15 +25,21 @@ class _Proc:
     pid = 10 ** 7
     returncode = 0
 
+    def __init__(self, takes_s=0.0):
+        self.takes_s = takes_s
+
     def communicate(self, timeout=None):
+        time.sleep(self.takes_s)
         return "0.001 0.002 0.003 200 100\n", None
 
 
 class _Net:
-    """curl launched on a host: records the monotonic time of each launch."""
+    """curl launched on a host: records the monotonic time of each launch; fetch i
+    takes ``takes_s[i]`` s (default none)."""
 
-    def __init__(self):
+    def __init__(self, takes_s=None):
         self.launched = []
+        self.takes_s = takes_s or {}
 
     def ip(self, host):
         return "10.0.0." + host[1:]
@@ -41,7 +47,7 @@ class _Net:
     def popen(self, host, argv, **kw):
         assert argv[0] == "curl"
         self.launched.append(time.monotonic())
-        return _Proc()
+        return _Proc(self.takes_s.get(len(self.launched) - 1, 0.0))
 
 
 def _run(fetcher, stop_after_s):
@@ -63,6 +69,20 @@ def test_no_fetch_is_due_at_or_after_the_window_even_when_the_stop_comes_late():
     for i, ti in enumerate(t):
         assert i * 0.2 <= ti <= i * 0.2 + LATE_S, (i, t)
     assert f.summary()["fetches"] == 5
+
+
+def test_a_fetch_held_past_the_window_by_a_slow_one_is_not_started():
+    t0 = time.monotonic()
+    # fetch 2 (due 0.4 s) lasts until ~1.6 s: fetch 3, due at 0.6, would start then,
+    # after the window's end (1.0 s), were the stop late
+    f = WebFetcher(_Net(takes_s={2: 1.2}), "h1", "h2", every_s=0.2, window_s=1.0, t0=t0,
+                   realtime_minus_monotonic=0.0)
+    f.scheduled_s = 0.0
+    f.start()
+    f._thread.join(5)        # the loop ends by itself after its window
+    assert not f._thread.is_alive()
+    f.stop()
+    assert [r["index"] for r in f.fetches] == [0, 1, 2], f.fetches
 
 
 def test_a_late_start_makes_the_first_fetch_late_never_the_grid():
