@@ -32,6 +32,7 @@ import os
 import signal
 import statistics
 import subprocess
+import time
 
 import pytest
 
@@ -113,6 +114,24 @@ def test_a_kept_network_serves_the_next_point_proven_clean(tmp_path, net_guard):
     assert r2["health"]["verdict"] in ("healthy", "degraded")
 
 
+def _wait_until_in_netns_of(proc, pid, timeout_s=10.0):
+    """Return once ``proc`` runs sleep in the network namespace of ``pid``."""
+    want = os.stat(f"/proc/{pid}/ns/net").st_ino
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(f"/proc/{proc.pid}/comm") as f:
+                comm = f.read().strip()
+            there = os.stat(f"/proc/{proc.pid}/ns/net").st_ino == want
+        except FileNotFoundError:
+            comm, there = None, False
+        if comm == "sleep" and there:
+            return
+        assert proc.poll() is None, "nsenter could not enter h1's namespace"
+        assert time.monotonic() < deadline, "nsenter did not become sleep in h1's namespace"
+        time.sleep(0.01)
+
+
 def test_another_shape_a_dirty_state_or_an_interrupt_gets_a_fresh_network(
         tmp_path, net_guard, monkeypatch):
     out = str(tmp_path)
@@ -125,6 +144,8 @@ def test_another_shape_a_dirty_state_or_an_interrupt_gets_a_fresh_network(
             shell = next(h.pid for h in keeper.kept.net.hosts if h.name == "h1")
             stray = subprocess.Popen(["nsenter", "-t", str(shell), "-n", "--", "sleep",
                                       "120"], start_new_session=True)
+            # nsenter becomes sleep in h1's namespace after it starts: wait for that
+            _wait_until_in_netns_of(stray, shell)
             dirty = _rec(run_point(A1, _a1(20), duration_s=DURATION_S, out_root=out,
                                    keeper=keeper, **QUIET))
             assert dirty["network"]["reuse"]["reused"] is False

@@ -144,10 +144,11 @@ def test_timeout_stops_a_running_command_with_exit_124(tmp_path):
     VM (boot included) is stopped with its VM; exit 124 (as timeout(1)), in bounded
     time, recorded as such, no qemu left."""
     _need_vm()
-    timeout_s = 90      # a TCG boot starts the command after ~20 s (~45 s measured
-    #                     beside another qemu); the deadline must leave it room, and room
-    #                     for a boot that hangs (~1 in 50, boots.jsonl) to be retried:
-    #                     the boot bound lowered to 50 s, 50 + ~20 s < 90 s
+    timeout_s = 60      # a TCG boot starts the command after 12-21 s (82 boots in
+    #                     boots.jsonl; ~45 s once beside another qemu): the command runs
+    #                     ~40 s into the deadline. A boot that hangs (~1 in 50) is stopped
+    #                     at the boot bound, lowered to 50 s, and the deadline then stops
+    #                     the second boot: the record says so (below)
     env = dict(os.environ, **{session.BOOT_LOG_ENV: str(tmp_path / "boots.jsonl"),
                               boot.BOOT_TIMEOUT_ENV: "50"})
     run = _VMRun(["--timeout", str(timeout_s), "--", "sh", "-c",
@@ -155,7 +156,7 @@ def test_timeout_stops_a_running_command_with_exit_124(tmp_path):
                  stdout=subprocess.PIPE)
     rc, out, text = run.finish()
     assert rc == session.EXIT_TIMEOUT == 124, text
-    assert "the command ran" in out and "it was not stopped" not in out
+    assert "it was not stopped" not in out
     t_boot = run.first("boot 1/")
     assert t_boot is not None, text
     # the deadline, then stopping qemu (<= 10 s): not the command's 600 s
@@ -163,8 +164,15 @@ def test_timeout_stops_a_running_command_with_exit_124(tmp_path):
     assert "timeout: stopping qemu" in text
     rec = _boots(tmp_path / "boots.jsonl")
     assert rec["rc"] == 124 and rec["end"] == "timeout", rec
-    assert [b["outcome"] for b in rec["boots"]][-1] == "started", rec
+    # the deadline stops what runs then: the command (its boot "started"); or, after a
+    # boot that hung (50 s) and a slow second one (up to ~45 s), that boot ("timeout")
+    last = rec["boots"][-1]["outcome"]
+    assert last in ("started", "timeout"), rec
     assert all(b["outcome"] == "hung" for b in rec["boots"][:-1]), rec
+    if last == "started":
+        assert "the command ran" in out, text
+    else:
+        assert len(rec["boots"]) > 1 and "the command ran" not in out, rec
     assert _qemu_alive(rec["run_id"]) == []
     assert not (Path(ROOT) / control.CONTROL_DIR / rec["run_id"]).exists()
 

@@ -3,7 +3,7 @@ must leave; shared by the host and VM tests."""
 import csv
 import os
 
-from bufferbloat.results.health_record import scheduled_entries
+from bufferbloat.results.health_record import MAX_START_LATE_S, scheduled_entries
 from bufferbloat.results.records import load_run
 from bufferbloat.run.engine import run_point
 from bufferbloat.run.scenario import Scenario
@@ -59,7 +59,10 @@ def run_and_check(out_root, rate_mbit, **params):
     entry = next(e for e in rec["traffic_results"] if e.get("flow") == "py")
     assert entry["kind"] == "PyFlow" and entry["bytes_received"] == received
     assert abs(entry["scheduled_s"] - (rec["traffic_start_s"] + 0.1 * DURATION_S)) < 1e-6
-    assert entry["t_launch"] - entry["scheduled_s"] < 1.0
+    # launched at its due time: never early; late by at most what the health verdict
+    # allows a healthy run (MAX_START_LATE_S: a TCG guest's launch takes ~1 s)
+    late = entry["t_launch"] - entry["scheduled_s"]
+    assert -1e-6 <= late <= MAX_START_LATE_S, late
     # flows_on_time judges every scheduled part: the new kind's flow and the ping beside it
     on_time = rec["health"]["checks"]["flows_on_time"]
     assert on_time["flows"] == len(scheduled_entries(rec)) == 2, on_time

@@ -207,14 +207,21 @@ def _guest_loop(tmp_path):
 
 
 def test_guest_stop_file_interrupts_the_command_with_sigint(tmp_path):
+    # the command says when its handler is in place: a SIGINT before that (the
+    # interpreter still starting on a loaded machine) would find nothing to print "saved"
+    ready = tmp_path / "ready"
     (tmp_path / "cmd").write_text(
-        "exec python3 -c \"\nimport sys, time\ntry:\n    time.sleep(60)\n"
+        "exec python3 -c \"\nimport sys, time\ntry:\n"
+        f"    open('{ready}', 'w').close()\n    time.sleep(60)\n"
         "except KeyboardInterrupt:\n    print('saved'); sys.exit(130)\n\"\n")
     # started in the background as bb-run is by systemd: SIGINT must not stay ignored
     (tmp_path / "loop.sh").write_text(_guest_loop(tmp_path))
     proc = subprocess.Popen(["bash", "-c", f"bash {tmp_path / 'loop.sh'} & wait"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    deadline = time.monotonic() + 20
+    while not ready.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert ready.exists(), proc.communicate(timeout=20)
     t0 = time.monotonic()
     (tmp_path / "stop").write_text("SIGINT\n")
     out, err = proc.communicate(timeout=20)

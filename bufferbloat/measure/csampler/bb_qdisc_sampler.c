@@ -903,8 +903,17 @@ int main(int argc, char **argv)
 				exit(1);
 		}
 		stamps[nstamps++] = st;
+		size_t mark = out.len;
 		for (int i = 0; i < ndev && !idle; i++)
 			sample(&devs[i], t, &rx, &out);
+		if (stop_sig) {
+			/* the stop came during the tick: a dump may have been cut short (not an
+			 * error, dev_error), so the tick is dropped whole, its stamp and its rows:
+			 * every tick counted has a row per device */
+			nstamps--;
+			out.len = mark;
+			break;
+		}
 		now = mono();
 		k++;
 		long long late = (long long)floor((now - t0) / period) - k + 1;
