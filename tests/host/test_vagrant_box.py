@@ -111,12 +111,21 @@ def tools():
     assert os.geteuid() == 0, "needs root (vm/box, libvirt's system instance)"
 
 
+def _says(proc):
+    """An assert's message: the command, its exit and its output's tails (a test
+    record keeps the message, not the printed output: a failure of 2026-11-30 03:44,
+    exit 2 in 1.1 s, left no cause)."""
+    # one line, its cause first: the record keeps an assert's first 300 characters
+    return (f"exit {proc.returncode}, stderr ends {proc.stderr[-200:]!r} "
+            f"({os.path.basename(str(proc.args[0]))}); stdout ends {proc.stdout[-500:]!r}")
+
+
 def test_vagrant_up_runs_a_point_and_brings_its_results_back(tools, libvirt, checkout,
                                                              tmp_path):
     before = _listings()
     t0 = time.monotonic()
     box = _run([os.path.join(ROOT, "vm", "box")], cwd=ROOT, timeout=1800)
-    assert box.returncode == 0
+    assert box.returncode == 0, _says(box)
     box_path = box.stdout.strip().splitlines()[-1]
     assert box_path.endswith(".box") and os.path.isfile(box_path)
     box_name = os.path.basename(box_path)[:-len(".box")]
@@ -127,19 +136,20 @@ def test_vagrant_up_runs_a_point_and_brings_its_results_back(tools, libvirt, che
     env.pop("VAGRANT_CWD", None)
     times = {"box": time.monotonic() - t0}
     try:
-        assert _run(["vagrant", "validate"], cwd=checkout, env=env).returncode == 0
+        validate = _run(["vagrant", "validate"], cwd=checkout, env=env)
+        assert validate.returncode == 0, _says(validate)
         t = time.monotonic()
         up = _run(["vagrant", "up", "--provider=libvirt"], cwd=checkout, env=env,
                   timeout=2400)
         times["up"] = time.monotonic() - t
-        assert up.returncode == 0
+        assert up.returncode == 0, _says(up)
         assert "vm/provision.sh" in up.stdout and "provision.sh: done" in up.stdout
         t = time.monotonic()
         run = _run([str(checkout / "vm" / "vagrant-run"), "--quick", "--", "--only",
                     "a2_pie"], cwd=checkout, env=env, timeout=3600)
         times["run"] = time.monotonic() - t
         # a complete run: 0, or EXIT_DEGRADED when the emulator fell behind under TCG
-        assert run.returncode in (0, EXIT_DEGRADED), run.returncode
+        assert run.returncode in (0, EXIT_DEGRADED), _says(run)
         results = glob.glob(str(checkout / "results" / "a2_pie" / "**" / "result.json"),
                             recursive=True)
         assert results, "no results/a2_pie/.../result.json came back to the host"
@@ -154,7 +164,7 @@ def test_vagrant_up_runs_a_point_and_brings_its_results_back(tools, libvirt, che
             if vol.startswith(box_name):            # the box's copy in the pool
                 _virsh("vol-delete", "--pool", POOL, vol)
         print("times (s):", {k: round(v) for k, v in times.items()})
-    assert destroy.returncode == 0
+    assert destroy.returncode == 0, _says(destroy)
     after = _listings()
     assert after[0] == before[0], f"domains left: {after[0] - before[0]}"
     assert after[1] <= before[1], f"volumes left: {after[1] - before[1]}"
