@@ -86,10 +86,11 @@ class PingProbe(Timed):
     def _parse(self):
         if self.result is not None:
             return self.result
-        self.out.seek(0)
-        self.raw = self.out.read()
-        self.out.close()
+        if not self.out.closed:     # (a signal may interrupt this; a second call goes on)
+            self.out.seek(0)
+            self.raw = self.out.read()
         self.result = parse_ping(self.raw)
+        self.out.close()
         return self.result
 
     def probes(self):

@@ -60,12 +60,18 @@ class WebServer:
     def stop(self):
         """End the server (by PID)."""
         if self.proc is not None:
+            # a signal may interrupt this and the run's cleanup call it again: every
+            # step is skipped once done (a closed file read again ended a run "failed:
+            # I/O operation on closed file", its record left "running")
             stop_process(self.proc)
-            rest = self.proc.stdout.read()
-            self.proc.stdout.close()
-            self._log.seek(0)
-            self.raw = self.raw + rest + self._log.read()
-            self._log.close()
+            if not self.proc.stdout.closed:
+                rest = self.proc.stdout.read()
+                self.proc.stdout.close()
+                self.raw = self.raw + rest
+            if not self._log.closed:
+                self._log.seek(0)
+                self.raw = self.raw + self._log.read()
+                self._log.close()
             self.proc = None
 
     def raw_outputs(self):
