@@ -495,7 +495,10 @@ def finish(ctx, status, error):
     the stored series) and the health verdict (from what was collected, never by
     collecting again), saved."""
     writer, rec = ctx.writer, ctx.record
-    stop_parts(ctx.parts)
+    stop_errors = []
+    stop_parts(ctx.parts, stop_errors)
+    if stop_errors:       # (a stop a signal interrupted once left the record "running")
+        rec["stop_errors"] = stop_errors
     with ctx.phase("collect"):
         try:
             _collect(writer, ctx.parts, ctx.sampler)
@@ -553,10 +556,18 @@ def prepare_parts(parts):
         part.prepare()
 
 
-def stop_parts(parts):
-    """Stop every part, the last started first (idempotent)."""
+def stop_parts(parts, errors=None):
+    """Stop every part, the last started first (idempotent). With ``errors`` (a list),
+    a part whose stop raises is listed there ("NAME: Type: message") and the others are
+    still stopped: the record is closed whatever a stop does."""
     for part in reversed(parts):
-        part.stop()
+        if errors is None:
+            part.stop()
+            continue
+        try:
+            part.stop()
+        except Exception as exc:  # noqa: BLE001 - the record must still be closed
+            errors.append(f"{part.name}: {type(exc).__name__}: {exc}")
 
 
 def sampler_died(sampler):

@@ -127,3 +127,29 @@ def test_the_part_gives_its_fetcher_its_window():
     part = kinds.build({"kind": "web", "name": "web", "client": "h1", "server": "h2",
                   "every_s": 3.0, "start": 0.2, "stop": 0.8}, ctx)
     assert part.fetcher.window_s == pytest.approx(9.0)
+
+
+def test_a_stop_that_raises_is_listed_and_the_other_parts_still_stop():
+    """finish() closes the record whatever a part's stop does (a stop a signal had
+    interrupted raised "I/O operation on closed file" when called again, and the record
+    stayed "running")."""
+    from bufferbloat.run.engine import stop_parts  # noqa: PLC0415
+
+    stopped = []
+
+    class Part:
+        def __init__(self, name, fails):
+            self.name, self.fails = name, fails
+
+        def stop(self):
+            stopped.append(self.name)
+            if self.fails:
+                raise ValueError("I/O operation on closed file.")
+
+    parts = [Part("a", False), Part("web", True), Part("c", False)]
+    errors = []
+    stop_parts(parts, errors)
+    assert stopped == ["c", "web", "a"]
+    assert errors == ["web: ValueError: I/O operation on closed file."]
+    with pytest.raises(ValueError):      # without a list, as run_network calls it
+        stop_parts(parts)
